@@ -1,0 +1,307 @@
+//! The command line: `serve`, `check` and `dump`.
+//!
+//! Parses arguments, resolves configuration, and runs one subcommand. The
+//! only place (with `main.rs`) that uses `anyhow`.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use crate::config::{Config, ServeArgs, ZoneArgs};
+use crate::dns::zonefile;
+use crate::model::{Model, Origin, Snapshot};
+use crate::runtime::{Server, Sockets};
+use crate::source::file::{DirLoad, Severity, initial_events, load_dir};
+
+/// Authoritative DNS for multicluster Kubernetes service names.
+#[derive(Debug, Parser)]
+#[command(name = "clusterset-dns", version, about, long_about = None)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Answer DNS for the clusterset zone from a zones directory, reloading on change.
+    Serve(ServeArgs),
+    /// Validate a zones directory and print what it would serve; exit 1 on errors.
+    Check(ZoneArgs),
+    /// Print the whole zone as RFC 1035 zone-file text (loadable by Knot DNS or NSD).
+    Dump(ZoneArgs),
+}
+
+/// Runs the command line. Logging goes to stderr (`RUST_LOG` sets the level).
+pub fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Command::Serve(args) => serve(&args),
+        Command::Check(args) => check(&args),
+        Command::Dump(args) => dump(&args),
+    }
+}
+
+fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let config = Config::resolve(args)?;
+    let sockets = Sockets::bind(config.dns_addr, config.admin_addr).with_context(|| {
+        format!(
+            "binding DNS on {} and admin on {}",
+            config.dns_addr, config.admin_addr
+        )
+    })?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let mut server = Server::start(&config, sockets).context("starting the server")?;
+        // One machine-readable line so scripts learn the bound ports.
+        println!(
+            "listening dns={} admin={}",
+            server.dns_addr, server.admin_addr
+        );
+        let _ = std::io::stdout().flush();
+        let token = server.shutdown_token();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            token.cancel();
+        });
+        server.wait().await;
+        server.stop().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Loads a zones directory into a model, as `check` and `dump` see it.
+pub fn load_model(config: &Config) -> anyhow::Result<(DirLoad, Arc<Snapshot>)> {
+    let load = load_dir(&config.zones, config.local_cluster.as_deref())?;
+    let mut model = Model::new(config.settings.clone());
+    model.apply(load.clusters.iter().flat_map(initial_events));
+    Ok((load, model.snapshot()))
+}
+
+fn check(args: &ZoneArgs) -> anyhow::Result<ExitCode> {
+    let config = Config::resolve_zone(args)?;
+    let (load, snap) = load_model(&config)?;
+    print!("{}", check_report(&config, &load, &snap));
+    let errors = load
+        .all_problems()
+        .filter(|p| p.severity == Severity::Error)
+        .count();
+    Ok(if errors > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+fn describe_entry(e: &crate::model::Entry) -> String {
+    let mut parts = Vec::new();
+    if !e.v4.is_empty() {
+        parts.push(plural(e.v4.len(), "A"));
+    }
+    if !e.v6.is_empty() {
+        parts.push(plural(e.v6.len(), "AAAA"));
+    }
+    if e.v4.is_empty() && e.v6.is_empty() {
+        parts.push("no addresses (NODATA)".to_owned());
+    }
+    let pod_names = e.name_count() - 1;
+    if pod_names > 0 {
+        parts.push(plural(pod_names, "pod name"));
+    }
+    let members: Vec<&str> = e.members().collect();
+    if !members.is_empty() {
+        parts.push(format!("members {}", members.join(",")));
+    }
+    if let Origin::Federated { fail_open: true } = e.origin {
+        parts.push("fail-open".to_owned());
+    }
+    parts.join(", ")
+}
+
+/// The text `check` prints.
+pub fn check_report(config: &Config, load: &DirLoad, snap: &Snapshot) -> String {
+    let mut out = String::new();
+    let zone = snap.settings.zone.text();
+    let _ = writeln!(
+        out,
+        "{}: {} (zone {zone}.{})",
+        config.zones.display(),
+        plural(load.clusters.len(), "cluster"),
+        config
+            .local_cluster
+            .as_ref()
+            .map(|l| format!(", local cluster {l}"))
+            .unwrap_or_default()
+    );
+    if let Some(local) = &config.local_cluster {
+        if !load.clusters.iter().any(|c| &*c.name == local.as_str()) {
+            let _ = writeln!(out, "warning: the local cluster {local} has no directory");
+        }
+    }
+    let mut entries: Vec<_> = snap.entries.values().cloned().collect();
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    for c in &load.clusters {
+        let objects = &c.objects;
+        let endpoints: usize = objects.slices.values().map(|s| s.endpoints.len()).sum();
+        let ready: usize = objects
+            .slices
+            .values()
+            .map(|s| s.endpoints.iter().filter(|e| e.ready).count())
+            .sum();
+        let _ = writeln!(
+            out,
+            "\ncluster {} ({}): {}, {} exported or federated, {} not exported, {} ({ready} ready)",
+            c.name,
+            if c.local { "local" } else { "remote" },
+            plural(c.files, "file"),
+            plural(objects.services.len(), "service"),
+            c.not_exported,
+            plural(endpoints, "endpoint"),
+        );
+        if let Some(gw) = &objects.gateway {
+            let addrs: Vec<String> = gw.addresses.iter().map(ToString::to_string).collect();
+            let _ = writeln!(
+                out,
+                "  gateway {} port {}",
+                if addrs.is_empty() {
+                    "(no address)".to_owned()
+                } else {
+                    addrs.join(",")
+                },
+                gw.port.map_or("(none)".to_owned(), |p| p.to_string())
+            );
+        }
+        for (key, svc) in &objects.services {
+            let mode = match (svc.export, svc.federated) {
+                (Some(m), true) => format!("{}+federated", m.as_str()),
+                (Some(m), false) => m.as_str().to_owned(),
+                (None, _) => "federated".to_owned(),
+            };
+            let ports: Vec<String> = svc.ports.iter().map(ToString::to_string).collect();
+            let _ = writeln!(
+                out,
+                "  service {key} {mode}{} ports {}",
+                if svc.headless { " headless" } else { "" },
+                if ports.is_empty() {
+                    "-".to_owned()
+                } else {
+                    ports.join(",")
+                }
+            );
+        }
+        for m in objects.mirrors.values() {
+            let ips: Vec<String> = m.cluster_ips.iter().map(ToString::to_string).collect();
+            let _ = writeln!(
+                out,
+                "  mirror {} of cluster {} clusterIP {}",
+                m.key,
+                m.cluster,
+                ips.join(",")
+            );
+        }
+        for e in entries
+            .iter()
+            .filter(|e| matches!(&e.origin, Origin::Cluster { name, .. } if *name == c.name))
+        {
+            let _ = writeln!(out, "  name {}. {}", e.name, describe_entry(e));
+        }
+        for (kind, n) in &c.skipped {
+            let _ = writeln!(out, "  skipped {n} × {kind}");
+        }
+    }
+    let federated: Vec<_> = entries
+        .iter()
+        .filter(|e| matches!(e.origin, Origin::Federated { .. }))
+        .collect();
+    if !federated.is_empty() {
+        let _ = writeln!(out, "\nfederated");
+        for e in federated {
+            let _ = writeln!(out, "  name {}. {}", e.name, describe_entry(e));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{} served; {} not served (name collision); {} not served (too long)",
+        plural(snap.stats.names as usize, "name"),
+        snap.stats.collisions,
+        snap.stats.too_long
+    );
+    let problems: Vec<_> = load.all_problems().collect();
+    let errors = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .count();
+    if !problems.is_empty() {
+        let _ = writeln!(out, "\nproblems");
+        for p in &problems {
+            let _ = writeln!(out, "  {p}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{}, {}",
+        plural(errors, "error"),
+        plural(problems.len() - errors, "warning")
+    );
+    out
+}
+
+fn dump(args: &ZoneArgs) -> anyhow::Result<ExitCode> {
+    let config = Config::resolve_zone(args)?;
+    let (load, snap) = load_model(&config)?;
+    let mut errors = 0;
+    for p in load.all_problems() {
+        eprintln!("{p}");
+        errors += usize::from(p.severity == Severity::Error);
+    }
+    print!("{}", zonefile::dump(&snap));
+    Ok(if errors > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,322 @@
+//! Configuration: command-line flags, environment variables and an optional
+//! YAML file, merged in that order of precedence (flag, env, file, default).
+//!
+//! Every option has one name used three ways: the flag `--ttl`, the
+//! environment variable `CLUSTERSET_DNS_TTL`, the file key `ttl`. The file
+//! rejects unknown keys, naming them. This module owns validation of values
+//! and must not start anything.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use serde::Deserialize;
+
+use crate::dns::name::ZoneName;
+use crate::model::Settings;
+use crate::model::names::check_cluster_name;
+
+/// Why the configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config file is not valid YAML for our keys.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said (it names unknown keys).
+        message: String,
+    },
+    /// A value is out of range or malformed.
+    #[error("invalid {key}: {reason}")]
+    Invalid {
+        /// The option's name.
+        key: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A required option is missing.
+    #[error("{0} is required (flag --{0}, env {1}, or config key {0})")]
+    Missing(&'static str, &'static str),
+}
+
+/// Options shared by `serve`, `check` and `dump`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ZoneArgs {
+    /// Directory holding one sub-directory of Kubernetes YAML per cluster.
+    #[arg(long, env = "CLUSTERSET_DNS_ZONES", value_name = "DIR")]
+    pub zones: Option<PathBuf>,
+    /// Name of the local cluster (one of the sub-directories).
+    #[arg(long, env = "CLUSTERSET_DNS_LOCAL_CLUSTER", value_name = "NAME")]
+    pub local_cluster: Option<String>,
+    /// The zone served [default: clusterset.local].
+    #[arg(long, env = "CLUSTERSET_DNS_ZONE", value_name = "ZONE")]
+    pub zone: Option<String>,
+    /// TTL of positive answers, 0-3600 seconds [default: 5].
+    #[arg(long, env = "CLUSTERSET_DNS_TTL", value_name = "SECONDS")]
+    pub ttl: Option<u32>,
+    /// TTL of negative answers (the SOA's TTL and MINIMUM), 0-3600 [default: the TTL].
+    #[arg(long, env = "CLUSTERSET_DNS_NEGATIVE_TTL", value_name = "SECONDS")]
+    pub negative_ttl: Option<u32>,
+    /// Reverse zone to serve PTR records in (repeatable), e.g. 10.in-addr.arpa.
+    #[arg(
+        long = "reverse-zone",
+        env = "CLUSTERSET_DNS_REVERSE_ZONE",
+        value_name = "ZONE",
+        value_delimiter = ','
+    )]
+    pub reverse_zones: Vec<String>,
+    /// Address of ns.dns.<zone>, the NS glue (repeatable) [default: the --dns-addr IP unless unspecified].
+    #[arg(
+        long = "ns-addr",
+        env = "CLUSTERSET_DNS_NS_ADDR",
+        value_name = "IP",
+        value_delimiter = ','
+    )]
+    pub ns_addrs: Vec<IpAddr>,
+    /// YAML config file; its keys are the flag names without `--`.
+    #[arg(long, env = "CLUSTERSET_DNS_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Options of `serve`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// Zone and data options.
+    #[command(flatten)]
+    pub zone: ZoneArgs,
+    /// UDP and TCP address to answer DNS on [default: 127.0.0.1:5353].
+    #[arg(long, env = "CLUSTERSET_DNS_DNS_ADDR", value_name = "ADDR")]
+    pub dns_addr: Option<SocketAddr>,
+    /// Address of the admin HTTP server (/live, /ready, /metrics) [default: 127.0.0.1:9153].
+    #[arg(long, env = "CLUSTERSET_DNS_ADMIN_ADDR", value_name = "ADDR")]
+    pub admin_addr: Option<SocketAddr>,
+}
+
+/// The config file: the same names as the flags.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FileConfig {
+    /// `zones`.
+    pub zones: Option<PathBuf>,
+    /// `local-cluster`.
+    pub local_cluster: Option<String>,
+    /// `zone`.
+    pub zone: Option<String>,
+    /// `ttl`.
+    pub ttl: Option<u32>,
+    /// `negative-ttl`.
+    pub negative_ttl: Option<u32>,
+    /// `reverse-zone`: a list.
+    #[serde(default)]
+    pub reverse_zone: Vec<String>,
+    /// `ns-addr`: a list.
+    #[serde(default)]
+    pub ns_addr: Vec<IpAddr>,
+    /// `dns-addr`.
+    pub dns_addr: Option<SocketAddr>,
+    /// `admin-addr`.
+    pub admin_addr: Option<SocketAddr>,
+}
+
+impl FileConfig {
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        serde_saphyr::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.without_snippet().render(),
+        })
+    }
+}
+
+/// Default DNS address.
+pub const DEFAULT_DNS_ADDR: &str = "127.0.0.1:5353";
+/// Default admin address.
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9153";
+/// Default zone.
+pub const DEFAULT_ZONE: &str = "clusterset.local";
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The zones directory.
+    pub zones: PathBuf,
+    /// The local cluster's name.
+    pub local_cluster: Option<String>,
+    /// Answer settings.
+    pub settings: Arc<Settings>,
+    /// DNS address.
+    pub dns_addr: SocketAddr,
+    /// Admin address.
+    pub admin_addr: SocketAddr,
+}
+
+fn check_ttl(key: &'static str, v: u32) -> Result<u32, ConfigError> {
+    if v > 3600 {
+        return Err(ConfigError::Invalid {
+            key,
+            reason: format!("{v} is above 3600 seconds"),
+        });
+    }
+    Ok(v)
+}
+
+fn zone(key: &'static str, name: &str) -> Result<ZoneName, ConfigError> {
+    ZoneName::new(name).map_err(|e| ConfigError::Invalid {
+        key,
+        reason: e.to_string(),
+    })
+}
+
+fn reverse_zone(name: &str) -> Result<ZoneName, ConfigError> {
+    let z = zone("reverse-zone", name)?;
+    let text = z.text();
+    let ok = if let Some(octets) = text.strip_suffix(".in-addr.arpa") {
+        octets.split('.').count() <= 4
+            && octets
+                .split('.')
+                .all(|o| o.parse::<u8>().is_ok_and(|n| n.to_string() == o))
+    } else if let Some(nibbles) = text.strip_suffix(".ip6.arpa") {
+        nibbles.split('.').count() <= 32
+            && nibbles
+                .split('.')
+                .all(|n| n.len() == 1 && n.chars().all(|c| c.is_ascii_hexdigit()))
+    } else {
+        text == "in-addr.arpa" || text == "ip6.arpa"
+    };
+    if !ok {
+        return Err(ConfigError::Invalid {
+            key: "reverse-zone",
+            reason: format!(
+                "{name:?} is not an in-addr.arpa zone on an octet boundary or an ip6.arpa zone on a nibble boundary"
+            ),
+        });
+    }
+    Ok(z)
+}
+
+impl Config {
+    /// Resolves `serve` options: flags and env (already merged by clap) over
+    /// the config file over defaults.
+    pub fn resolve(args: &ServeArgs) -> Result<Self, ConfigError> {
+        let file = match &args.zone.config {
+            Some(path) => FileConfig::load(path)?,
+            None => FileConfig::default(),
+        };
+        Self::merge(args, file)
+    }
+
+    /// Resolves `check`/`dump` options (no addresses given).
+    pub fn resolve_zone(args: &ZoneArgs) -> Result<Self, ConfigError> {
+        Self::resolve(&ServeArgs {
+            zone: args.clone(),
+            dns_addr: None,
+            admin_addr: None,
+        })
+    }
+
+    fn merge(args: &ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
+        let FileConfig {
+            zones,
+            local_cluster,
+            zone: file_zone,
+            ttl,
+            negative_ttl,
+            reverse_zone: file_reverse,
+            ns_addr,
+            dns_addr,
+            admin_addr,
+        } = file;
+        let a = &args.zone;
+        let zones = a
+            .zones
+            .clone()
+            .or(zones)
+            .ok_or(ConfigError::Missing("zones", "CLUSTERSET_DNS_ZONES"))?;
+        let local_cluster = a.local_cluster.clone().or(local_cluster);
+        if let Some(name) = &local_cluster {
+            check_cluster_name(name).map_err(|e| ConfigError::Invalid {
+                key: "local-cluster",
+                reason: e.to_string(),
+            })?;
+        }
+        let zone_name = zone(
+            "zone",
+            a.zone
+                .as_deref()
+                .or(file_zone.as_deref())
+                .unwrap_or(DEFAULT_ZONE),
+        )?;
+        let ttl = check_ttl("ttl", a.ttl.or(ttl).unwrap_or(5))?;
+        let negative_ttl = check_ttl(
+            "negative-ttl",
+            a.negative_ttl.or(negative_ttl).unwrap_or(ttl),
+        )?;
+        let reverse_names = if a.reverse_zones.is_empty() {
+            file_reverse
+        } else {
+            a.reverse_zones.clone()
+        };
+        let reverse_zones = reverse_names
+            .iter()
+            .map(|z| reverse_zone(z))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dns_addr = match args.dns_addr.or(dns_addr) {
+            Some(a) => a,
+            None => DEFAULT_DNS_ADDR.parse().map_err(|_| ConfigError::Invalid {
+                key: "dns-addr",
+                reason: "bad default".into(),
+            })?,
+        };
+        let admin_addr = match args.admin_addr.or(admin_addr) {
+            Some(a) => a,
+            None => DEFAULT_ADMIN_ADDR
+                .parse()
+                .map_err(|_| ConfigError::Invalid {
+                    key: "admin-addr",
+                    reason: "bad default".into(),
+                })?,
+        };
+        let mut ns_addrs = if a.ns_addrs.is_empty() {
+            ns_addr
+        } else {
+            a.ns_addrs.clone()
+        };
+        if ns_addrs.is_empty() && !dns_addr.ip().is_unspecified() {
+            ns_addrs.push(dns_addr.ip());
+        }
+        let mut settings = Settings::new(zone_name);
+        settings.ttl = ttl;
+        settings.negative_ttl = negative_ttl;
+        settings.reverse_zones = reverse_zones;
+        settings.ns_addrs = ns_addrs;
+        settings.stale_ttl = settings.stale_ttl.min(ttl);
+        Ok(Self {
+            zones,
+            local_cluster,
+            settings: Arc::new(settings),
+            dns_addr,
+            admin_addr,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

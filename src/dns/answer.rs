@@ -1,0 +1,527 @@
+//! Answers: what a query means in the clusterset zone, computed from a
+//! [`Snapshot`] (dns-spec.md §3, DESIGN.md decisions).
+//!
+//! A pure function from (snapshot, question) to an [`Answer`]: rcode, AA,
+//! and the records of each section. It owns NXDOMAIN-versus-NODATA (RFC
+//! 8020), the SOA in every negative answer (RFC 2308), SRV targets, weights
+//! and Additional records, ANY, PTR, SERVFAIL before sync and for stale data.
+//! It must not touch bytes (that is `wire`) or sockets.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use super::name::{Parsed, QName, ReverseName, ZoneName, parse, parse_reverse};
+use super::wire::{Answer, CLASS_ANY, CLASS_IN, Owner, RData, Rcode, Record, Soa, rtype};
+use crate::model::{Entry, Origin, Pod, Snapshot};
+
+/// The `dns-version` TXT value. Our schema is not the MCS DNS schema, so it
+/// has its own version (dns-spec.md R7).
+pub const SCHEMA_VERSION: &str = "1.0.0";
+/// TTL of the `dns-version` TXT record (as in the Kubernetes DNS spec).
+pub const SCHEMA_TTL: u32 = 28800;
+
+/// Facts about an answer that metrics count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Note {
+    /// A federated name answered its last-known union because every member
+    /// was unhealthy.
+    pub fail_open: bool,
+    /// Served from a cluster whose watch is broken.
+    pub stale: bool,
+}
+
+/// The question, as the answer code needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Question<'a> {
+    /// Lower-cased name.
+    pub name: &'a QName,
+    /// QTYPE.
+    pub qtype: u16,
+    /// QCLASS.
+    pub qclass: u16,
+}
+
+/// Answers one question. `rotation` rotates the address and SRV RRsets so
+/// successive queries spread load; `now` judges staleness.
+pub fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -> (Answer, Note) {
+    let mut cx = Cx {
+        snap,
+        q,
+        rotation,
+        now,
+        note: Note::default(),
+        ttl: snap.settings.ttl,
+    };
+    if q.qclass != CLASS_IN && q.qclass != CLASS_ANY {
+        return (Answer::empty(Rcode::Refused, false), cx.note);
+    }
+    let settings = &snap.settings;
+    let answer = if let Some(rel) = q.name.relative_to(&settings.zone) {
+        cx.forward(rel)
+    } else if let Some(zone) = settings
+        .reverse_zones
+        .iter()
+        .find(|z| q.name.relative_to(z).is_some())
+    {
+        cx.reverse(zone)
+    } else {
+        Answer::empty(Rcode::Refused, false)
+    };
+    (answer, cx.note)
+}
+
+struct Cx<'s, 'q> {
+    snap: &'s Snapshot,
+    q: Question<'q>,
+    rotation: usize,
+    now: Instant,
+    note: Note,
+    /// TTL of positive records, lowered for stale data.
+    ttl: u32,
+}
+
+/// What a name holds, for the type dispatch shared by every kind of name.
+enum Found<'e> {
+    /// A service name.
+    Service(&'e Entry),
+    /// Pod names (one pod, one or two families).
+    Pods(&'e [Pod]),
+}
+
+impl Cx<'_, '_> {
+    fn zone(&self) -> &ZoneName {
+        &self.snap.settings.zone
+    }
+
+    fn soa(&self, apex: &ZoneName) -> Record {
+        let s = &self.snap.settings;
+        let z = self.zone().text();
+        Record {
+            owner: Owner::Name(apex.text().to_owned()),
+            ttl: s.negative_ttl,
+            data: RData::Soa(Soa {
+                mname: format!("ns.dns.{z}"),
+                rname: format!("hostmaster.{z}"),
+                serial: self.snap.serial,
+                refresh: 7200,
+                retry: 1800,
+                expire: 86400,
+                minimum: s.negative_ttl,
+            }),
+        }
+    }
+
+    fn negative(&self, rcode: Rcode, apex: &ZoneName) -> Answer {
+        let mut a = Answer::empty(rcode, true);
+        a.authority.push(self.soa(apex));
+        a
+    }
+
+    fn nodata(&self) -> Answer {
+        self.negative(Rcode::NoError, self.zone())
+    }
+
+    /// NXDOMAIN, or SERVFAIL when a cluster that has not synced yet could
+    /// make the name exist (DESIGN.md decision 5).
+    fn nxdomain(&self, service_label: Option<&str>) -> Answer {
+        let unsynced = &self.snap.unsynced;
+        let undecided = match service_label {
+            _ if unsynced.is_empty() => false,
+            None => false,
+            Some(label) => {
+                label.ends_with("-federated")
+                    || unsynced
+                        .iter()
+                        .any(|c| label.strip_suffix(&**c).is_some_and(|s| s.ends_with('-')))
+            }
+        };
+        let rcode = if undecided {
+            Rcode::ServFail
+        } else {
+            Rcode::NxDomain
+        };
+        self.negative(rcode, self.zone())
+    }
+
+    fn positive(&self, answers: Vec<Record>, additional: Vec<Record>) -> Answer {
+        Answer {
+            rcode: Rcode::NoError,
+            authoritative: true,
+            answers,
+            authority: Vec::new(),
+            additional,
+        }
+    }
+
+    fn rr(&self, data: RData) -> Record {
+        Record {
+            owner: Owner::Query,
+            ttl: self.ttl,
+            data,
+        }
+    }
+
+    fn rotate(&self, mut records: Vec<Record>) -> Vec<Record> {
+        if records.len() > 1 {
+            let by = self.rotation % records.len();
+            records.rotate_left(by);
+        }
+        records
+    }
+
+    fn forward(&mut self, rel: usize) -> Answer {
+        let qtype = self.q.qtype;
+        if qtype == rtype::AXFR || qtype == rtype::IXFR {
+            return Answer::empty(Rcode::Refused, false);
+        }
+        let parsed = parse(self.q.name, rel);
+        match parsed {
+            Parsed::Apex => self.apex(self.zone().clone()),
+            Parsed::Dns | Parsed::Svc => self.nodata(),
+            Parsed::NsHost => {
+                let s = &self.snap.settings;
+                let v4: Vec<Record> = s
+                    .ns_addrs
+                    .iter()
+                    .filter(|ip| ip.is_ipv4())
+                    .map(|ip| self.addr_rr(*ip))
+                    .collect();
+                let v6: Vec<Record> = s
+                    .ns_addrs
+                    .iter()
+                    .filter(|ip| ip.is_ipv6())
+                    .map(|ip| self.addr_rr(*ip))
+                    .collect();
+                let records = match qtype {
+                    rtype::A => v4,
+                    rtype::AAAA => v6,
+                    rtype::ANY if !v4.is_empty() => v4,
+                    rtype::ANY => v6,
+                    _ => Vec::new(),
+                };
+                if records.is_empty() {
+                    self.nodata()
+                } else {
+                    self.positive(records, Vec::new())
+                }
+            }
+            Parsed::DnsVersion => match qtype {
+                rtype::TXT | rtype::ANY => {
+                    let rr = Record {
+                        owner: Owner::Query,
+                        ttl: SCHEMA_TTL,
+                        data: RData::Txt(SCHEMA_VERSION.to_owned()),
+                    };
+                    self.positive(vec![rr], Vec::new())
+                }
+                _ => self.nodata(),
+            },
+            Parsed::Namespace { ns } => {
+                if self.snap.namespaces.contains_key(ns) {
+                    self.nodata()
+                } else if !self.snap.unsynced.is_empty() {
+                    self.negative(Rcode::ServFail, self.zone())
+                } else {
+                    self.nxdomain(None)
+                }
+            }
+            Parsed::Service { key }
+            | Parsed::Proto { key, .. }
+            | Parsed::Port { key, .. }
+            | Parsed::Child { key, .. }
+            | Parsed::Grandchild { key, .. } => {
+                let label = key.split_once('.').map_or(key, |(l, _)| l);
+                let Some(entry) = self.snap.entries.get(key).cloned() else {
+                    return self.nxdomain(Some(label));
+                };
+                if let Some(stale) = self.staleness(&entry) {
+                    return stale;
+                }
+                match self.below(&entry, parsed) {
+                    Some(answer) => answer,
+                    None => self.nxdomain(Some(label)),
+                }
+            }
+            Parsed::Nothing => self.nxdomain(None),
+        }
+    }
+
+    /// Applies DESIGN.md decision 5 to an entry: SERVFAIL past `max_stale`,
+    /// a capped TTL before that, and the fail-open cap for federated names.
+    fn staleness(&mut self, entry: &Entry) -> Option<Answer> {
+        let s = &self.snap.settings;
+        match &entry.origin {
+            Origin::Cluster { id, .. } => {
+                let since = self.snap.cluster(*id).and_then(|c| c.broken_since)?;
+                if s.max_stale
+                    .is_some_and(|max| self.now.saturating_duration_since(since) > max)
+                {
+                    return Some(self.negative(Rcode::ServFail, self.zone()));
+                }
+                self.note.stale = true;
+                self.ttl = self.ttl.min(s.stale_ttl);
+            }
+            Origin::Federated { fail_open } => {
+                if *fail_open {
+                    self.note.fail_open = true;
+                    self.ttl = self.ttl.min(s.stale_ttl);
+                }
+            }
+        }
+        None
+    }
+
+    /// The answer for a name at or below a service entry; `None` when the
+    /// name does not exist.
+    fn below(&self, entry: &Entry, parsed: Parsed<'_>) -> Option<Answer> {
+        let federated = matches!(entry.origin, Origin::Federated { .. });
+        match parsed {
+            Parsed::Service { .. } => Some(self.found(entry, Found::Service(entry))),
+            Parsed::Proto { proto, .. } => {
+                let exists = entry
+                    .ports
+                    .iter()
+                    .chain(entry.pods.iter().flat_map(|p| p.ports.iter()))
+                    .any(|p| p.name.is_some() && p.protocol.label() == proto);
+                exists.then(|| self.nodata())
+            }
+            Parsed::Port { port, proto, .. } => {
+                let (answers, additional) = self.srv(entry, Some((port, proto)));
+                if answers.is_empty() {
+                    return None;
+                }
+                Some(
+                    if self.q.qtype == rtype::SRV || self.q.qtype == rtype::ANY {
+                        self.positive(answers, additional)
+                    } else {
+                        self.nodata()
+                    },
+                )
+            }
+            Parsed::Child { child, .. } if !federated => {
+                let pods = entry.pods_named(None, child);
+                (!pods.is_empty()).then(|| self.found(entry, Found::Pods(pods)))
+            }
+            Parsed::Child { child, .. } => {
+                if entry.has_member(child) {
+                    return Some(self.nodata());
+                }
+                // `<hostname>-<cluster>`: the alias CoreDNS serves from the
+                // federated EndpointSlices (DESIGN.md decision 4).
+                entry.members().find_map(|m| {
+                    let host = child.strip_suffix(m)?.strip_suffix('-')?;
+                    let pods = entry.pods_named(Some(m), host);
+                    (!pods.is_empty()).then(|| self.found(entry, Found::Pods(pods)))
+                })
+            }
+            Parsed::Grandchild { cluster, host, .. } if federated => {
+                let pods = entry.pods_named(Some(cluster), host);
+                (!pods.is_empty()).then(|| self.found(entry, Found::Pods(pods)))
+            }
+            _ => None,
+        }
+    }
+
+    fn addr_rr(&self, ip: IpAddr) -> Record {
+        self.rr(match ip {
+            IpAddr::V4(v4) => RData::A(v4),
+            IpAddr::V6(v6) => RData::Aaaa(v6),
+        })
+    }
+
+    /// Type dispatch at an existing name.
+    fn found(&self, entry: &Entry, what: Found<'_>) -> Answer {
+        let (v4, v6): (Vec<Record>, Vec<Record>) = match what {
+            Found::Service(e) => (
+                e.v4.iter().map(|ip| self.rr(RData::A(*ip))).collect(),
+                e.v6.iter().map(|ip| self.rr(RData::Aaaa(*ip))).collect(),
+            ),
+            Found::Pods(pods) => pods
+                .iter()
+                .map(|p| self.addr_rr(p.addr))
+                .partition(|r| matches!(r.data, RData::A(_))),
+        };
+        let is_service = matches!(what, Found::Service(_));
+        let records = match self.q.qtype {
+            rtype::A => v4,
+            rtype::AAAA => v6,
+            rtype::SRV if is_service => {
+                let (answers, additional) = self.srv(entry, None);
+                if answers.is_empty() {
+                    return self.nodata();
+                }
+                return self.positive(answers, additional);
+            }
+            rtype::ANY if !v4.is_empty() => v4,
+            rtype::ANY if !v6.is_empty() => v6,
+            rtype::ANY if is_service => {
+                let (answers, _) = self.srv(entry, None);
+                answers
+            }
+            _ => Vec::new(),
+        };
+        if records.is_empty() {
+            self.nodata()
+        } else {
+            self.positive(self.rotate(records), Vec::new())
+        }
+    }
+
+    /// SRV records of an entry (all ports, or one named port) and the
+    /// Additional address records of their targets.
+    fn srv(&self, entry: &Entry, only: Option<(&str, &str)>) -> (Vec<Record>, Vec<Record>) {
+        let wanted = |p: &crate::model::objects::Port| match only {
+            None => true,
+            Some((name, proto)) => p.name.as_deref() == Some(name) && p.protocol.label() == proto,
+        };
+        let mut targets: Vec<(u16, String)> = Vec::new();
+        let mut additional = Vec::new();
+        let has_addrs = !entry.v4.is_empty() || !entry.v6.is_empty();
+        let self_ports: Vec<u16> = entry
+            .ports
+            .iter()
+            .filter(|p| wanted(p))
+            .map(|p| p.port)
+            .collect();
+        if has_addrs && !self_ports.is_empty() && (!entry.headless || entry.pods.is_empty()) {
+            for port in self_ports {
+                targets.push((port, entry.name.to_string()));
+            }
+            additional.extend(entry.v4.iter().map(|ip| Record {
+                owner: Owner::Name(entry.name.to_string()),
+                ttl: self.ttl,
+                data: RData::A(*ip),
+            }));
+            additional.extend(entry.v6.iter().map(|ip| Record {
+                owner: Owner::Name(entry.name.to_string()),
+                ttl: self.ttl,
+                data: RData::Aaaa(*ip),
+            }));
+        }
+        // Pods: one target per (cluster, hostname), its addresses once.
+        let mut i = 0;
+        while i < entry.pods.len() {
+            let first = &entry.pods[i];
+            let mut j = i + 1;
+            while j < entry.pods.len()
+                && entry.pods[j].cluster == first.cluster
+                && entry.pods[j].hostname == first.hostname
+            {
+                j += 1;
+            }
+            let group = &entry.pods[i..j];
+            i = j;
+            let mut ports: Vec<u16> = group
+                .iter()
+                .flat_map(|p| p.ports.iter())
+                .filter(|p| wanted(p))
+                .map(|p| p.port)
+                .collect();
+            ports.sort_unstable();
+            ports.dedup();
+            if ports.is_empty() {
+                continue;
+            }
+            let target = match &first.cluster {
+                Some(c) => format!("{}.{c}.{}", first.hostname, entry.name),
+                None => format!("{}.{}", first.hostname, entry.name),
+            };
+            for port in ports {
+                targets.push((port, target.clone()));
+            }
+            let mut addrs: Vec<&Pod> = group.iter().collect();
+            addrs.sort_by_key(|p| p.addr.is_ipv6());
+            additional.extend(addrs.iter().map(|p| Record {
+                owner: Owner::Name(target.clone()),
+                ttl: self.ttl,
+                data: match p.addr {
+                    IpAddr::V4(v4) => RData::A(v4),
+                    IpAddr::V6(v6) => RData::Aaaa(v6),
+                },
+            }));
+        }
+        targets.sort();
+        targets.dedup();
+        let weight = (100 / targets.len().max(1)).max(1) as u16;
+        let answers = targets
+            .into_iter()
+            .map(|(port, target)| {
+                self.rr(RData::Srv {
+                    priority: 0,
+                    weight,
+                    port,
+                    target,
+                })
+            })
+            .collect();
+        (self.rotate(answers), additional)
+    }
+
+    fn apex(&self, apex: ZoneName) -> Answer {
+        match self.q.qtype {
+            rtype::SOA | rtype::ANY => {
+                let mut soa = self.soa(&apex);
+                soa.owner = Owner::Query;
+                self.positive(vec![soa], Vec::new())
+            }
+            rtype::NS => {
+                let ns_host = format!("ns.dns.{}", self.zone().text());
+                let ns = self.rr(RData::Ns(ns_host.clone()));
+                let glue = self
+                    .snap
+                    .settings
+                    .ns_addrs
+                    .iter()
+                    .map(|ip| Record {
+                        owner: Owner::Name(ns_host.clone()),
+                        ttl: self.ttl,
+                        data: match ip {
+                            IpAddr::V4(v4) => RData::A(*v4),
+                            IpAddr::V6(v6) => RData::Aaaa(*v6),
+                        },
+                    })
+                    .collect();
+                self.positive(vec![ns], glue)
+            }
+            _ => self.negative(Rcode::NoError, &apex),
+        }
+    }
+
+    fn reverse(&self, zone: &ZoneName) -> Answer {
+        let qtype = self.q.qtype;
+        if qtype == rtype::AXFR || qtype == rtype::IXFR {
+            return Answer::empty(Rcode::Refused, false);
+        }
+        if self.q.name.label_count() == zone.label_count() {
+            return self.apex(zone.clone());
+        }
+        let nx = || {
+            let rcode = if self.snap.unsynced.is_empty() {
+                Rcode::NxDomain
+            } else {
+                Rcode::ServFail
+            };
+            self.negative(rcode, zone)
+        };
+        match parse_reverse(self.q.name) {
+            Some(ReverseName::Addr(ip)) => match self.snap.reverse.get(&ip) {
+                Some(target) if qtype == rtype::PTR || qtype == rtype::ANY => {
+                    self.positive(vec![self.rr(RData::Ptr(target.to_string()))], Vec::new())
+                }
+                Some(_) => self.negative(Rcode::NoError, zone),
+                None => nx(),
+            },
+            Some(ReverseName::Prefix { first, last }) => {
+                if self.snap.reverse.range(first..=last).next().is_some() {
+                    self.negative(Rcode::NoError, zone)
+                } else {
+                    nx()
+                }
+            }
+            None => nx(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,166 @@
+//! UDP and TCP listeners: thin loops around [`Handler::handle`].
+//!
+//! Sockets are bound by the caller and handed in (tests bind port 0). TCP
+//! connections stay open across queries (idle timeout well above CoreDNS
+//! forward's 10 s reuse, DESIGN.md decision 12), pipelined queries are read
+//! back to back and answered in order, and a length prefix split from its
+//! body is fine. This module must not interpret DNS messages.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::{Handler, Transport};
+
+/// TCP connection limits.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpLimits {
+    /// Close a connection idle this long between queries.
+    pub idle_timeout: Duration,
+    /// Give a started message this long to arrive in full.
+    pub read_timeout: Duration,
+}
+
+impl Default for TcpLimits {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(30),
+            read_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves UDP on `socket` with `workers` concurrent receivers until
+/// `shutdown` is cancelled.
+pub async fn serve_udp(
+    socket: UdpSocket,
+    handler: Arc<Handler>,
+    workers: usize,
+    shutdown: CancellationToken,
+) {
+    let socket = Arc::new(socket);
+    let mut tasks = JoinSet::new();
+    for _ in 0..workers.max(1) {
+        let (socket, handler, shutdown) = (socket.clone(), handler.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            let mut buf = vec![0u8; 65535];
+            let mut out = Vec::with_capacity(1232);
+            loop {
+                let (len, peer) = tokio::select! {
+                    r = socket.recv_from(&mut buf) => match r {
+                        Ok(x) => x,
+                        Err(e) => {
+                            // ICMP errors from earlier sends surface here; keep serving.
+                            debug!(error = %e, "udp receive error");
+                            continue;
+                        }
+                    },
+                    () = shutdown.cancelled() => return,
+                };
+                if handler.handle(&buf[..len], Transport::Udp, &mut out) {
+                    if let Err(e) = socket.send_to(&out, peer).await {
+                        debug!(%peer, error = %e, "udp send failed");
+                    }
+                }
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Accepts TCP connections on `listener` until `shutdown` is cancelled.
+pub async fn serve_tcp(
+    listener: TcpListener,
+    handler: Arc<Handler>,
+    limits: TcpLimits,
+    shutdown: CancellationToken,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!(error = %e, "tcp accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let (handler, shutdown) = (handler.clone(), shutdown.clone());
+        conns.spawn(async move {
+            if let Err(e) = connection(stream, &handler, limits, shutdown).await {
+                debug!(%peer, error = %e, "tcp connection ended");
+            }
+        });
+    }
+    conns.shutdown().await;
+}
+
+async fn connection(
+    stream: TcpStream,
+    handler: &Handler,
+    limits: TcpLimits,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    let (rd, wr) = stream.into_split();
+    let mut rd = BufReader::with_capacity(16 * 1024, rd);
+    let mut wr = BufWriter::with_capacity(16 * 1024, wr);
+    let mut msg = Vec::with_capacity(512);
+    let mut out = Vec::with_capacity(512);
+    loop {
+        let len = tokio::select! {
+            r = tokio::time::timeout(limits.idle_timeout, rd.read_u16()) => match r {
+                Ok(Ok(len)) => usize::from(len),
+                Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Ok(()),
+            },
+            () = shutdown.cancelled() => return Ok(()),
+        };
+        msg.resize(len, 0);
+        match tokio::time::timeout(limits.read_timeout, rd.read_exact(&mut msg)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Ok(()),
+        }
+        if handler.handle(&msg, Transport::Tcp, &mut out) {
+            wr.write_all(&(out.len() as u16).to_be_bytes()).await?;
+            wr.write_all(&out).await?;
+        }
+        // Flush once the pipeline is drained, not after every answer.
+        if rd.buffer().is_empty() {
+            wr.flush().await?;
+        }
+    }
+}
+
+/// Binds UDP and TCP on the same address. With port 0, TCP is bound to the
+/// port UDP was given (retried a few times if that port is taken for TCP).
+pub fn bind_dns(addr: SocketAddr) -> io::Result<(std::net::UdpSocket, std::net::TcpListener)> {
+    let attempts = if addr.port() == 0 { 16 } else { 1 };
+    let mut last = None;
+    for _ in 0..attempts {
+        let udp = std::net::UdpSocket::bind(addr)?;
+        let bound = udp.local_addr()?;
+        match std::net::TcpListener::bind(bound) {
+            Ok(tcp) => {
+                udp.set_nonblocking(true)?;
+                tcp.set_nonblocking(true)?;
+                return Ok((udp, tcp));
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("could not bind TCP and UDP on one port")))
+}

@@ -1,0 +1,262 @@
+//! Counters and their Prometheus text rendering.
+//!
+//! The query path only touches fixed arrays of atomics (no label lookup, no
+//! lock, no allocation); labelled counters that change rarely (per cluster,
+//! per skipped kind) sit behind a mutex. Gauges about names come from the
+//! snapshot at scrape time. This module must not decide what to count; its
+//! callers do.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::dns::answer::Note;
+use crate::dns::wire::{Fit, Rcode, rtype};
+use crate::model::Snapshot;
+
+const QTYPES: [(u16, &str); 11] = [
+    (rtype::A, "A"),
+    (rtype::AAAA, "AAAA"),
+    (rtype::SRV, "SRV"),
+    (rtype::PTR, "PTR"),
+    (rtype::SOA, "SOA"),
+    (rtype::NS, "NS"),
+    (rtype::TXT, "TXT"),
+    (rtype::ANY, "ANY"),
+    (rtype::AXFR, "AXFR"),
+    (rtype::IXFR, "IXFR"),
+    (rtype::HTTPS, "HTTPS"),
+];
+/// Column for any other type, and one for packets with no readable type.
+const OTHER: usize = QTYPES.len();
+const NONE: usize = QTYPES.len() + 1;
+const RCODES: [Rcode; 7] = [
+    Rcode::NoError,
+    Rcode::NxDomain,
+    Rcode::ServFail,
+    Rcode::Refused,
+    Rcode::FormErr,
+    Rcode::NotImp,
+    Rcode::BadVers,
+];
+
+/// Every counter of the process.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    queries: [[AtomicU64; RCODES.len()]; QTYPES.len() + 2],
+    truncated: AtomicU64,
+    additional_trimmed: AtomicU64,
+    dropped: AtomicU64,
+    fail_open: AtomicU64,
+    stale: AtomicU64,
+    reload_errors: Mutex<BTreeMap<String, u64>>,
+    invalid_documents: AtomicU64,
+    skipped_objects: Mutex<BTreeMap<String, u64>>,
+}
+
+fn qtype_index(qtype: Option<u16>) -> usize {
+    match qtype {
+        None => NONE,
+        Some(t) => QTYPES
+            .iter()
+            .position(|(code, _)| *code == t)
+            .unwrap_or(OTHER),
+    }
+}
+
+fn rcode_index(rcode: Rcode) -> usize {
+    RCODES.iter().position(|r| *r == rcode).unwrap_or(0)
+}
+
+impl Metrics {
+    /// Counts an answered query.
+    pub fn query(&self, qtype: Option<u16>, rcode: Rcode) {
+        self.queries[qtype_index(qtype)][rcode_index(rcode)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts what encoding and answering had to do.
+    pub fn answered(&self, fit: Fit, note: Note) {
+        if fit.truncated {
+            self.truncated.fetch_add(1, Ordering::Relaxed);
+        }
+        if fit.additional_dropped > 0 {
+            self.additional_trimmed.fetch_add(1, Ordering::Relaxed);
+        }
+        if note.fail_open {
+            self.fail_open.fetch_add(1, Ordering::Relaxed);
+        }
+        if note.stale {
+            self.stale.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a packet that got no response.
+    pub fn dropped(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a reload of `cluster` that failed and kept the old data.
+    pub fn reload_error(&self, cluster: &str) {
+        if let Ok(mut m) = self.reload_errors.lock() {
+            *m.entry(cluster.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// Counts documents that could not be used.
+    pub fn invalid_documents(&self, n: u64) {
+        self.invalid_documents.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts objects of kinds the source does not read.
+    pub fn skipped(&self, kind: &str, n: u64) {
+        if let Ok(mut m) = self.skipped_objects.lock() {
+            *m.entry(kind.to_owned()).or_default() += n;
+        }
+    }
+
+    /// Queries answered with `rcode` so far (all types).
+    pub fn queries_with(&self, rcode: Rcode) -> u64 {
+        let i = rcode_index(rcode);
+        self.queries
+            .iter()
+            .map(|row| row[i].load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Renders every metric in the Prometheus text format.
+    pub fn render(&self, snap: &Snapshot, ready: bool) -> String {
+        let mut out = String::with_capacity(4096);
+        let mut family = |name: &str, kind: &str, help: &str| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        };
+        family(
+            "clusterset_dns_queries_total",
+            "counter",
+            "DNS queries answered, by query type and response code.",
+        );
+        for (qi, row) in self.queries.iter().enumerate() {
+            let qtype = match qi {
+                OTHER => "other",
+                NONE => "none",
+                _ => QTYPES[qi].1,
+            };
+            for (ri, count) in row.iter().enumerate() {
+                let v = count.load(Ordering::Relaxed);
+                if v > 0 {
+                    let _ = writeln!(
+                        out,
+                        "clusterset_dns_queries_total{{qtype=\"{qtype}\",rcode=\"{}\"}} {v}",
+                        RCODES[ri].name()
+                    );
+                }
+            }
+        }
+        let counters: [(&str, &str, &AtomicU64); 6] = [
+            (
+                "clusterset_dns_responses_truncated_total",
+                "UDP responses sent with TC=1 because the answer did not fit.",
+                &self.truncated,
+            ),
+            (
+                "clusterset_dns_additional_trimmed_total",
+                "Responses whose Additional section was trimmed to fit (no TC).",
+                &self.additional_trimmed,
+            ),
+            (
+                "clusterset_dns_packets_dropped_total",
+                "Packets answered with nothing: shorter than a header, or responses.",
+                &self.dropped,
+            ),
+            (
+                "clusterset_dns_federated_fail_open_total",
+                "Federated answers that served the last-known union because every member was unhealthy.",
+                &self.fail_open,
+            ),
+            (
+                "clusterset_dns_stale_answers_total",
+                "Answers served from a cluster whose watch is broken.",
+                &self.stale,
+            ),
+            (
+                "clusterset_dns_source_invalid_documents_total",
+                "Source documents that could not be used.",
+                &self.invalid_documents,
+            ),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                v.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP clusterset_dns_source_reload_errors_total Reloads of a cluster that failed and kept the previous data.\n# TYPE clusterset_dns_source_reload_errors_total counter"
+        );
+        if let Ok(m) = self.reload_errors.lock() {
+            for (cluster, v) in m.iter() {
+                let _ = writeln!(
+                    out,
+                    "clusterset_dns_source_reload_errors_total{{cluster=\"{cluster}\"}} {v}"
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP clusterset_dns_source_skipped_objects_total Source objects of kinds that are not read.\n# TYPE clusterset_dns_source_skipped_objects_total counter"
+        );
+        if let Ok(m) = self.skipped_objects.lock() {
+            for (kind, v) in m.iter() {
+                let _ = writeln!(
+                    out,
+                    "clusterset_dns_source_skipped_objects_total{{kind=\"{kind}\"}} {v}"
+                );
+            }
+        }
+        let gauges = [
+            (
+                "clusterset_dns_names",
+                "Names served (service names and pod names).",
+                snap.stats.names,
+            ),
+            (
+                "clusterset_dns_name_collisions",
+                "Services not served because an older service owns the same name.",
+                snap.stats.collisions,
+            ),
+            (
+                "clusterset_dns_names_too_long",
+                "Names not served because a label exceeds 63 octets or the name 253.",
+                snap.stats.too_long,
+            ),
+            (
+                "clusterset_dns_soa_serial",
+                "SOA serial of the zone.",
+                u64::from(snap.serial),
+            ),
+            (
+                "clusterset_dns_ready",
+                "1 once every cluster has synced once.",
+                u64::from(ready),
+            ),
+        ];
+        for (name, help, v) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP clusterset_dns_cluster_synced 1 when the cluster has synced at least once.\n# TYPE clusterset_dns_cluster_synced gauge"
+        );
+        for c in snap.clusters.iter().flatten() {
+            let _ = writeln!(
+                out,
+                "clusterset_dns_cluster_synced{{cluster=\"{}\"}} {}",
+                c.name,
+                u8::from(c.synced)
+            );
+        }
+        out
+    }
+}

@@ -1,0 +1,374 @@
+//! Cluster state: what every source has told us about every cluster, and the
+//! events that change it.
+//!
+//! Owns the per-cluster maps of slim objects and the sync/health state.
+//! Applying an event records which services it touched ([`Dirty`]) so the
+//! index recomputes only those. It must not compute DNS records.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::warn;
+
+use super::names::check_cluster_name;
+use super::objects::{ExportMode, Gateway, Mirror, ObjectKey, Service, Slice};
+
+/// Sync and health of one cluster, as the sources report it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Health {
+    /// Every object of the cluster has been listed at least once.
+    pub synced: bool,
+    /// When the cluster's watch broke, if it is broken now.
+    pub broken_since: Option<Instant>,
+    /// Result of the gateway probe: `None` until the first result, or when
+    /// the cluster has no probe.
+    pub gateway_alive: Option<bool>,
+}
+
+/// A change reported by a source. The file source and the live watches emit
+/// exactly these.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A cluster is known (linked, or its directory appeared). Not synced yet.
+    ClusterUp {
+        /// Cluster name.
+        cluster: Arc<str>,
+        /// This is the local cluster.
+        local: bool,
+    },
+    /// A cluster is gone (unlinked, directory removed): all its data goes.
+    ClusterDown {
+        /// Cluster name.
+        cluster: Arc<str>,
+    },
+    /// The cluster's sync or health changed.
+    Health {
+        /// Cluster name.
+        cluster: Arc<str>,
+        /// New state.
+        health: Health,
+    },
+    /// An exported or federated Service was added or changed.
+    ServiceApplied {
+        /// Cluster name.
+        cluster: Arc<str>,
+        /// The service.
+        service: Service,
+    },
+    /// A Service was deleted or is no longer exported.
+    ServiceDeleted {
+        /// Cluster name.
+        cluster: Arc<str>,
+        /// Its key.
+        key: ObjectKey,
+    },
+    /// An EndpointSlice was added or changed.
+    SliceApplied {
+        /// Cluster name.
+        cluster: Arc<str>,
+        /// The slice.
+        slice: Slice,
+    },
+    /// An EndpointSlice was deleted.
+    SliceDeleted {
+        /// Cluster name.
+        cluster: Arc<str>,
+        /// The slice's key.
+        key: ObjectKey,
+    },
+    /// A mirror Service in the local cluster was added or changed.
+    MirrorApplied {
+        /// The local cluster's name.
+        cluster: Arc<str>,
+        /// The mirror.
+        mirror: Mirror,
+    },
+    /// A mirror Service in the local cluster was deleted.
+    MirrorDeleted {
+        /// The local cluster's name.
+        cluster: Arc<str>,
+        /// Its key.
+        key: ObjectKey,
+    },
+    /// The cluster's gateway changed (`None`: it has none).
+    GatewayApplied {
+        /// Cluster name.
+        cluster: Arc<str>,
+        /// The gateway.
+        gateway: Option<Gateway>,
+    },
+}
+
+impl Event {
+    /// The cluster the event is about.
+    pub fn cluster(&self) -> &Arc<str> {
+        match self {
+            Self::ClusterUp { cluster, .. }
+            | Self::ClusterDown { cluster }
+            | Self::Health { cluster, .. }
+            | Self::ServiceApplied { cluster, .. }
+            | Self::ServiceDeleted { cluster, .. }
+            | Self::SliceApplied { cluster, .. }
+            | Self::SliceDeleted { cluster, .. }
+            | Self::MirrorApplied { cluster, .. }
+            | Self::MirrorDeleted { cluster, .. }
+            | Self::GatewayApplied { cluster, .. } => cluster,
+        }
+    }
+}
+
+/// Everything known about one cluster.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Cluster name.
+    pub name: Arc<str>,
+    /// Stable small id, used by the index to look up status per query.
+    pub id: u32,
+    /// The local cluster.
+    pub local: bool,
+    /// Exported or federated services.
+    pub services: HashMap<ObjectKey, Service>,
+    /// EndpointSlices grouped by their service (namespace, service name),
+    /// then by slice name.
+    pub slices: HashMap<ObjectKey, BTreeMap<Arc<str>, Slice>>,
+    /// Which service each slice belongs to, so a delete needs only the key.
+    slice_service: HashMap<ObjectKey, ObjectKey>,
+    /// Mirror Services (local cluster only).
+    pub mirrors: HashMap<ObjectKey, Mirror>,
+    /// The gateway.
+    pub gateway: Option<Gateway>,
+    /// Sync and health.
+    pub health: Health,
+}
+
+impl Cluster {
+    fn new(name: Arc<str>, id: u32, local: bool) -> Self {
+        Self {
+            name,
+            id,
+            local,
+            services: HashMap::new(),
+            slices: HashMap::new(),
+            slice_service: HashMap::new(),
+            mirrors: HashMap::new(),
+            gateway: None,
+            health: Health::default(),
+        }
+    }
+
+    /// The slices of a service.
+    pub fn slices_of(&self, service: &ObjectKey) -> impl Iterator<Item = &Slice> {
+        self.slices
+            .get(service)
+            .into_iter()
+            .flat_map(|m| m.values())
+    }
+}
+
+/// What an applied batch of events touched.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Dirty {
+    /// (cluster, service key) pairs whose records may have changed.
+    pub services: BTreeSet<(Arc<str>, ObjectKey)>,
+    /// Clusters whose sync or health state changed.
+    pub health: BTreeSet<Arc<str>>,
+}
+
+impl Dirty {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.services.is_empty() && self.health.is_empty()
+    }
+}
+
+/// Every cluster, by name.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterSet {
+    clusters: BTreeMap<Arc<str>, Cluster>,
+    next_id: u32,
+}
+
+impl ClusterSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A cluster by name.
+    pub fn get(&self, name: &str) -> Option<&Cluster> {
+        self.clusters.get(name)
+    }
+
+    /// Every cluster, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Cluster> {
+        self.clusters.values()
+    }
+
+    /// Applies one event, recording what it touched into `dirty`.
+    pub fn apply(&mut self, event: Event, dirty: &mut Dirty) {
+        let name = event.cluster().clone();
+        if let Err(e) = check_cluster_name(&name) {
+            // Sources reject these first; this is the model's own guard.
+            warn!(cluster = %name, error = %e, "ignoring an event for an invalid cluster");
+            return;
+        }
+        if let Event::ClusterUp { cluster, local } = &event {
+            match self.clusters.get_mut(cluster) {
+                Some(c) if c.local != *local => {
+                    c.local = *local;
+                    dirty
+                        .services
+                        .extend(c.services.keys().map(|k| (cluster.clone(), k.clone())));
+                }
+                Some(_) => {}
+                None => {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    self.clusters
+                        .insert(cluster.clone(), Cluster::new(cluster.clone(), id, *local));
+                    dirty.health.insert(cluster.clone());
+                }
+            }
+            return;
+        }
+        if let Event::ClusterDown { cluster } = &event {
+            if let Some(c) = self.clusters.remove(cluster) {
+                dirty
+                    .services
+                    .extend(c.services.keys().map(|k| (cluster.clone(), k.clone())));
+                // The local cluster's mirrors answered for other clusters.
+                dirty
+                    .services
+                    .extend(c.mirrors.values().filter_map(mirror_target));
+                dirty.health.insert(cluster.clone());
+            }
+            return;
+        }
+        let Some(c) = self.clusters.get_mut(&name) else {
+            warn!(cluster = %name, "event for a cluster that is not up; ignored");
+            return;
+        };
+        match event {
+            Event::ClusterUp { .. } | Event::ClusterDown { .. } => {}
+            Event::Health { health, .. } => {
+                if c.health != health {
+                    c.health = health;
+                    dirty.health.insert(name);
+                }
+            }
+            Event::ServiceApplied { service, .. } => {
+                let key = service.key.clone();
+                if c.services.get(&key) != Some(&service) {
+                    c.services.insert(key.clone(), service);
+                    dirty.services.insert((name, key));
+                }
+            }
+            Event::ServiceDeleted { key, .. } => {
+                if c.services.remove(&key).is_some() {
+                    dirty.services.insert((name, key));
+                }
+            }
+            Event::SliceApplied { slice, .. } => {
+                let service = ObjectKey {
+                    namespace: slice.key.namespace.clone(),
+                    name: slice.service.clone(),
+                };
+                // A slice can move to another service only by being
+                // recreated, but handle a relabel all the same.
+                if let Some(old) = c.slice_service.get(&slice.key).cloned() {
+                    if old != service {
+                        remove_slice(c, &slice.key);
+                        dirty.services.insert((name.clone(), old));
+                    }
+                }
+                let group = c.slices.entry(service.clone()).or_default();
+                if group.get(&slice.key.name) != Some(&slice) {
+                    c.slice_service.insert(slice.key.clone(), service.clone());
+                    group.insert(slice.key.name.clone(), slice);
+                    dirty.services.insert((name, service));
+                }
+            }
+            Event::SliceDeleted { key, .. } => {
+                if let Some(service) = remove_slice(c, &key) {
+                    dirty.services.insert((name, service));
+                }
+            }
+            Event::MirrorApplied { mirror, .. } => {
+                let key = mirror.key.clone();
+                let old = c.mirrors.insert(key.clone(), mirror.clone());
+                if old.as_ref() != Some(&mirror) {
+                    for m in old.iter().chain(Some(&mirror)) {
+                        if let Some(target) = mirror_target(m) {
+                            dirty.services.insert(target);
+                        }
+                    }
+                }
+            }
+            Event::MirrorDeleted { key, .. } => {
+                if let Some(old) = c.mirrors.remove(&key) {
+                    if let Some(target) = mirror_target(&old) {
+                        dirty.services.insert(target);
+                    }
+                }
+            }
+            Event::GatewayApplied { gateway, .. } => {
+                if c.gateway != gateway {
+                    c.gateway = gateway;
+                    dirty.services.extend(
+                        c.services
+                            .values()
+                            .filter(|s| s.export == Some(ExportMode::Gateway))
+                            .map(|s| (name.clone(), s.key.clone())),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The local mirror Service for `<svc>-<cluster>` in `namespace`, if any.
+    pub fn mirror_for(&self, namespace: &str, label: &str, cluster: &str) -> Option<&Mirror> {
+        let key = ObjectKey::new(namespace, label);
+        self.clusters
+            .values()
+            .filter(|c| c.local)
+            .find_map(|c| c.mirrors.get(&key))
+            .filter(|m| &*m.cluster == cluster && m.headless_parent.is_none())
+    }
+
+    /// The local headless endpoint mirror `<host>-<cluster>` whose root is
+    /// `parent`, if any.
+    pub fn endpoint_mirror(
+        &self,
+        namespace: &str,
+        parent: &str,
+        host: &str,
+        cluster: &str,
+    ) -> Option<&Mirror> {
+        let key = ObjectKey::new(namespace, &format!("{host}-{cluster}"));
+        self.clusters
+            .values()
+            .filter(|c| c.local)
+            .find_map(|c| c.mirrors.get(&key))
+            .filter(|m| &*m.cluster == cluster && m.headless_parent.as_deref() == Some(parent))
+    }
+}
+
+fn remove_slice(c: &mut Cluster, key: &ObjectKey) -> Option<ObjectKey> {
+    let service = c.slice_service.remove(key)?;
+    if let Some(group) = c.slices.get_mut(&service) {
+        group.remove(&key.name);
+        if group.is_empty() {
+            c.slices.remove(&service);
+        }
+    }
+    Some(service)
+}
+
+/// The (cluster, service) a mirror answers for: `<svc>-<cluster>` names
+/// service `<svc>` of `<cluster>`; an endpoint mirror belongs to its root.
+fn mirror_target(m: &Mirror) -> Option<(Arc<str>, ObjectKey)> {
+    let root = m.headless_parent.as_deref().unwrap_or(&m.key.name);
+    let svc = root.strip_suffix(&*m.cluster)?.strip_suffix('-')?;
+    Some((m.cluster.clone(), ObjectKey::new(&m.key.namespace, svc)))
+}

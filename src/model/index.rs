@@ -1,0 +1,498 @@
+//! The index: service names → record sets, published as immutable
+//! [`Snapshot`]s that the query path reads without locks.
+//!
+//! Owns name ownership (which (service, cluster) pair owns a label when two
+//! generate the same one, DESIGN.md decision 7), length limits, the reverse
+//! map and the counters about them. Updates cost what changed: only the
+//! labels a batch of events touched are rebuilt, and the persistent maps make
+//! publishing a new snapshot O(changes). It must not parse queries or build
+//! DNS messages.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+
+use super::cluster::{ClusterSet, Dirty};
+use super::entry::{
+    BuildContext, Entry, build_cluster_entry, build_federated_entry, federated_members,
+};
+use super::names::FEDERATED;
+use super::objects::ObjectKey;
+use crate::dns::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
+
+/// Answer settings, part of every snapshot so a configuration reload swaps
+/// them together with the data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The forward zone.
+    pub zone: ZoneName,
+    /// Positive TTL.
+    pub ttl: u32,
+    /// Negative TTL: the SOA's TTL and MINIMUM in negative answers.
+    pub negative_ttl: u32,
+    /// Addresses of `ns.dns.<zone>` (the NS glue).
+    pub ns_addrs: Vec<IpAddr>,
+    /// Reverse zones served for PTR.
+    pub reverse_zones: Vec<ZoneName>,
+    /// Largest UDP response (EDNS), DESIGN.md decision 9.
+    pub max_udp_payload: u16,
+    /// Per-cluster names of a cluster whose watch is broken are served for
+    /// this long, then SERVFAIL (`None`: forever).
+    pub max_stale: Option<Duration>,
+    /// TTL cap on answers served from stale data.
+    pub stale_ttl: u32,
+    /// A member whose watch is broken stays in federated answers this long.
+    pub federated_grace: Duration,
+}
+
+impl Settings {
+    /// Settings with the documented defaults for `zone`.
+    pub fn new(zone: ZoneName) -> Self {
+        Self {
+            zone,
+            ttl: 5,
+            negative_ttl: 5,
+            ns_addrs: Vec::new(),
+            reverse_zones: Vec::new(),
+            max_udp_payload: 1232,
+            max_stale: None,
+            stale_ttl: 5,
+            federated_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Sync state of one cluster as the query path sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// Cluster name.
+    pub name: Arc<str>,
+    /// Synced at least once.
+    pub synced: bool,
+    /// Watch broken since, if broken.
+    pub broken_since: Option<Instant>,
+}
+
+/// Counters about the index, exported as metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Names served (service names and pod names).
+    pub names: u64,
+    /// (service, cluster) pairs that lost a name collision.
+    pub collisions: u64,
+    /// Names not served because a label exceeds 63 or the name 253 octets.
+    pub too_long: u64,
+}
+
+/// An immutable view of everything the query path needs.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Answer settings.
+    pub settings: Arc<Settings>,
+    /// SOA serial: strictly increases with every change.
+    pub serial: u32,
+    /// Service names by `<label>.<ns>`.
+    pub entries: imbl::HashMap<Arc<str>, Arc<Entry>>,
+    /// Number of served service names per namespace (empty non-terminals).
+    pub namespaces: imbl::HashMap<Arc<str>, u32>,
+    /// PTR targets by address (only with reverse zones configured).
+    pub reverse: imbl::OrdMap<IpAddr, Arc<str>>,
+    /// Cluster status by cluster id.
+    pub clusters: Arc<Vec<Option<ClusterStatus>>>,
+    /// Names of clusters that are known but have never synced.
+    pub unsynced: Arc<Vec<Arc<str>>>,
+    /// Counters.
+    pub stats: IndexStats,
+}
+
+impl Snapshot {
+    /// An empty snapshot.
+    pub fn empty(settings: Arc<Settings>) -> Self {
+        Self {
+            settings,
+            serial: unix_now(),
+            entries: imbl::HashMap::new(),
+            namespaces: imbl::HashMap::new(),
+            reverse: imbl::OrdMap::new(),
+            clusters: Arc::new(Vec::new()),
+            unsynced: Arc::new(Vec::new()),
+            stats: IndexStats::default(),
+        }
+    }
+
+    /// The status of cluster `id`.
+    pub fn cluster(&self, id: u32) -> Option<&ClusterStatus> {
+        self.clusters.get(id as usize).and_then(Option::as_ref)
+    }
+}
+
+fn unix_now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as u32)
+        .unwrap_or(1)
+}
+
+/// Who wants a label. Lower sorts first and wins.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Claim {
+    /// Per-cluster claims sort after federated ones: `<svc>-federated`
+    /// always means the union.
+    per_cluster: bool,
+    /// Older wins (DESIGN.md decision 7).
+    created: i64,
+    /// Cluster name breaks ties.
+    cluster: Arc<str>,
+    service: ObjectKey,
+}
+
+#[derive(Debug, Clone)]
+struct PtrClaim {
+    priority: (i64, Arc<str>),
+    key: Arc<str>,
+    target: Arc<str>,
+}
+
+/// The writer side of the index. One task owns it and publishes snapshots.
+#[derive(Debug)]
+pub struct Index {
+    settings: Arc<Settings>,
+    claims: HashMap<Arc<str>, Vec<Claim>>,
+    /// The label key each (cluster, service) currently claims.
+    claim_of: HashMap<(Arc<str>, ObjectKey), Arc<str>>,
+    /// (cluster, service) pairs whose name is too long; cluster "" is the
+    /// federated name.
+    too_long_names: HashSet<(Arc<str>, ObjectKey)>,
+    /// Pod names too long, per entry key.
+    too_long_pods: HashMap<Arc<str>, u32>,
+    losers: HashMap<Arc<str>, usize>,
+    entry_ptrs: HashMap<Arc<str>, Vec<IpAddr>>,
+    ptr_claims: HashMap<IpAddr, Vec<PtrClaim>>,
+    snap: Snapshot,
+}
+
+impl Index {
+    /// An empty index.
+    pub fn new(settings: Arc<Settings>) -> Self {
+        Self {
+            snap: Snapshot::empty(settings.clone()),
+            settings,
+            claims: HashMap::new(),
+            claim_of: HashMap::new(),
+            too_long_names: HashSet::new(),
+            too_long_pods: HashMap::new(),
+            losers: HashMap::new(),
+            entry_ptrs: HashMap::new(),
+            ptr_claims: HashMap::new(),
+        }
+    }
+
+    /// The current snapshot (cheap: the maps are persistent).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::new(self.snap.clone())
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &Arc<Settings> {
+        &self.settings
+    }
+
+    /// Replaces the settings and rebuilds every name.
+    pub fn reconfigure(&mut self, set: &ClusterSet, settings: Arc<Settings>) {
+        let serial = self.snap.serial;
+        *self = Self::new(settings);
+        self.snap.serial = serial;
+        let mut dirty = Dirty::default();
+        for c in set.iter() {
+            dirty
+                .services
+                .extend(c.services.keys().map(|k| (c.name.clone(), k.clone())));
+            dirty.health.insert(c.name.clone());
+        }
+        self.refresh(set, &dirty, Instant::now());
+    }
+
+    /// Recomputes what `dirty` touched. Returns true when anything changed.
+    pub fn refresh(&mut self, set: &ClusterSet, dirty: &Dirty, now: Instant) -> bool {
+        if dirty.is_empty() {
+            return false;
+        }
+        let mut touched: BTreeSet<Arc<str>> = BTreeSet::new();
+        let mut federated: BTreeSet<ObjectKey> = BTreeSet::new();
+        for (cluster, key) in &dirty.services {
+            federated.insert(key.clone());
+            self.update_cluster_claim(set, cluster, key, &mut touched);
+        }
+        for name in &dirty.health {
+            if let Some(c) = set.get(name) {
+                federated.extend(
+                    c.services
+                        .values()
+                        .filter(|s| s.federated)
+                        .map(|s| s.key.clone()),
+                );
+            }
+        }
+        for key in &federated {
+            self.update_federated_claim(set, key, &mut touched);
+        }
+        let cx = BuildContext {
+            zone: self.settings.zone.text(),
+            federated_grace: self.settings.federated_grace,
+            now,
+        };
+        let zone = cx.zone.to_owned();
+        let cx = BuildContext { zone: &zone, ..cx };
+        for key in &touched {
+            self.rebuild(set, key, &cx);
+        }
+        if !dirty.health.is_empty() {
+            self.refresh_statuses(set);
+        }
+        self.snap.stats.too_long = self.too_long_names.len() as u64
+            + self
+                .too_long_pods
+                .values()
+                .map(|&n| u64::from(n))
+                .sum::<u64>();
+        self.snap.serial = self.snap.serial.wrapping_add(1).max(unix_now());
+        true
+    }
+
+    fn name_fits(&self, label: &str, ns: &str) -> bool {
+        label.len() <= MAX_LABEL
+            && label.len() + ns.len() + self.settings.zone.text().len() + 6 <= MAX_NAME_TEXT
+    }
+
+    fn update_cluster_claim(
+        &mut self,
+        set: &ClusterSet,
+        cluster: &Arc<str>,
+        key: &ObjectKey,
+        touched: &mut BTreeSet<Arc<str>>,
+    ) {
+        let pair = (cluster.clone(), key.clone());
+        let service = set
+            .get(cluster)
+            .and_then(|c| c.services.get(key))
+            .filter(|s| s.export.is_some());
+        let mut new = None;
+        self.too_long_names.remove(&pair);
+        if let Some(svc) = service {
+            let label = format!("{}-{}", key.name, cluster);
+            if self.name_fits(&label, &key.namespace) {
+                let claim = Claim {
+                    per_cluster: true,
+                    created: svc.created,
+                    cluster: cluster.clone(),
+                    service: key.clone(),
+                };
+                new = Some((
+                    Arc::<str>::from(format!("{label}.{}", key.namespace)),
+                    claim,
+                ));
+            } else {
+                warn!(%cluster, service = %key, %label, "name not served: a label is limited to 63 octets and a name to 253");
+                self.too_long_names.insert(pair.clone());
+            }
+        }
+        if let Some(old_key) = self.claim_of.remove(&pair) {
+            if let Some(claims) = self.claims.get_mut(&old_key) {
+                claims.retain(|c| !(c.per_cluster && c.cluster == *cluster && c.service == *key));
+            }
+            touched.insert(old_key);
+        }
+        if let Some((label_key, claim)) = new {
+            let claims = self.claims.entry(label_key.clone()).or_default();
+            claims.push(claim);
+            claims.sort();
+            self.claim_of.insert(pair, label_key.clone());
+            touched.insert(label_key);
+        }
+    }
+
+    fn update_federated_claim(
+        &mut self,
+        set: &ClusterSet,
+        key: &ObjectKey,
+        touched: &mut BTreeSet<Arc<str>>,
+    ) {
+        let label = format!("{}-{FEDERATED}", key.name);
+        let label_key: Arc<str> = format!("{label}.{}", key.namespace).into();
+        let pair: (Arc<str>, ObjectKey) = (Arc::from(""), key.clone());
+        let present = federated_members(set, key).next().is_some();
+        let fits = self.name_fits(&label, &key.namespace);
+        if present && !fits {
+            if self.too_long_names.insert(pair) {
+                warn!(service = %key, %label, "federated name not served: a label is limited to 63 octets and a name to 253");
+            }
+        } else {
+            self.too_long_names.remove(&pair);
+        }
+        let claims = self.claims.entry(label_key.clone()).or_default();
+        claims.retain(|c| c.per_cluster);
+        if present && fits {
+            claims.insert(
+                0,
+                Claim {
+                    per_cluster: false,
+                    created: i64::MIN,
+                    cluster: Arc::from(""),
+                    service: key.clone(),
+                },
+            );
+        }
+        touched.insert(label_key);
+    }
+
+    fn rebuild(&mut self, set: &ClusterSet, key: &Arc<str>, cx: &BuildContext<'_>) {
+        let claims = self.claims.get(key).cloned().unwrap_or_default();
+        if claims.is_empty() {
+            self.claims.remove(key);
+        }
+        let (label, _) = key.split_once('.').unwrap_or((key, ""));
+        let built = match claims.first() {
+            None => Default::default(),
+            Some(w) if !w.per_cluster => build_federated_entry(set, &w.service, label, cx),
+            Some(w) => match set.get(&w.cluster) {
+                Some(cluster) => build_cluster_entry(set, cluster, &w.service, label, cx),
+                None => Default::default(),
+            },
+        };
+
+        let losers = claims.len().saturating_sub(1);
+        let before = self.losers.get(key).copied().unwrap_or(0);
+        if losers > before {
+            if let Some(w) = claims.first() {
+                for lost in &claims[1..] {
+                    warn!(
+                        name = %key, winner_cluster = %w.cluster, winner_service = %w.service,
+                        loser_cluster = %lost.cluster, loser_service = %lost.service,
+                        "name collision: the older service keeps the name"
+                    );
+                }
+            }
+        } else if losers < before && losers == 0 {
+            info!(name = %key, "name collision resolved");
+        }
+        if losers == 0 {
+            self.losers.remove(key);
+        } else {
+            self.losers.insert(key.clone(), losers);
+        }
+        self.snap.stats.collisions = self.snap.stats.collisions + losers as u64 - before as u64;
+
+        if built.too_long == 0 {
+            self.too_long_pods.remove(key);
+        } else {
+            self.too_long_pods.insert(key.clone(), built.too_long);
+        }
+
+        let old = match &built.entry {
+            Some(entry) => self
+                .snap
+                .entries
+                .insert(key.clone(), Arc::new(entry.clone())),
+            None => self.snap.entries.remove(key),
+        };
+        let old_names = old.as_ref().map_or(0, |e| e.name_count() as u64);
+        let new_names = built.entry.as_ref().map_or(0, |e| e.name_count() as u64);
+        self.snap.stats.names = self.snap.stats.names + new_names - old_names;
+        match (&old, &built.entry) {
+            (None, Some(e)) => *self.snap.namespaces.entry(e.namespace.clone()).or_insert(0) += 1,
+            (Some(e), None) => {
+                let gone = match self.snap.namespaces.get_mut(&e.namespace) {
+                    Some(n) => {
+                        *n -= 1;
+                        *n == 0
+                    }
+                    None => false,
+                };
+                if gone {
+                    self.snap.namespaces.remove(&e.namespace);
+                }
+            }
+            _ => {}
+        }
+
+        if !self.settings.reverse_zones.is_empty() {
+            let priority = claims
+                .first()
+                .map(|w| (w.created, w.cluster.clone()))
+                .unwrap_or((i64::MAX, Arc::from("")));
+            self.update_ptrs(key, built.ptrs, priority);
+        }
+    }
+
+    fn update_ptrs(
+        &mut self,
+        key: &Arc<str>,
+        mut ptrs: Vec<(IpAddr, Arc<str>)>,
+        priority: (i64, Arc<str>),
+    ) {
+        ptrs.sort();
+        ptrs.dedup_by(|a, b| a.0 == b.0);
+        let mut affected: Vec<IpAddr> = self.entry_ptrs.remove(key).unwrap_or_default();
+        for ip in &affected {
+            if let Some(claims) = self.ptr_claims.get_mut(ip) {
+                claims.retain(|c| c.key != *key);
+            }
+        }
+        if !ptrs.is_empty() {
+            self.entry_ptrs
+                .insert(key.clone(), ptrs.iter().map(|(ip, _)| *ip).collect());
+        }
+        for (ip, target) in ptrs {
+            self.ptr_claims.entry(ip).or_default().push(PtrClaim {
+                priority: priority.clone(),
+                key: key.clone(),
+                target,
+            });
+            affected.push(ip);
+        }
+        for ip in affected {
+            let winner = self.ptr_claims.get(&ip).and_then(|claims| {
+                claims
+                    .iter()
+                    .min_by(|a, b| a.priority.cmp(&b.priority).then_with(|| a.key.cmp(&b.key)))
+                    .map(|c| c.target.clone())
+            });
+            match winner {
+                Some(target) => {
+                    self.snap.reverse.insert(ip, target);
+                }
+                None => {
+                    self.ptr_claims.remove(&ip);
+                    self.snap.reverse.remove(&ip);
+                }
+            }
+        }
+    }
+
+    fn refresh_statuses(&mut self, set: &ClusterSet) {
+        let mut table: Vec<Option<ClusterStatus>> = Vec::new();
+        let mut unsynced = Vec::new();
+        for c in set.iter() {
+            let id = c.id as usize;
+            if table.len() <= id {
+                table.resize(id + 1, None);
+            }
+            table[id] = Some(ClusterStatus {
+                name: c.name.clone(),
+                synced: c.health.synced,
+                broken_since: c.health.broken_since,
+            });
+            if !c.health.synced {
+                unsynced.push(c.name.clone());
+            }
+        }
+        self.snap.clusters = Arc::new(table);
+        self.snap.unsynced = Arc::new(unsynced);
+    }
+}
+
+#[cfg(test)]
+mod tests;

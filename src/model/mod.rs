@@ -1,0 +1,72 @@
+//! The model: cluster state fed by sources, and the index derived from it.
+//!
+//! [`Model`] is owned by one writer (the runtime's model task, or `check` and
+//! `dump` directly). Sources send [`Event`]s; the model applies them, updates
+//! only the names they touched, and hands out immutable [`Snapshot`]s for the
+//! query path. DNS answers and (later) mirror objects are both derived from
+//! this one state.
+
+pub mod cluster;
+pub mod entry;
+pub mod index;
+pub mod names;
+pub mod objects;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use cluster::{Cluster, ClusterSet, Dirty, Event, Health};
+pub use entry::{Entry, Origin, Pod};
+pub use index::{ClusterStatus, Index, IndexStats, Settings, Snapshot};
+
+/// Cluster state plus its index.
+#[derive(Debug)]
+pub struct Model {
+    set: ClusterSet,
+    index: Index,
+}
+
+impl Model {
+    /// An empty model.
+    pub fn new(settings: Arc<Settings>) -> Self {
+        Self {
+            set: ClusterSet::new(),
+            index: Index::new(settings),
+        }
+    }
+
+    /// Applies a batch of events. Returns true when any name changed (a new
+    /// snapshot should be published).
+    pub fn apply(&mut self, events: impl IntoIterator<Item = Event>) -> bool {
+        let mut dirty = Dirty::default();
+        for event in events {
+            self.set.apply(event, &mut dirty);
+        }
+        self.index.refresh(&self.set, &dirty, Instant::now())
+    }
+
+    /// Re-evaluates time-dependent state (federated grace) for clusters
+    /// whose watch is broken. Returns true when anything was rebuilt.
+    pub fn tick(&mut self) -> bool {
+        let mut dirty = Dirty::default();
+        for c in self.set.iter().filter(|c| c.health.broken_since.is_some()) {
+            dirty.health.insert(c.name.clone());
+        }
+        self.index.refresh(&self.set, &dirty, Instant::now())
+    }
+
+    /// Replaces the answer settings, rebuilding every name.
+    pub fn reconfigure(&mut self, settings: Arc<Settings>) {
+        self.index.reconfigure(&self.set, settings);
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.index.snapshot()
+    }
+
+    /// The cluster state.
+    pub fn clusters(&self) -> &ClusterSet {
+        &self.set
+    }
+}

@@ -1,0 +1,104 @@
+//! Name rules shared by the sources and the index: what is a valid cluster
+//! name, and the hostname fallback for endpoints without one.
+
+use std::net::IpAddr;
+
+/// The service label suffix of federated names; no cluster may use it.
+pub const FEDERATED: &str = "federated";
+
+/// True for an RFC 1123 label: 1–63 lower-case letters, digits and `-`,
+/// starting and ending with a letter or digit.
+pub fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// Why a cluster name cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterNameError {
+    /// `federated` is reserved for the union names.
+    #[error("cluster name {0:?} is reserved: <svc>-federated means the union of every cluster")]
+    Reserved(String),
+    /// Not a lower-case RFC 1123 label.
+    #[error(
+        "cluster name {0:?} is not an RFC 1123 label (1-63 lower-case letters, digits and '-')"
+    )]
+    NotALabel(String),
+}
+
+/// Validates a cluster name (DESIGN.md decision 7).
+pub fn check_cluster_name(name: &str) -> Result<(), ClusterNameError> {
+    if name == FEDERATED {
+        return Err(ClusterNameError::Reserved(name.to_owned()));
+    }
+    if !is_dns_label(name) {
+        return Err(ClusterNameError::NotALabel(name.to_owned()));
+    }
+    Ok(())
+}
+
+/// The hostname CoreDNS gives an endpoint without one: the address with `.`
+/// or `:` replaced by `-`, and a `0` appended when that leaves a trailing
+/// `-` (`fd00:20::` → `fd00-20--0`).
+pub fn dashed_ip(ip: IpAddr) -> String {
+    let mut s: String = ip
+        .to_string()
+        .chars()
+        .map(|c| if c == '.' || c == ':' { '-' } else { c })
+        .collect();
+    if s.starts_with('-') {
+        s.insert(0, '0');
+    }
+    if s.ends_with('-') {
+        s.push('0');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names() {
+        let cases = [
+            ("east", Ok(())),
+            ("b-c", Ok(())),
+            ("us-east-1", Ok(())),
+            ("federated", Err("reserved")),
+            ("East", Err("RFC 1123")),
+            ("-east", Err("RFC 1123")),
+            ("east-", Err("RFC 1123")),
+            ("", Err("RFC 1123")),
+            ("a.b", Err("RFC 1123")),
+        ];
+        for (name, want) in cases {
+            let got = check_cluster_name(name);
+            match want {
+                Ok(()) => assert!(got.is_ok(), "{name}: {got:?}"),
+                Err(text) => {
+                    let msg = got.expect_err(name).to_string();
+                    assert!(msg.contains(text), "{name}: {msg}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dashed_ips() {
+        let cases = [
+            ("10.20.4.5", "10-20-4-5"),
+            ("fd00:20::5", "fd00-20--5"),
+            ("fd00:20::", "fd00-20--0"),
+            ("::1", "0--1"),
+        ];
+        for (ip, want) in cases {
+            assert_eq!(dashed_ip(ip.parse().unwrap()), want, "{ip}");
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The `serve` process: wires sources, the model task, the DNS listeners and
+//! the admin server together, and shuts them down.
+//!
+//! Owns the single writer of the model (the model task) and the published
+//! snapshot. Sockets are bound by the caller ([`Sockets::bind`], or a test
+//! binding port 0) and handed in.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+use crate::config::Config;
+use crate::dns::Handler;
+use crate::dns::server::{TcpLimits, bind_dns, serve_tcp, serve_udp};
+use crate::metrics::Metrics;
+use crate::model::{Model, Snapshot};
+use crate::source::SourceMsg;
+use crate::source::watch::{self, FileSource};
+
+/// State shared by the DNS path, the admin server and the model task.
+#[derive(Debug)]
+pub struct Shared {
+    /// The snapshot queries are answered from.
+    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Every cluster has synced once.
+    pub ready: AtomicBool,
+}
+
+/// Pre-bound sockets for the server.
+#[derive(Debug)]
+pub struct Sockets {
+    /// DNS over UDP.
+    pub udp: std::net::UdpSocket,
+    /// DNS over TCP (same port as UDP).
+    pub tcp: std::net::TcpListener,
+    /// Admin HTTP.
+    pub admin: std::net::TcpListener,
+}
+
+impl Sockets {
+    /// Binds DNS (UDP and TCP on one port) and admin addresses.
+    pub fn bind(dns: SocketAddr, admin: SocketAddr) -> std::io::Result<Self> {
+        let (udp, tcp) = bind_dns(dns)?;
+        let admin = std::net::TcpListener::bind(admin)?;
+        admin.set_nonblocking(true)?;
+        Ok(Self { udp, tcp, admin })
+    }
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Server {
+    /// Where DNS is served (UDP and TCP).
+    pub dns_addr: SocketAddr,
+    /// Where the admin server listens.
+    pub admin_addr: SocketAddr,
+    /// Shared state, for tests and the admin server.
+    pub shared: Arc<Shared>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+/// Number of UDP receive tasks: the CPUs this process may run on.
+fn workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Server {
+    /// Starts serving `config` on `sockets`.
+    pub fn start(config: &Config, sockets: Sockets) -> std::io::Result<Self> {
+        let dns_addr = sockets.udp.local_addr()?;
+        let admin_addr = sockets.admin.local_addr()?;
+        let udp = tokio::net::UdpSocket::from_std(sockets.udp)?;
+        let tcp = tokio::net::TcpListener::from_std(sockets.tcp)?;
+        let admin = tokio::net::TcpListener::from_std(sockets.admin)?;
+
+        let metrics = Arc::new(Metrics::default());
+        let model = Model::new(config.settings.clone());
+        let shared = Arc::new(Shared {
+            snapshot: Arc::new(ArcSwap::new(model.snapshot())),
+            metrics: metrics.clone(),
+            ready: AtomicBool::new(false),
+        });
+        let shutdown = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+
+        let (tx, rx) = mpsc::channel(64);
+        tasks.spawn(model_task(model, rx, shared.clone(), shutdown.clone()));
+        let source = FileSource::new(
+            config.zones.clone(),
+            config.local_cluster.clone(),
+            metrics.clone(),
+        );
+        tasks.spawn(watch::run(source, tx, shutdown.clone()));
+
+        let handler = Arc::new(Handler::new(shared.snapshot.clone(), metrics));
+        tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
+        tasks.spawn(serve_tcp(
+            tcp,
+            handler,
+            TcpLimits::default(),
+            shutdown.clone(),
+        ));
+        let (s, token) = (shared.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            if let Err(e) = crate::admin::serve(admin, s, token).await {
+                error!(error = %e, "admin server failed");
+            }
+        });
+        info!(%dns_addr, %admin_addr, zones = %config.zones.display(), "serving");
+        Ok(Self {
+            dns_addr,
+            admin_addr,
+            shared,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// Waits until a task ends on its own (which is a failure) or the token
+    /// is cancelled.
+    pub async fn wait(&mut self) {
+        tokio::select! {
+            _ = self.tasks.join_next() => error!("a server task ended unexpectedly"),
+            () = self.shutdown.cancelled() => {}
+        }
+    }
+
+    /// A token that stops the server when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops every task and waits for them (at most 5 s).
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(5), drain)
+            .await
+            .is_err()
+        {
+            self.tasks.abort_all();
+        }
+    }
+}
+
+async fn model_task(
+    mut model: Model,
+    mut rx: mpsc::Receiver<SourceMsg>,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+) {
+    let mut initial_done = false;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let changed = tokio::select! {
+            msg = rx.recv() => match msg {
+                Some(SourceMsg::Events(events)) => model.apply(events),
+                Some(SourceMsg::InitialSyncDone) => {
+                    initial_done = true;
+                    false
+                }
+                None => return,
+            },
+            _ = tick.tick() => model.tick(),
+            () = shutdown.cancelled() => return,
+        };
+        if changed {
+            shared.snapshot.store(model.snapshot());
+        }
+        let ready = initial_done && model.clusters().iter().all(|c| c.health.synced);
+        if ready != shared.ready.swap(ready, Ordering::AcqRel) && ready {
+            info!("ready: every cluster has loaded");
+        }
+    }
+}

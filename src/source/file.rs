@@ -1,0 +1,664 @@
+//! The file source: a directory per cluster holding ordinary Kubernetes YAML
+//! (`DIR/<cluster>/**/*.yaml`), turned into the same [`Event`]s the live
+//! watches will emit.
+//!
+//! Owns reading and validating files (every problem located by file,
+//! document and List item), and diffing a cluster's new objects against the
+//! previous ones. A cluster whose files fail on reload keeps its previous
+//! data. It must not build DNS records; watching for changes is in
+//! `source::watch`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service as K8sService;
+use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
+use serde_json::Value;
+
+use super::convert::{ConvertError, ServiceKind, convert_service, convert_slice};
+use crate::model::names::check_cluster_name;
+use crate::model::objects::{Gateway, Mirror, ObjectKey, Service, Slice};
+use crate::model::{Event, Health};
+
+/// Deepest directory level searched below a cluster directory (guards
+/// against symlink loops).
+const MAX_DEPTH: usize = 16;
+
+/// How bad a problem is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Served anyway, but probably not what was meant.
+    Warning,
+    /// The document (or cluster) was not used.
+    Error,
+}
+
+/// Something wrong in the zones directory, located as precisely as possible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file or directory.
+    pub path: PathBuf,
+    /// 1-based document number in a multi-document file.
+    pub document: Option<usize>,
+    /// 1-based line where that document starts.
+    pub line: Option<usize>,
+    /// 0-based item index inside a `kind: List` document.
+    pub item: Option<usize>,
+    /// Error or warning.
+    pub severity: Severity,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = match self.severity {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        };
+        write!(f, "{level}: {}", self.path.display())?;
+        if let Some(d) = self.document {
+            write!(f, ": document {d}")?;
+            if let Some(l) = self.line {
+                write!(f, " (line {l})")?;
+            }
+        }
+        if let Some(i) = self.item {
+            write!(f, ": items[{i}]")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Why the zones directory could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum FileSourceError {
+    /// The directory is missing or unreadable.
+    #[error("cannot read zones directory {path}: {source}")]
+    Root {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The slim objects of one cluster directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterObjects {
+    /// Exported or federated services.
+    pub services: BTreeMap<ObjectKey, Service>,
+    /// EndpointSlices of those services.
+    pub slices: BTreeMap<ObjectKey, Slice>,
+    /// Mirror Services (local cluster only).
+    pub mirrors: BTreeMap<ObjectKey, Mirror>,
+    /// The gateway, if the directory has one.
+    pub gateway: Option<Gateway>,
+}
+
+/// The result of reading one cluster directory.
+#[derive(Debug, Clone)]
+pub struct ClusterLoad {
+    /// Cluster name (the directory name).
+    pub name: Arc<str>,
+    /// The directory.
+    pub path: PathBuf,
+    /// Whether it is the local cluster.
+    pub local: bool,
+    /// What it holds.
+    pub objects: ClusterObjects,
+    /// Problems found.
+    pub problems: Vec<Problem>,
+    /// Documents of kinds we do not read, by `apiVersion kind`.
+    pub skipped: BTreeMap<String, u64>,
+    /// Services present but not exported.
+    pub not_exported: usize,
+    /// Files read.
+    pub files: usize,
+    /// Fingerprint of the files (paths, sizes, modification times).
+    pub fingerprint: u64,
+}
+
+impl ClusterLoad {
+    /// True when some document could not be used.
+    pub fn has_errors(&self) -> bool {
+        self.problems.iter().any(|p| p.severity == Severity::Error)
+    }
+}
+
+/// The result of reading the whole zones directory.
+#[derive(Debug, Clone)]
+pub struct DirLoad {
+    /// Clusters, by name.
+    pub clusters: Vec<ClusterLoad>,
+    /// Problems with the directory itself (rejected cluster names).
+    pub problems: Vec<Problem>,
+}
+
+impl DirLoad {
+    /// Every problem, directory-level first.
+    pub fn all_problems(&self) -> impl Iterator<Item = &Problem> {
+        self.problems
+            .iter()
+            .chain(self.clusters.iter().flat_map(|c| &c.problems))
+    }
+}
+
+/// A cluster directory found under the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterDir {
+    /// Cluster name.
+    pub name: Arc<str>,
+    /// Its path.
+    pub path: PathBuf,
+}
+
+fn is_hidden(name: &str) -> bool {
+    name.starts_with('.')
+}
+
+/// Lists the cluster directories under `root`. Directories whose name is not
+/// a valid cluster name are reported, not returned.
+pub fn cluster_dirs(root: &Path) -> Result<(Vec<ClusterDir>, Vec<Problem>), FileSourceError> {
+    let err = |source| FileSourceError::Root {
+        path: root.to_owned(),
+        source,
+    };
+    let mut dirs = Vec::new();
+    let mut problems = Vec::new();
+    for entry in std::fs::read_dir(root).map_err(err)? {
+        let entry = entry.map_err(err)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        // Files at the top (a README, clusters.md) are not clusters.
+        if is_hidden(&name) || !path.is_dir() {
+            continue;
+        }
+        match check_cluster_name(&name) {
+            Ok(()) => dirs.push(ClusterDir {
+                name: name.into(),
+                path,
+            }),
+            Err(e) => problems.push(Problem {
+                path,
+                document: None,
+                line: None,
+                item: None,
+                severity: Severity::Error,
+                message: format!("directory skipped: {e}"),
+            }),
+        }
+    }
+    dirs.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((dirs, problems))
+}
+
+/// The YAML files below a cluster directory, sorted, with the problems met
+/// while listing them.
+fn yaml_files(dir: &Path) -> (Vec<PathBuf>, Vec<Problem>) {
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    let mut stack = vec![(dir.to_owned(), 0usize)];
+    while let Some((d, depth)) = stack.pop() {
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) => {
+                problems.push(Problem {
+                    path: d,
+                    document: None,
+                    line: None,
+                    item: None,
+                    severity: Severity::Error,
+                    message: format!("cannot read directory: {e}"),
+                });
+                continue;
+            }
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if is_hidden(&name) {
+                continue;
+            }
+            let path = entry.path();
+            if path.is_dir() {
+                if depth < MAX_DEPTH {
+                    stack.push((path, depth + 1));
+                }
+            } else if [".yaml", ".yml", ".json"]
+                .iter()
+                .any(|ext| name.ends_with(ext))
+            {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    (files, problems)
+}
+
+/// Fingerprint of a cluster directory: changes when any YAML file is added,
+/// removed, resized or modified.
+pub fn fingerprint(dir: &Path) -> u64 {
+    let (files, _) = yaml_files(dir);
+    let mut h = DefaultHasher::new();
+    for f in &files {
+        f.hash(&mut h);
+        if let Ok(meta) = std::fs::metadata(f) {
+            meta.len().hash(&mut h);
+            if let Ok(m) = meta.modified() {
+                m.hash(&mut h);
+            }
+        }
+    }
+    h.finish()
+}
+
+/// True for a line that holds YAML content (not blank, not a comment, not
+/// a `%` directive).
+fn has_content(line: &str) -> bool {
+    let t = line.trim_start();
+    !t.is_empty() && !t.starts_with('#') && !t.starts_with('%')
+}
+
+/// Splits a multi-document YAML text at `---` and `...` markers. Returns
+/// each document that holds content, with the 1-based line its content
+/// starts on. Document numbers in problems count these documents.
+fn split_documents(text: &str) -> Vec<(usize, String)> {
+    let mut docs = Vec::new();
+    let mut current = String::new();
+    let mut start = 1;
+    let mut flush = |current: &mut String, start: usize| {
+        if current.lines().any(has_content) {
+            docs.push((start, std::mem::take(current)));
+        }
+        current.clear();
+    };
+    for (i, line) in text.lines().enumerate() {
+        let marker = |m: &str| {
+            line == m
+                || line
+                    .strip_prefix(m)
+                    .is_some_and(|r| r.starts_with([' ', '\t']))
+        };
+        if marker("---") || marker("...") {
+            flush(&mut current, start);
+            start = i + 2;
+            // `--- {inline: document}` keeps its content.
+            if let Some(rest) = line.strip_prefix("---").filter(|r| has_content(r)) {
+                current.push_str(rest);
+                current.push('\n');
+                start = i + 1;
+            }
+            continue;
+        }
+        if current.is_empty() && !has_content(line) {
+            start = i + 2;
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+    }
+    flush(&mut current, start);
+    docs
+}
+
+/// A YAML error message with its line made absolute within the file.
+fn yaml_error(e: &serde_saphyr::Error, first_line: usize) -> String {
+    let msg = e.without_snippet().render();
+    let Some(loc) = e.location() else { return msg };
+    let suffix = format!(" at line {}, column {}", loc.line(), loc.column());
+    let line = first_line + loc.line() as usize - 1;
+    match msg.strip_suffix(&suffix) {
+        Some(head) => format!("line {line}, column {}: {head}", loc.column()),
+        None => format!("line {line}: {msg}"),
+    }
+}
+
+struct Reader {
+    local: bool,
+    load: ClusterLoad,
+    /// Every Service seen, exported or not, to spot orphan slices.
+    services_seen: BTreeSet<ObjectKey>,
+    /// Where each object was first defined, to report duplicates.
+    origin: BTreeMap<(&'static str, ObjectKey), String>,
+    /// Slices before filtering by exported service, with their location.
+    slices: Vec<(Slice, PathBuf, usize, usize, Option<usize>)>,
+    /// First line of the document being read.
+    line: usize,
+}
+
+impl Reader {
+    fn problem(
+        &mut self,
+        path: &Path,
+        doc: Option<usize>,
+        item: Option<usize>,
+        severity: Severity,
+        message: String,
+    ) {
+        self.load.problems.push(Problem {
+            path: path.to_owned(),
+            document: doc,
+            line: doc.map(|_| self.line),
+            item,
+            severity,
+            message,
+        });
+    }
+
+    fn read_file(&mut self, path: &Path) {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                self.problem(
+                    path,
+                    None,
+                    None,
+                    Severity::Error,
+                    format!("cannot read file: {e}"),
+                );
+                return;
+            }
+        };
+        self.load.files += 1;
+        for (n, (first_line, doc)) in split_documents(&text).into_iter().enumerate() {
+            let doc_no = n + 1;
+            self.line = first_line;
+            match serde_saphyr::from_str::<Value>(&doc) {
+                Ok(Value::Null) => {}
+                Ok(value) => self.read_object(path, doc_no, None, value),
+                Err(e) => {
+                    let msg = format!("invalid YAML: {}", yaml_error(&e, first_line));
+                    self.problem(path, Some(doc_no), None, Severity::Error, msg);
+                }
+            }
+        }
+    }
+
+    fn read_object(&mut self, path: &Path, doc: usize, item: Option<usize>, value: Value) {
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let kind = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let err = |this: &mut Self, msg: String| {
+            this.problem(path, Some(doc), item, Severity::Error, msg)
+        };
+        match (api_version.as_str(), kind.as_str()) {
+            ("", _) | (_, "") => err(
+                self,
+                "not a Kubernetes object: apiVersion and kind are required".to_owned(),
+            ),
+            ("v1", "List") if item.is_none() => match value.get("items") {
+                Some(Value::Array(items)) => {
+                    for (i, it) in items.iter().enumerate() {
+                        self.read_object(path, doc, Some(i), it.clone());
+                    }
+                }
+                None | Some(Value::Null) => {}
+                Some(_) => err(self, "items: must be a list".to_owned()),
+            },
+            ("v1", "Service") => match serde_path_to_error::deserialize::<_, K8sService>(value) {
+                Ok(svc) => self.service(path, doc, item, &svc),
+                Err(e) => err(self, format!("Service {}: {}", e.path(), e.inner())),
+            },
+            ("discovery.k8s.io/v1", "EndpointSlice") => {
+                match serde_path_to_error::deserialize::<_, K8sSlice>(value) {
+                    Ok(slice) => self.slice(path, doc, item, &slice),
+                    Err(e) => err(self, format!("EndpointSlice {}: {}", e.path(), e.inner())),
+                }
+            }
+            _ => {
+                *self
+                    .load
+                    .skipped
+                    .entry(format!("{api_version} {kind}"))
+                    .or_default() += 1
+            }
+        }
+    }
+
+    fn location(&self, path: &Path, doc: usize, item: Option<usize>) -> String {
+        let line = self.line;
+        match item {
+            Some(i) => format!(
+                "{}: document {doc} (line {line}): items[{i}]",
+                path.display()
+            ),
+            None => format!("{}: document {doc} (line {line})", path.display()),
+        }
+    }
+
+    /// Records where an object was defined; false (and an error) when it was
+    /// defined before.
+    fn first_definition(
+        &mut self,
+        kind: &'static str,
+        key: &ObjectKey,
+        path: &Path,
+        doc: usize,
+        item: Option<usize>,
+    ) -> bool {
+        let here = self.location(path, doc, item);
+        if let Some(first) = self.origin.get(&(kind, key.clone())).cloned() {
+            self.problem(
+                path,
+                Some(doc),
+                item,
+                Severity::Error,
+                format!("{kind} {key} is already defined at {first}; this copy is ignored"),
+            );
+            return false;
+        }
+        self.origin.insert((kind, key.clone()), here);
+        true
+    }
+
+    fn service(&mut self, path: &Path, doc: usize, item: Option<usize>, svc: &K8sService) {
+        let converted = match convert_service(svc, self.local) {
+            Ok(c) => c,
+            Err(e) => return self.convert_error(path, doc, item, "Service", e),
+        };
+        for w in converted.warnings {
+            self.problem(path, Some(doc), item, Severity::Warning, w);
+        }
+        let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
+        let name = svc.metadata.name.as_deref().unwrap_or("");
+        let key = ObjectKey::new(ns, name);
+        if !self.first_definition("Service", &key, path, doc, item) {
+            return;
+        }
+        self.services_seen.insert(key);
+        match converted.value {
+            ServiceKind::Exported(s) => {
+                self.load.objects.services.insert(s.key.clone(), s);
+            }
+            ServiceKind::Mirror(m) => {
+                self.load.objects.mirrors.insert(m.key.clone(), m);
+            }
+            ServiceKind::Gateway(g) => self.load.objects.gateway = Some(g),
+            ServiceKind::Ignored => self.load.not_exported += 1,
+        }
+    }
+
+    fn slice(&mut self, path: &Path, doc: usize, item: Option<usize>, slice: &K8sSlice) {
+        let converted = match convert_slice(slice) {
+            Ok(c) => c,
+            Err(e) => return self.convert_error(path, doc, item, "EndpointSlice", e),
+        };
+        for w in converted.warnings {
+            self.problem(path, Some(doc), item, Severity::Warning, w);
+        }
+        if let Some(s) = converted.value {
+            if self.first_definition("EndpointSlice", &s.key, path, doc, item) {
+                self.slices.push((s, path.to_owned(), self.line, doc, item));
+            }
+        }
+    }
+
+    fn convert_error(
+        &mut self,
+        path: &Path,
+        doc: usize,
+        item: Option<usize>,
+        kind: &str,
+        e: ConvertError,
+    ) {
+        self.problem(
+            path,
+            Some(doc),
+            item,
+            Severity::Error,
+            format!("{kind}: {e}"),
+        );
+    }
+
+    fn finish(mut self) -> ClusterLoad {
+        for (slice, path, line, doc, item) in std::mem::take(&mut self.slices) {
+            self.line = line;
+            let service = ObjectKey {
+                namespace: slice.key.namespace.clone(),
+                name: slice.service.clone(),
+            };
+            if self.load.objects.services.contains_key(&service) {
+                self.load.objects.slices.insert(slice.key.clone(), slice);
+            } else if !self.services_seen.contains(&service) {
+                self.problem(
+                    &path,
+                    Some(doc),
+                    item,
+                    Severity::Warning,
+                    format!("EndpointSlice {} belongs to Service {service}, which this cluster directory does not define", slice.key),
+                );
+            }
+        }
+        self.load
+    }
+}
+
+/// Reads one cluster directory.
+pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
+    let fingerprint = fingerprint(&dir.path);
+    let (files, problems) = yaml_files(&dir.path);
+    let mut reader = Reader {
+        local,
+        load: ClusterLoad {
+            name: dir.name.clone(),
+            path: dir.path.clone(),
+            local,
+            objects: ClusterObjects::default(),
+            problems,
+            skipped: BTreeMap::new(),
+            not_exported: 0,
+            files: 0,
+            fingerprint,
+        },
+        services_seen: BTreeSet::new(),
+        origin: BTreeMap::new(),
+        slices: Vec::new(),
+        line: 1,
+    };
+    for f in &files {
+        reader.read_file(f);
+    }
+    reader.finish()
+}
+
+/// Reads the whole zones directory. `local` names the local cluster.
+pub fn load_dir(root: &Path, local: Option<&str>) -> Result<DirLoad, FileSourceError> {
+    let (dirs, problems) = cluster_dirs(root)?;
+    let clusters = dirs
+        .iter()
+        .map(|d| load_cluster(d, Some(&*d.name) == local))
+        .collect();
+    Ok(DirLoad { clusters, problems })
+}
+
+/// The events that turn `old` (nothing, for a new cluster) into `new`.
+pub fn diff(cluster: &Arc<str>, old: &ClusterObjects, new: &ClusterObjects) -> Vec<Event> {
+    let mut events = Vec::new();
+    let c = || cluster.clone();
+    for (k, s) in &new.services {
+        if old.services.get(k) != Some(s) {
+            events.push(Event::ServiceApplied {
+                cluster: c(),
+                service: s.clone(),
+            });
+        }
+    }
+    for k in old
+        .services
+        .keys()
+        .filter(|k| !new.services.contains_key(*k))
+    {
+        events.push(Event::ServiceDeleted {
+            cluster: c(),
+            key: k.clone(),
+        });
+    }
+    for (k, s) in &new.slices {
+        if old.slices.get(k) != Some(s) {
+            events.push(Event::SliceApplied {
+                cluster: c(),
+                slice: s.clone(),
+            });
+        }
+    }
+    for k in old.slices.keys().filter(|k| !new.slices.contains_key(*k)) {
+        events.push(Event::SliceDeleted {
+            cluster: c(),
+            key: k.clone(),
+        });
+    }
+    for (k, m) in &new.mirrors {
+        if old.mirrors.get(k) != Some(m) {
+            events.push(Event::MirrorApplied {
+                cluster: c(),
+                mirror: m.clone(),
+            });
+        }
+    }
+    for k in old.mirrors.keys().filter(|k| !new.mirrors.contains_key(*k)) {
+        events.push(Event::MirrorDeleted {
+            cluster: c(),
+            key: k.clone(),
+        });
+    }
+    if old.gateway != new.gateway {
+        events.push(Event::GatewayApplied {
+            cluster: c(),
+            gateway: new.gateway.clone(),
+        });
+    }
+    events
+}
+
+/// The events that bring a freshly loaded cluster up: up, its objects,
+/// synced.
+pub fn initial_events(load: &ClusterLoad) -> Vec<Event> {
+    let mut events = vec![Event::ClusterUp {
+        cluster: load.name.clone(),
+        local: load.local,
+    }];
+    events.extend(diff(&load.name, &ClusterObjects::default(), &load.objects));
+    events.push(Event::Health {
+        cluster: load.name.clone(),
+        health: Health {
+            synced: true,
+            ..Health::default()
+        },
+    });
+    events
+}
+
+#[cfg(test)]
+mod tests;

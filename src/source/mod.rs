@@ -1,0 +1,21 @@
+//! Sources of cluster state. Each turns what it reads into
+//! [`crate::model::Event`]s; all of them classify Kubernetes objects through
+//! [`convert`], so they agree on what is exported.
+//!
+//! - [`file`]: reading and diffing the zones directory (pure but for file reads);
+//! - [`watch`]: the task that keeps the file source current.
+
+pub mod convert;
+pub mod file;
+pub mod watch;
+
+use crate::model::Event;
+
+/// What a source sends the model task.
+#[derive(Debug)]
+pub enum SourceMsg {
+    /// A batch of changes, applied together.
+    Events(Vec<Event>),
+    /// Every cluster the source knew at start has been read once.
+    InitialSyncDone,
+}
