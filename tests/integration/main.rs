@@ -1,0 +1,7 @@
+//! Integration tests: the real server, in process or as the built binary,
+//! queried over real sockets on loopback. One test binary (one link step);
+//! each module is one concern.
+
+mod support;
+
+mod conformance;

@@ -1,0 +1,316 @@
+//! Shared test harness: start a server on port 0 over a fixture directory,
+//! query it with the hickory-net client (UDP or TCP) or with raw bytes, and
+//! compare records as zone-file text sets.
+
+#![allow(dead_code)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clusterset_dns::config::Config;
+use clusterset_dns::dns::name::ZoneName;
+use clusterset_dns::model::Settings;
+use clusterset_dns::runtime::{Server, Sockets};
+use futures_util::StreamExt;
+use hickory_net::client::Client;
+use hickory_net::runtime::TokioRuntimeProvider;
+use hickory_net::tcp::TcpClientStream;
+use hickory_net::udp::UdpClientStream;
+use hickory_net::xfer::DnsHandle;
+use hickory_proto::op::{DnsRequest, DnsRequestOptions, Edns, Message, MessageType, OpCode, Query};
+use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A fixture directory under `tests/fixtures`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// The demo zones directory.
+pub fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("zones/demo")
+}
+
+/// Copies a directory tree (for tests that edit files).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("dir entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
+
+/// Server options for a test.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The local cluster.
+    pub local: Option<&'static str>,
+    /// Positive TTL.
+    pub ttl: u32,
+    /// Negative TTL.
+    pub negative_ttl: u32,
+    /// Reverse zones.
+    pub reverse_zones: Vec<&'static str>,
+    /// NS glue addresses.
+    pub ns_addrs: Vec<IpAddr>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            local: None,
+            ttl: 5,
+            negative_ttl: 5,
+            reverse_zones: Vec::new(),
+            ns_addrs: Vec::new(),
+        }
+    }
+}
+
+impl Options {
+    /// Fixture F of dns-spec.md §6.1: west is local, ns.dns is 10.96.0.53,
+    /// reverse zones 10.in-addr.arpa and 0.0.d.f.ip6.arpa.
+    pub fn conformance() -> Self {
+        Self {
+            local: Some("west"),
+            reverse_zones: vec!["10.in-addr.arpa", "0.0.d.f.ip6.arpa"],
+            ns_addrs: vec!["10.96.0.53".parse().expect("ip")],
+            ..Self::default()
+        }
+    }
+}
+
+/// A server running in this process on loopback port 0.
+pub struct TestServer {
+    /// DNS address (UDP and TCP).
+    pub dns: SocketAddr,
+    /// Admin HTTP address.
+    pub admin: SocketAddr,
+    /// The running server.
+    pub server: Server,
+}
+
+/// Starts a server over `zones` and waits until it is ready (at most 10 s).
+pub async fn start(zones: &Path, opts: Options) -> TestServer {
+    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
+    settings.ttl = opts.ttl;
+    settings.negative_ttl = opts.negative_ttl;
+    settings.stale_ttl = settings.stale_ttl.min(opts.ttl);
+    settings.ns_addrs = opts.ns_addrs;
+    settings.reverse_zones = opts
+        .reverse_zones
+        .iter()
+        .map(|z| ZoneName::new(z).expect("reverse zone"))
+        .collect();
+    let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let config = Config {
+        zones: zones.to_owned(),
+        local_cluster: opts.local.map(str::to_owned),
+        settings: Arc::new(settings),
+        dns_addr: loopback,
+        admin_addr: loopback,
+    };
+    let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
+    let server = Server::start(&config, sockets).expect("start server");
+    let ready = async {
+        while !server.shared.ready.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), ready)
+        .await
+        .expect("server ready within 10 s");
+    TestServer {
+        dns: server.dns_addr,
+        admin: server.admin_addr,
+        server,
+    }
+}
+
+/// Transport for a query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// UDP.
+    Udp,
+    /// TCP.
+    Tcp,
+}
+
+/// A query to send.
+#[derive(Debug, Clone)]
+pub struct Q {
+    /// Name, absolute (trailing dot optional).
+    pub name: String,
+    /// Type.
+    pub rtype: RecordType,
+    /// Class.
+    pub class: DNSClass,
+    /// EDNS payload; `None` sends no OPT.
+    pub edns: Option<u16>,
+    /// EDNS version.
+    pub edns_version: u8,
+    /// DO bit.
+    pub dnssec_ok: bool,
+    /// CD bit.
+    pub cd: bool,
+    /// RD bit.
+    pub rd: bool,
+    /// Opcode.
+    pub opcode: OpCode,
+}
+
+/// A query for `name` `rtype` with EDNS 1232 and RD=1.
+pub fn q(name: &str, rtype: RecordType) -> Q {
+    Q {
+        name: name.to_owned(),
+        rtype,
+        class: DNSClass::IN,
+        edns: Some(1232),
+        edns_version: 0,
+        dnssec_ok: false,
+        cd: false,
+        rd: true,
+        opcode: OpCode::Query,
+    }
+}
+
+impl Q {
+    /// Builds the hickory message.
+    pub fn message(&self) -> Message {
+        let mut name = Name::from_ascii(&self.name).expect("query name");
+        name.set_fqdn(true);
+        let mut query = Query::query(name, self.rtype);
+        query.set_query_class(self.class);
+        let mut m = Message::new(rand_id(), MessageType::Query, self.opcode);
+        m.add_query(query);
+        m.metadata.recursion_desired = self.rd;
+        m.metadata.checking_disabled = self.cd;
+        if let Some(payload) = self.edns {
+            let mut e = Edns::new();
+            e.set_max_payload(payload)
+                .set_version(self.edns_version)
+                .set_dnssec_ok(self.dnssec_ok);
+            m.set_edns(e);
+        }
+        m
+    }
+}
+
+fn rand_id() -> u16 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::Instant::now()) as u16
+}
+
+/// Sends `query` with the hickory-net client and returns the response and
+/// its wire bytes.
+pub async fn ask(server: SocketAddr, proto: Proto, query: &Q) -> (Message, Vec<u8>) {
+    let provider = TokioRuntimeProvider::default();
+    let mut options = DnsRequestOptions::default();
+    options.use_edns = query.edns.is_some();
+    options.recursion_desired = query.rd;
+    let request = DnsRequest::new(query.message(), options);
+    let response = match proto {
+        Proto::Udp => {
+            let stream = UdpClientStream::builder(server, provider)
+                .with_timeout(Some(Duration::from_secs(3)))
+                .build();
+            let (client, bg) = Client::<TokioRuntimeProvider>::from_sender(stream);
+            tokio::spawn(bg);
+            client.send(request).next().await
+        }
+        Proto::Tcp => {
+            let (connect, handle) =
+                TcpClientStream::new(server, None, Some(Duration::from_secs(3)), provider);
+            let stream = connect.await.expect("tcp connect");
+            let (client, bg) = Client::<TokioRuntimeProvider>::new(stream, handle);
+            tokio::spawn(bg);
+            client.send(request).next().await
+        }
+    };
+    let response = response.expect("a response").expect("a valid response");
+    response.into_parts()
+}
+
+/// Sends raw bytes and returns the raw response, if one came within 1 s.
+pub async fn raw(server: SocketAddr, proto: Proto, packet: &[u8]) -> Option<Vec<u8>> {
+    let exchange = async {
+        match proto {
+            Proto::Udp => {
+                let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.ok()?;
+                sock.send_to(packet, server).await.ok()?;
+                let mut buf = vec![0u8; 65535];
+                let (n, _) = sock.recv_from(&mut buf).await.ok()?;
+                buf.truncate(n);
+                Some(buf)
+            }
+            Proto::Tcp => {
+                let mut s = tokio::net::TcpStream::connect(server).await.ok()?;
+                s.write_all(&(packet.len() as u16).to_be_bytes())
+                    .await
+                    .ok()?;
+                s.write_all(packet).await.ok()?;
+                let len = s.read_u16().await.ok()?;
+                let mut buf = vec![0u8; usize::from(len)];
+                s.read_exact(&mut buf).await.ok()?;
+                Some(buf)
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(1), exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// A record as normalized zone-file text: `owner ttl class type rdata`,
+/// single spaces.
+pub fn text(r: &Record) -> String {
+    r.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn normalize(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// True when `got` matches `want`, where a `*` field in `want` matches any
+/// one field (used for SOA serials).
+fn matches(got: &str, want: &str) -> bool {
+    let g: Vec<&str> = got.split(' ').collect();
+    let w: Vec<&str> = want.split(' ').collect();
+    g.len() == w.len() && g.iter().zip(&w).all(|(g, w)| *w == "*" || g == w)
+}
+
+/// Asserts that `got` equals `want` as a set (order ignored; `*` fields
+/// match anything).
+pub fn assert_records(context: &str, section: &str, got: &[Record], want: &[&str]) {
+    let mut got: Vec<String> = got.iter().map(text).collect();
+    let want: Vec<String> = want.iter().map(|w| normalize(w)).collect();
+    got.sort();
+    let mut unmatched_got = got.clone();
+    let mut missing = Vec::new();
+    for w in &want {
+        match unmatched_got.iter().position(|g| matches(g, w)) {
+            Some(i) => {
+                unmatched_got.remove(i);
+            }
+            None => missing.push(w.clone()),
+        }
+    }
+    assert!(
+        missing.is_empty() && unmatched_got.is_empty(),
+        "{context}: {section} differs\n  missing: {missing:#?}\n  unexpected: {unmatched_got:#?}\n  got: {got:#?}"
+    );
+}
