@@ -1,1 +1,1139 @@
+//! Table tests in the CoreDNS `handler_test.go` style: each case names a
+//! query and the records expected in zone-file text.
+
 use super::*;
+use crate::dns::zonefile::record_text;
+use crate::model::objects::{
+    Endpoint, ExportMode, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
+};
+use crate::model::{Event, Health, Model, Settings};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) fn port(name: Option<&str>, protocol: Protocol, port: u16) -> Port {
+    Port {
+        name: name.map(Arc::from),
+        protocol,
+        port,
+    }
+}
+
+pub(crate) fn service(
+    ns: &str,
+    name: &str,
+    export: Option<ExportMode>,
+    federated: bool,
+    headless: bool,
+    ips: &[&str],
+    ports: Vec<Port>,
+) -> Service {
+    Service {
+        key: ObjectKey::new(ns, name),
+        created: 1000,
+        export,
+        federated,
+        headless,
+        cluster_ips: ips.iter().map(|s| s.parse().expect("ip")).collect(),
+        ports,
+        publish_not_ready: false,
+    }
+}
+
+pub(crate) fn slice(
+    ns: &str,
+    name: &str,
+    svc: &str,
+    ports: Vec<Port>,
+    endpoints: &[(&str, Option<&str>, bool)],
+) -> Slice {
+    let endpoints: Vec<Endpoint> = endpoints
+        .iter()
+        .map(|(ip, host, ready)| Endpoint {
+            addr: ip.parse().expect("ip"),
+            hostname: host.map(Arc::from),
+            ready: *ready,
+        })
+        .collect();
+    let family = if endpoints.first().is_some_and(|e| e.addr.is_ipv6()) {
+        Family::V6
+    } else {
+        Family::V4
+    };
+    Slice {
+        key: ObjectKey::new(ns, name),
+        service: svc.into(),
+        family,
+        ports: ports.into(),
+        endpoints,
+    }
+}
+
+fn c(name: &str) -> Arc<str> {
+    name.into()
+}
+
+fn up(cluster: &str, local: bool) -> Vec<Event> {
+    vec![
+        Event::ClusterUp {
+            cluster: c(cluster),
+            local,
+        },
+        Event::Health {
+            cluster: c(cluster),
+            health: Health {
+                synced: true,
+                ..Health::default()
+            },
+        },
+    ]
+}
+
+fn svc_event(cluster: &str, service: Service) -> Event {
+    Event::ServiceApplied {
+        cluster: c(cluster),
+        service,
+    }
+}
+
+fn slice_event(cluster: &str, slice: Slice) -> Event {
+    Event::SliceApplied {
+        cluster: c(cluster),
+        slice,
+    }
+}
+
+/// A small clusterset: west (local), east, north.
+pub(crate) fn fixture_events() -> Vec<Event> {
+    use ExportMode::{Flat, Gateway as Gw};
+    use Protocol::{Tcp, Udp};
+    let http = || vec![port(Some("http"), Tcp, 80)];
+    let mut ev = Vec::new();
+    ev.extend(up("west", true));
+    ev.extend(up("east", false));
+    ev.extend(up("north", false));
+    // web: gateway mode in east, mirrored in west.
+    ev.push(svc_event(
+        "east",
+        service(
+            "prod",
+            "web",
+            Some(Gw),
+            false,
+            false,
+            &["10.100.10.1"],
+            vec![port(Some("http"), Tcp, 80), port(None, Tcp, 8443)],
+        ),
+    ));
+    ev.push(Event::MirrorApplied {
+        cluster: c("west"),
+        mirror: Mirror {
+            key: ObjectKey::new("prod", "web-east"),
+            cluster: c("east"),
+            headless_parent: None,
+            cluster_ips: vec!["10.96.10.1".parse().expect("ip")],
+            ports: vec![port(Some("http"), Tcp, 80), port(None, Tcp, 8443)],
+        },
+    });
+    // pay: gateway mode without a mirror: the gateway answers.
+    ev.push(svc_event(
+        "east",
+        service(
+            "prod",
+            "pay",
+            Some(Gw),
+            false,
+            false,
+            &["10.100.10.3"],
+            http(),
+        ),
+    ));
+    ev.push(Event::GatewayApplied {
+        cluster: c("east"),
+        gateway: Some(Gateway {
+            addresses: vec!["203.0.113.10".parse().expect("ip")],
+            port: Some(4143),
+            identity: None,
+        }),
+    });
+    // api: flat, dual stack.
+    let api_ports = || vec![port(Some("http"), Tcp, 8080), port(Some("dns"), Udp, 53)];
+    ev.push(svc_event(
+        "north",
+        service(
+            "prod",
+            "api",
+            Some(Flat),
+            false,
+            false,
+            &["10.110.0.5"],
+            api_ports(),
+        ),
+    ));
+    ev.push(slice_event(
+        "north",
+        slice(
+            "prod",
+            "api-v4",
+            "api",
+            api_ports(),
+            &[
+                ("10.20.1.1", None, true),
+                ("10.20.1.2", None, true),
+                ("10.20.1.3", None, false),
+            ],
+        ),
+    ));
+    ev.push(slice_event(
+        "north",
+        slice(
+            "prod",
+            "api-v6",
+            "api",
+            api_ports(),
+            &[("fd00:20::1", None, true)],
+        ),
+    ));
+    // db: headless, flat, federated in east and north.
+    let pg = || vec![port(Some("pg"), Tcp, 5432)];
+    for (cluster, pods) in [
+        (
+            "east",
+            vec![
+                ("10.10.2.10", Some("db-0"), true),
+                ("10.10.2.11", Some("db-1"), true),
+            ],
+        ),
+        (
+            "north",
+            vec![
+                ("10.20.2.10", Some("db-0"), true),
+                ("10.20.2.11", Some("db-1"), true),
+                ("10.20.2.12", Some("db-2"), false),
+            ],
+        ),
+    ] {
+        ev.push(svc_event(
+            cluster,
+            service("prod", "db", Some(Flat), true, true, &[], pg()),
+        ));
+        ev.push(slice_event(
+            cluster,
+            slice("prod", &format!("db-{cluster}"), "db", pg(), &pods),
+        ));
+    }
+    // bb: federated ClusterIP service in all three, local one included.
+    for (cluster, ip) in [
+        ("west", "10.30.3.1"),
+        ("east", "10.10.3.1"),
+        ("north", "10.20.3.1"),
+    ] {
+        let ports = || vec![port(Some("http"), Tcp, 8080)];
+        ev.push(svc_event(
+            cluster,
+            service(
+                "prod",
+                "bb",
+                Some(Flat),
+                true,
+                false,
+                &["10.1.1.1"],
+                ports(),
+            ),
+        ));
+        ev.push(slice_event(
+            cluster,
+            slice(
+                "prod",
+                &format!("bb-{cluster}"),
+                "bb",
+                ports(),
+                &[(ip, None, true)],
+            ),
+        ));
+    }
+    // empty: headless with no ready endpoint.
+    ev.push(svc_event(
+        "east",
+        service("prod", "empty", Some(Flat), false, true, &[], http()),
+    ));
+    ev.push(slice_event(
+        "east",
+        slice(
+            "prod",
+            "empty-1",
+            "empty",
+            http(),
+            &[("10.10.5.1", Some("empty-0"), false)],
+        ),
+    ));
+    // nohost: headless, no hostnames, dual stack.
+    let p7000 = || vec![port(Some("p"), Tcp, 7000)];
+    ev.push(svc_event(
+        "north",
+        service("prod", "nohost", Some(Flat), false, true, &[], p7000()),
+    ));
+    ev.push(slice_event(
+        "north",
+        slice(
+            "prod",
+            "nohost-4",
+            "nohost",
+            p7000(),
+            &[("10.20.4.5", None, true)],
+        ),
+    ));
+    ev.push(slice_event(
+        "north",
+        slice(
+            "prod",
+            "nohost-6",
+            "nohost",
+            p7000(),
+            &[("fd00:20::5", None, true)],
+        ),
+    ));
+    // cache: a local gateway-mode service answers its own ClusterIP.
+    ev.push(svc_event(
+        "west",
+        service(
+            "shop",
+            "cache",
+            Some(Gw),
+            false,
+            false,
+            &["10.130.40.1"],
+            vec![port(Some("redis"), Tcp, 6379)],
+        ),
+    ));
+    ev
+}
+
+pub(crate) fn settings() -> Settings {
+    let mut s = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
+    s.ns_addrs = vec!["10.96.0.53".parse().expect("ip")];
+    s.reverse_zones = vec![ZoneName::new("10.in-addr.arpa").expect("zone")];
+    s
+}
+
+fn snapshot_with(settings: Settings, events: Vec<Event>) -> Arc<Snapshot> {
+    let mut model = Model::new(Arc::new(settings));
+    model.apply(events);
+    model.snapshot()
+}
+
+const SOA: &str = "clusterset.local. 5 IN SOA ns.dns.clusterset.local. hostmaster.clusterset.local. * 7200 1800 86400 5";
+
+struct Case {
+    name: &'static str,
+    qname: &'static str,
+    qtype: u16,
+    rcode: Rcode,
+    answer: &'static [&'static str],
+    authority: &'static [&'static str],
+    additional: &'static [&'static str],
+}
+
+fn render(qname: &str, records: &[Record]) -> Vec<String> {
+    let mut lines: Vec<String> = records
+        .iter()
+        .map(|r| {
+            record_text(qname, r)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn same(got: &[String], want: &[&str]) -> bool {
+    let mut want: Vec<String> = want
+        .iter()
+        .map(|w| w.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    want.sort();
+    got.len() == want.len()
+        && got.iter().zip(&want).all(|(g, w)| {
+            let (g, w): (Vec<&str>, Vec<&str>) = (g.split(' ').collect(), w.split(' ').collect());
+            g.len() == w.len() && g.iter().zip(&w).all(|(g, w)| *w == "*" || g == w)
+        })
+}
+
+fn run(snap: &Snapshot, cases: &[Case]) {
+    for (i, case) in cases.iter().enumerate() {
+        let name = QName::from_text(case.qname).expect("qname");
+        let q = Question {
+            name: &name,
+            qtype: case.qtype,
+            qclass: CLASS_IN,
+        };
+        let (a, _) = answer(snap, q, i, Instant::now());
+        let ctx = format!("case {i} {:?} ({} {})", case.name, case.qname, case.qtype);
+        assert_eq!(a.rcode, case.rcode, "{ctx}: rcode");
+        for (section, got, want) in [
+            ("answer", &a.answers, case.answer),
+            ("authority", &a.authority, case.authority),
+            ("additional", &a.additional, case.additional),
+        ] {
+            let got = render(case.qname, got);
+            assert!(
+                same(&got, want),
+                "{ctx}: {section}\n got: {got:#?}\nwant: {want:#?}"
+            );
+        }
+        let in_zone = !matches!(a.rcode, Rcode::Refused);
+        assert_eq!(a.authoritative, in_zone, "{ctx}: AA");
+    }
+}
+
+use rtype::{A, AAAA, ANY, AXFR, HINFO, NS, PTR, SOA as SOA_T, SRV, TXT};
+
+#[test]
+fn answers() {
+    let snap = snapshot_with(settings(), fixture_events());
+    let cases = [
+        Case {
+            name: "apex SOA",
+            qname: "clusterset.local.",
+            qtype: SOA_T,
+            rcode: Rcode::NoError,
+            answer: &[SOA],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "apex NS with glue",
+            qname: "clusterset.local.",
+            qtype: NS,
+            rcode: Rcode::NoError,
+            answer: &["clusterset.local. 5 IN NS ns.dns.clusterset.local."],
+            authority: &[],
+            additional: &["ns.dns.clusterset.local. 5 IN A 10.96.0.53"],
+        },
+        Case {
+            name: "apex A is NODATA",
+            qname: "clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "apex ANY is the SOA alone",
+            qname: "clusterset.local.",
+            qtype: ANY,
+            rcode: Rcode::NoError,
+            answer: &[SOA],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "AXFR refused",
+            qname: "clusterset.local.",
+            qtype: AXFR,
+            rcode: Rcode::Refused,
+            answer: &[],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "ns.dns A",
+            qname: "ns.dns.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["ns.dns.clusterset.local. 5 IN A 10.96.0.53"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "dns ENT",
+            qname: "dns.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "dns-version",
+            qname: "dns-version.clusterset.local.",
+            qtype: TXT,
+            rcode: Rcode::NoError,
+            answer: &["dns-version.clusterset.local. 28800 IN TXT \"1.0.0\""],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "svc ENT",
+            qname: "svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "namespace ENT",
+            qname: "prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "unknown namespace",
+            qname: "nope.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "unknown second label",
+            qname: "pod.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "out of zone",
+            qname: "example.com.",
+            qtype: A,
+            rcode: Rcode::Refused,
+            answer: &[],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "root NS (forward health check)",
+            qname: ".",
+            qtype: NS,
+            rcode: Rcode::Refused,
+            answer: &[],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "gateway mode: the local mirror ClusterIP",
+            qname: "web-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["web-east.prod.svc.clusterset.local. 5 IN A 10.96.10.1"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "other family is NODATA",
+            qname: "web-east.prod.svc.clusterset.local.",
+            qtype: AAAA,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "bare SRV lists every port of the mirror, unnamed included",
+            qname: "web-east.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: &[
+                "web-east.prod.svc.clusterset.local. 5 IN SRV 0 50 80 web-east.prod.svc.clusterset.local.",
+                "web-east.prod.svc.clusterset.local. 5 IN SRV 0 50 8443 web-east.prod.svc.clusterset.local.",
+            ],
+            authority: &[],
+            additional: &["web-east.prod.svc.clusterset.local. 5 IN A 10.96.10.1"],
+        },
+        Case {
+            name: "named SRV",
+            qname: "_http._tcp.web-east.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: &[
+                "_http._tcp.web-east.prod.svc.clusterset.local. 5 IN SRV 0 100 80 web-east.prod.svc.clusterset.local.",
+            ],
+            authority: &[],
+            additional: &["web-east.prod.svc.clusterset.local. 5 IN A 10.96.10.1"],
+        },
+        Case {
+            name: "named SRV, wrong protocol",
+            qname: "_http._udp.web-east.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "protocol ENT",
+            qname: "_tcp.web-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "SRV name, other type",
+            qname: "_http._tcp.web-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "no names under a ClusterIP-like service",
+            qname: "foo.web-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "ANY is one RRset",
+            qname: "web-east.prod.svc.clusterset.local.",
+            qtype: ANY,
+            rcode: Rcode::NoError,
+            answer: &["web-east.prod.svc.clusterset.local. 5 IN A 10.96.10.1"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "unknown types are NODATA",
+            qname: "web-east.prod.svc.clusterset.local.",
+            qtype: HINFO,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "gateway mode without mirror: the gateway",
+            qname: "pay-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["pay-east.prod.svc.clusterset.local. 5 IN A 203.0.113.10"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "gateway SRV port",
+            qname: "_http._tcp.pay-east.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: &[
+                "_http._tcp.pay-east.prod.svc.clusterset.local. 5 IN SRV 0 100 4143 pay-east.prod.svc.clusterset.local.",
+            ],
+            authority: &[],
+            additional: &["pay-east.prod.svc.clusterset.local. 5 IN A 203.0.113.10"],
+        },
+        Case {
+            name: "not exported from that cluster",
+            qname: "web-north.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "flat: ready endpoints",
+            qname: "api-north.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[
+                "api-north.prod.svc.clusterset.local. 5 IN A 10.20.1.1",
+                "api-north.prod.svc.clusterset.local. 5 IN A 10.20.1.2",
+            ],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "flat AAAA",
+            qname: "api-north.prod.svc.clusterset.local.",
+            qtype: AAAA,
+            rcode: Rcode::NoError,
+            answer: &["api-north.prod.svc.clusterset.local. 5 IN AAAA fd00:20::1"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "flat SRV: endpoint ports, every address in Additional",
+            qname: "api-north.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: &[
+                "api-north.prod.svc.clusterset.local. 5 IN SRV 0 50 8080 api-north.prod.svc.clusterset.local.",
+                "api-north.prod.svc.clusterset.local. 5 IN SRV 0 50 53 api-north.prod.svc.clusterset.local.",
+            ],
+            authority: &[],
+            additional: &[
+                "api-north.prod.svc.clusterset.local. 5 IN A 10.20.1.1",
+                "api-north.prod.svc.clusterset.local. 5 IN A 10.20.1.2",
+                "api-north.prod.svc.clusterset.local. 5 IN AAAA fd00:20::1",
+            ],
+        },
+        Case {
+            name: "headless: ready pods",
+            qname: "db-north.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[
+                "db-north.prod.svc.clusterset.local. 5 IN A 10.20.2.10",
+                "db-north.prod.svc.clusterset.local. 5 IN A 10.20.2.11",
+            ],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "pod name",
+            qname: "DB-0.Db-East.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["DB-0.Db-East.prod.svc.clusterset.local. 5 IN A 10.10.2.10"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "not-ready pod",
+            qname: "db-2.db-north.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "pod name SRV is NODATA",
+            qname: "db-0.db-east.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "headless SRV: one target per pod",
+            qname: "_pg._tcp.db-east.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: &[
+                "_pg._tcp.db-east.prod.svc.clusterset.local. 5 IN SRV 0 50 5432 db-0.db-east.prod.svc.clusterset.local.",
+                "_pg._tcp.db-east.prod.svc.clusterset.local. 5 IN SRV 0 50 5432 db-1.db-east.prod.svc.clusterset.local.",
+            ],
+            authority: &[],
+            additional: &[
+                "db-0.db-east.prod.svc.clusterset.local. 5 IN A 10.10.2.10",
+                "db-1.db-east.prod.svc.clusterset.local. 5 IN A 10.10.2.11",
+            ],
+        },
+        Case {
+            name: "headless with no ready endpoint is NXDOMAIN",
+            qname: "empty-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "dashed-IP hostnames, one target for both families",
+            qname: "nohost-north.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: &[
+                "nohost-north.prod.svc.clusterset.local. 5 IN SRV 0 50 7000 10-20-4-5.nohost-north.prod.svc.clusterset.local.",
+                "nohost-north.prod.svc.clusterset.local. 5 IN SRV 0 50 7000 fd00-20--5.nohost-north.prod.svc.clusterset.local.",
+            ],
+            authority: &[],
+            additional: &[
+                "10-20-4-5.nohost-north.prod.svc.clusterset.local. 5 IN A 10.20.4.5",
+                "fd00-20--5.nohost-north.prod.svc.clusterset.local. 5 IN AAAA fd00:20::5",
+            ],
+        },
+        Case {
+            name: "federated: union, local included",
+            qname: "bb-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.30.3.1",
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.10.3.1",
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.20.3.1",
+            ],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "federated ClusterIP SRV targets itself",
+            qname: "_http._tcp.bb-federated.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: &[
+                "_http._tcp.bb-federated.prod.svc.clusterset.local. 5 IN SRV 0 100 8080 bb-federated.prod.svc.clusterset.local.",
+            ],
+            authority: &[],
+            additional: &[
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.30.3.1",
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.10.3.1",
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.20.3.1",
+            ],
+        },
+        Case {
+            name: "federated headless SRV: every pod of every cluster",
+            qname: "db-federated.prod.svc.clusterset.local.",
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: &[
+                "db-federated.prod.svc.clusterset.local. 5 IN SRV 0 25 5432 db-0.east.db-federated.prod.svc.clusterset.local.",
+                "db-federated.prod.svc.clusterset.local. 5 IN SRV 0 25 5432 db-1.east.db-federated.prod.svc.clusterset.local.",
+                "db-federated.prod.svc.clusterset.local. 5 IN SRV 0 25 5432 db-0.north.db-federated.prod.svc.clusterset.local.",
+                "db-federated.prod.svc.clusterset.local. 5 IN SRV 0 25 5432 db-1.north.db-federated.prod.svc.clusterset.local.",
+            ],
+            authority: &[],
+            additional: &[
+                "db-0.east.db-federated.prod.svc.clusterset.local. 5 IN A 10.10.2.10",
+                "db-1.east.db-federated.prod.svc.clusterset.local. 5 IN A 10.10.2.11",
+                "db-0.north.db-federated.prod.svc.clusterset.local. 5 IN A 10.20.2.10",
+                "db-1.north.db-federated.prod.svc.clusterset.local. 5 IN A 10.20.2.11",
+            ],
+        },
+        Case {
+            name: "federated pod, canonical",
+            qname: "db-0.north.db-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["db-0.north.db-federated.prod.svc.clusterset.local. 5 IN A 10.20.2.10"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "federated pod, CoreDNS alias",
+            qname: "db-1-east.db-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["db-1-east.db-federated.prod.svc.clusterset.local. 5 IN A 10.10.2.11"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "federated pod without cluster",
+            qname: "db-0.db-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "federated cluster ENT",
+            qname: "east.db-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "federated cluster without pods",
+            qname: "south.db-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "not a federated member",
+            qname: "web-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "local gateway-mode service: its own ClusterIP",
+            qname: "cache-west.shop.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["cache-west.shop.svc.clusterset.local. 5 IN A 10.130.40.1"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "PTR of a headless pod",
+            qname: "10.2.10.10.in-addr.arpa.",
+            qtype: PTR,
+            rcode: Rcode::NoError,
+            answer: &["10.2.10.10.in-addr.arpa. 5 IN PTR db-0.db-east.prod.svc.clusterset.local."],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "PTR of a flat endpoint",
+            qname: "1.1.20.10.in-addr.arpa.",
+            qtype: PTR,
+            rcode: Rcode::NoError,
+            answer: &["1.1.20.10.in-addr.arpa. 5 IN PTR api-north.prod.svc.clusterset.local."],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "PTR unknown",
+            qname: "99.99.99.10.in-addr.arpa.",
+            qtype: PTR,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[
+                "10.in-addr.arpa. 5 IN SOA ns.dns.clusterset.local. hostmaster.clusterset.local. * 7200 1800 86400 5",
+            ],
+            additional: &[],
+        },
+        Case {
+            name: "reverse ENT",
+            qname: "20.10.in-addr.arpa.",
+            qtype: PTR,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[
+                "10.in-addr.arpa. 5 IN SOA ns.dns.clusterset.local. hostmaster.clusterset.local. * 7200 1800 86400 5",
+            ],
+            additional: &[],
+        },
+        Case {
+            name: "PTR outside the configured reverse zones",
+            qname: "1.0.168.192.in-addr.arpa.",
+            qtype: PTR,
+            rcode: Rcode::Refused,
+            answer: &[],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "gateway VIPs get no PTR here",
+            qname: "1.10.96.10.in-addr.arpa.",
+            qtype: PTR,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[
+                "10.in-addr.arpa. 5 IN SOA ns.dns.clusterset.local. hostmaster.clusterset.local. * 7200 1800 86400 5",
+            ],
+            additional: &[],
+        },
+    ];
+    run(&snap, &cases);
+}
+
+#[test]
+fn non_in_class_is_refused() {
+    let snap = snapshot_with(settings(), fixture_events());
+    let name = QName::from_text("web-east.prod.svc.clusterset.local").expect("name");
+    let (a, _) = answer(
+        &snap,
+        Question {
+            name: &name,
+            qtype: A,
+            qclass: 3,
+        },
+        0,
+        Instant::now(),
+    );
+    assert_eq!((a.rcode, a.authoritative), (Rcode::Refused, false));
+    let (a, _) = answer(
+        &snap,
+        Question {
+            name: &name,
+            qtype: A,
+            qclass: CLASS_ANY,
+        },
+        0,
+        Instant::now(),
+    );
+    assert_eq!(a.rcode, Rcode::NoError, "QCLASS ANY is treated as IN");
+}
+
+#[test]
+fn rotation_changes_order_not_content() {
+    let snap = snapshot_with(settings(), fixture_events());
+    let name = QName::from_text("bb-federated.prod.svc.clusterset.local").expect("name");
+    let q = Question {
+        name: &name,
+        qtype: A,
+        qclass: CLASS_IN,
+    };
+    let orders: Vec<Vec<Record>> = (0..3)
+        .map(|r| answer(&snap, q, r, Instant::now()).0.answers)
+        .collect();
+    assert_ne!(orders[0], orders[1]);
+    let sorted = |v: &Vec<Record>| render("x.", v);
+    assert_eq!(sorted(&orders[0]), sorted(&orders[1]));
+    assert_eq!(sorted(&orders[1]), sorted(&orders[2]));
+}
+
+#[test]
+fn unsynced_clusters_turn_nxdomain_into_servfail() {
+    let mut events = fixture_events();
+    events.push(Event::ClusterUp {
+        cluster: c("south"),
+        local: false,
+    });
+    let snap = snapshot_with(settings(), events);
+    let cases = [
+        Case {
+            name: "a name that south could hold",
+            qname: "zzz-south.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::ServFail,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "federated names wait for every member",
+            qname: "zzz-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::ServFail,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "an unknown namespace",
+            qname: "nope.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::ServFail,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "a synced cluster's name is still NXDOMAIN",
+            qname: "zzz-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "existing names still answer",
+            qname: "web-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["web-east.prod.svc.clusterset.local. 5 IN A 10.96.10.1"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "never-existing shapes stay NXDOMAIN",
+            qname: "pod.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+    ];
+    run(&snap, &cases);
+}
+
+#[test]
+fn stale_clusters_cap_ttl_then_servfail() {
+    let broken = |since: Instant| Event::Health {
+        cluster: c("north"),
+        health: Health {
+            synced: true,
+            broken_since: Some(since),
+            gateway_alive: None,
+        },
+    };
+    let mut s = settings();
+    s.ttl = 30;
+    s.negative_ttl = 30;
+    s.stale_ttl = 5;
+    s.max_stale = Some(Duration::from_secs(300));
+    let name = QName::from_text("api-north.prod.svc.clusterset.local").expect("name");
+    let q = Question {
+        name: &name,
+        qtype: A,
+        qclass: CLASS_IN,
+    };
+
+    let mut events = fixture_events();
+    events.push(broken(Instant::now()));
+    let snap = snapshot_with(s.clone(), events);
+    let (a, note) = answer(&snap, q, 0, Instant::now());
+    assert_eq!(a.rcode, Rcode::NoError);
+    assert!(note.stale);
+    assert!(
+        a.answers.iter().all(|r| r.ttl == 5),
+        "TTL capped while stale: {:?}",
+        a.answers
+    );
+
+    let (a, _) = answer(&snap, q, 0, Instant::now() + Duration::from_secs(301));
+    assert_eq!(a.rcode, Rcode::ServFail, "SERVFAIL after max-stale");
+    assert_eq!(a.authority.len(), 1);
+}
+
+#[test]
+fn federated_leaves_out_unhealthy_members_and_fails_open() {
+    let gateway_down = |cluster: &str| Event::Health {
+        cluster: c(cluster),
+        health: Health {
+            synced: true,
+            broken_since: None,
+            gateway_alive: Some(false),
+        },
+    };
+    let name = QName::from_text("bb-federated.prod.svc.clusterset.local").expect("name");
+    let q = Question {
+        name: &name,
+        qtype: A,
+        qclass: CLASS_IN,
+    };
+    let addrs = |snap: &Snapshot| {
+        let (a, note) = answer(snap, q, 0, Instant::now());
+        let mut v = render("bb.", &a.answers);
+        v.iter_mut()
+            .for_each(|l| *l = l.rsplit(' ').next().unwrap_or("").to_owned());
+        v.sort();
+        (v, note.fail_open)
+    };
+
+    let mut events = fixture_events();
+    events.push(gateway_down("east"));
+    let snap = snapshot_with(settings(), events.clone());
+    assert_eq!(
+        addrs(&snap),
+        (vec!["10.20.3.1".to_owned(), "10.30.3.1".to_owned()], false)
+    );
+    // Per-cluster names are not health-filtered.
+    let east = QName::from_text("bb-east.prod.svc.clusterset.local").expect("name");
+    let (a, _) = answer(
+        &snap,
+        Question {
+            name: &east,
+            qtype: A,
+            qclass: CLASS_IN,
+        },
+        0,
+        Instant::now(),
+    );
+    assert_eq!(a.answers.len(), 1);
+
+    events.push(gateway_down("north"));
+    events.push(gateway_down("west"));
+    let snap = snapshot_with(settings(), events);
+    let (v, fail_open) = addrs(&snap);
+    assert_eq!(v.len(), 3, "every member out: the last-known union");
+    assert!(fail_open);
+}
