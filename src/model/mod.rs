@@ -11,6 +11,8 @@ pub mod entry;
 pub mod index;
 pub mod names;
 pub mod objects;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,1 +1,489 @@
 use super::*;
+use crate::model::objects::{ExportMode, Gateway, Mirror, Protocol, Service};
+use crate::model::testing::{
+    c, fixture_events, port, service, settings, slice, slice_event, svc_event, up,
+};
+use crate::model::{Event, Model};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn model() -> Model {
+    Model::new(Arc::new(settings()))
+}
+
+fn addrs(snap: &Snapshot, key: &str) -> Option<Vec<String>> {
+    snap.entries.get(key).map(|e| {
+        let mut v: Vec<String> =
+            e.v4.iter()
+                .map(ToString::to_string)
+                .chain(e.v6.iter().map(ToString::to_string))
+                .collect();
+        v.sort();
+        v
+    })
+}
+
+fn flat(ns: &str, name: &str, created: i64) -> Service {
+    let mut s = service(
+        ns,
+        name,
+        Some(ExportMode::Flat),
+        false,
+        false,
+        &[],
+        vec![port(Some("http"), Protocol::Tcp, 80)],
+    );
+    s.created = created;
+    s
+}
+
+fn endpoint_slice(cluster: &str, ns: &str, svc: &str, ip: &str) -> Event {
+    slice_event(
+        cluster,
+        slice(
+            ns,
+            &format!("{svc}-x"),
+            svc,
+            vec![port(Some("http"), Protocol::Tcp, 80)],
+            &[(ip, None, true)],
+        ),
+    )
+}
+
+#[test]
+fn the_older_service_wins_a_collision() {
+    let mut m = model();
+    let mut ev = up("c", false);
+    ev.extend(up("b-c", false));
+    ev.push(svc_event("c", flat("prod", "a-b", 100)));
+    ev.push(endpoint_slice("c", "prod", "a-b", "10.50.0.1"));
+    ev.push(svc_event("b-c", flat("prod", "a", 200)));
+    ev.push(endpoint_slice("b-c", "prod", "a", "10.60.0.1"));
+    m.apply(ev);
+    let snap = m.snapshot();
+    assert_eq!(
+        addrs(&snap, "a-b-c.prod"),
+        Some(vec!["10.50.0.1".to_owned()])
+    );
+    assert_eq!(snap.stats.collisions, 1);
+
+    // The winner goes away: the other pair takes the name.
+    m.apply([Event::ServiceDeleted {
+        cluster: c("c"),
+        key: ObjectKey::new("prod", "a-b"),
+    }]);
+    let snap = m.snapshot();
+    assert_eq!(
+        addrs(&snap, "a-b-c.prod"),
+        Some(vec!["10.60.0.1".to_owned()])
+    );
+    assert_eq!(snap.stats.collisions, 0);
+
+    // It comes back, older: it wins again.
+    m.apply([svc_event("c", flat("prod", "a-b", 100))]);
+    assert_eq!(
+        addrs(&m.snapshot(), "a-b-c.prod"),
+        Some(vec!["10.50.0.1".to_owned()])
+    );
+}
+
+#[test]
+fn a_federated_name_beats_a_per_cluster_label() {
+    // Service `a` in cluster `b-federated` generates `a-b-federated`, which is
+    // also the federated name of service `a-b`.
+    let mut m = model();
+    let mut ev = up("b-federated", false);
+    ev.extend(up("east", false));
+    ev.push(svc_event("b-federated", flat("prod", "a", 1)));
+    ev.push(endpoint_slice("b-federated", "prod", "a", "10.1.0.1"));
+    let mut member = flat("prod", "a-b", 500);
+    member.federated = true;
+    ev.push(svc_event("east", member));
+    ev.push(endpoint_slice("east", "prod", "a-b", "10.2.0.1"));
+    m.apply(ev);
+    let snap = m.snapshot();
+    assert_eq!(
+        addrs(&snap, "a-b-federated.prod"),
+        Some(vec!["10.2.0.1".to_owned()])
+    );
+    assert!(matches!(
+        snap.entries.get("a-b-federated.prod").map(|e| &e.origin),
+        Some(Origin::Federated { .. })
+    ));
+    assert_eq!(snap.stats.collisions, 1);
+}
+
+use crate::model::Origin;
+
+#[test]
+fn names_over_the_length_limits_are_not_served() {
+    let mut m = model();
+    let long = "a".repeat(60);
+    let mut ev = up("east", false);
+    ev.push(svc_event("east", flat("prod", &long, 1)));
+    ev.push(endpoint_slice("east", "prod", &long, "10.1.0.1"));
+    // A namespace long enough to push the whole name past 253.
+    let ns = "n".repeat(63);
+    let svc = "s".repeat(63 - 5);
+    let ns2 = "m".repeat(63);
+    ev.push(svc_event("east", flat(&ns, &svc, 1)));
+    ev.push(svc_event("east", flat(&ns2, "ok", 1)));
+    ev.push(endpoint_slice("east", &ns2, "ok", "10.1.0.2"));
+    m.apply(ev);
+    let snap = m.snapshot();
+    assert!(
+        snap.entries
+            .get(format!("{long}-east.prod").as_str())
+            .is_none(),
+        "label of 65 octets"
+    );
+    assert!(
+        snap.entries
+            .get(format!("ok-east.{ns2}").as_str())
+            .is_some()
+    );
+    // 58 + 5 = 63-octet label: the label fits, and so does the name (63+1+63+5+16 = 148).
+    assert!(
+        snap.entries
+            .get(format!("{svc}-east.{ns}").as_str())
+            .is_some()
+    );
+    assert_eq!(snap.stats.too_long, 1);
+}
+
+#[test]
+fn a_change_rebuilds_only_its_own_names() {
+    let mut m = model();
+    m.apply(fixture_events());
+    let before = m.snapshot();
+    m.apply([slice_event(
+        "north",
+        slice(
+            "prod",
+            "api-v4",
+            "api",
+            vec![port(Some("http"), Protocol::Tcp, 8080)],
+            &[("10.20.1.1", None, true), ("10.20.1.9", None, true)],
+        ),
+    )]);
+    let after = m.snapshot();
+    assert!(after.serial > before.serial, "serial strictly increases");
+    for (key, entry) in &before.entries {
+        let same = Arc::ptr_eq(entry, &after.entries[key]);
+        assert_eq!(
+            same,
+            &**key != "api-north.prod",
+            "{key}: rebuilt = {}",
+            !same
+        );
+    }
+    assert_eq!(
+        addrs(&after, "api-north.prod"),
+        Some(vec![
+            "10.20.1.1".to_owned(),
+            "10.20.1.9".to_owned(),
+            "fd00:20::1".to_owned()
+        ])
+    );
+    // The reverse map follows: 10.20.1.2 is gone, 10.20.1.9 is there.
+    assert!(
+        !after
+            .reverse
+            .contains_key(&"10.20.1.2".parse::<IpAddr>().expect("ip"))
+    );
+    assert!(
+        after
+            .reverse
+            .contains_key(&"10.20.1.9".parse::<IpAddr>().expect("ip"))
+    );
+}
+
+#[test]
+fn a_mirror_or_gateway_change_updates_gateway_mode_names() {
+    let mut m = model();
+    m.apply(fixture_events());
+    assert_eq!(
+        addrs(&m.snapshot(), "pay-east.prod"),
+        Some(vec!["203.0.113.10".to_owned()])
+    );
+    // A mirror appears in the local cluster: its ClusterIP is now the answer.
+    m.apply([Event::MirrorApplied {
+        cluster: c("west"),
+        mirror: Mirror {
+            key: ObjectKey::new("prod", "pay-east"),
+            cluster: c("east"),
+            headless_parent: None,
+            cluster_ips: vec!["10.96.10.3".parse().expect("ip")],
+            ports: vec![port(Some("http"), Protocol::Tcp, 80)],
+        },
+    }]);
+    assert_eq!(
+        addrs(&m.snapshot(), "pay-east.prod"),
+        Some(vec!["10.96.10.3".to_owned()])
+    );
+    m.apply([Event::MirrorDeleted {
+        cluster: c("west"),
+        key: ObjectKey::new("prod", "pay-east"),
+    }]);
+    assert_eq!(
+        addrs(&m.snapshot(), "pay-east.prod"),
+        Some(vec!["203.0.113.10".to_owned()])
+    );
+    m.apply([Event::GatewayApplied {
+        cluster: c("east"),
+        gateway: Some(Gateway {
+            addresses: vec!["203.0.113.99".parse().expect("ip")],
+            port: Some(4143),
+            identity: None,
+        }),
+    }]);
+    assert_eq!(
+        addrs(&m.snapshot(), "pay-east.prod"),
+        Some(vec!["203.0.113.99".to_owned()])
+    );
+}
+
+#[test]
+fn cluster_down_removes_its_names_and_namespaces() {
+    let mut m = model();
+    m.apply(fixture_events());
+    let snap = m.snapshot();
+    assert!(snap.entries.contains_key("api-north.prod"));
+    assert!(snap.namespaces.contains_key("shop"));
+    m.apply([
+        Event::ClusterDown { cluster: c("west") },
+        Event::ClusterDown {
+            cluster: c("north"),
+        },
+    ]);
+    let snap = m.snapshot();
+    assert!(!snap.entries.contains_key("api-north.prod"));
+    assert!(
+        !snap.namespaces.contains_key("shop"),
+        "only west exported into shop"
+    );
+    // west's mirror is gone: web-east falls back to east's gateway.
+    assert_eq!(
+        addrs(&snap, "web-east.prod"),
+        Some(vec!["203.0.113.10".to_owned()])
+    );
+    assert_eq!(
+        addrs(&snap, "bb-federated.prod"),
+        Some(vec!["10.10.3.1".to_owned()])
+    );
+    let names: u64 = snap.entries.values().map(|e| e.name_count() as u64).sum();
+    assert_eq!(
+        snap.stats.names, names,
+        "the names gauge matches the entries"
+    );
+}
+
+#[test]
+fn ptr_goes_to_the_oldest_claim() {
+    let mut m = model();
+    let mut ev = up("east", false);
+    ev.extend(up("north", false));
+    ev.push(svc_event("east", flat("prod", "young", 300)));
+    ev.push(endpoint_slice("east", "prod", "young", "10.9.9.9"));
+    ev.push(svc_event("north", flat("prod", "old", 100)));
+    ev.push(endpoint_slice("north", "prod", "old", "10.9.9.9"));
+    m.apply(ev);
+    let ip: IpAddr = "10.9.9.9".parse().expect("ip");
+    assert_eq!(
+        m.snapshot().reverse.get(&ip).map(|s| s.to_string()),
+        Some("old-north.prod.svc.clusterset.local".to_owned())
+    );
+    m.apply([Event::ServiceDeleted {
+        cluster: c("north"),
+        key: ObjectKey::new("prod", "old"),
+    }]);
+    assert_eq!(
+        m.snapshot().reverse.get(&ip).map(|s| s.to_string()),
+        Some("young-east.prod.svc.clusterset.local".to_owned())
+    );
+}
+
+/// A comparable view of a snapshot.
+fn view(
+    snap: &Snapshot,
+) -> (
+    BTreeMap<String, Entry>,
+    BTreeMap<String, u32>,
+    BTreeMap<IpAddr, String>,
+    IndexStats,
+) {
+    (
+        snap.entries
+            .iter()
+            .map(|(k, v)| {
+                let mut e = (**v).clone();
+                // Ids depend on the order clusters first appeared.
+                if let Origin::Cluster { id, .. } = &mut e.origin {
+                    *id = 0;
+                }
+                (k.to_string(), e)
+            })
+            .collect(),
+        snap.namespaces
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        snap.reverse
+            .iter()
+            .map(|(k, v)| (*k, v.to_string()))
+            .collect(),
+        snap.stats,
+    )
+}
+
+/// Events that rebuild `set` from nothing.
+fn events_for(set: &ClusterSet) -> Vec<Event> {
+    let mut ev = Vec::new();
+    for cl in set.iter() {
+        ev.push(Event::ClusterUp {
+            cluster: cl.name.clone(),
+            local: cl.local,
+        });
+        ev.push(Event::Health {
+            cluster: cl.name.clone(),
+            health: cl.health.clone(),
+        });
+        ev.extend(cl.services.values().map(|s| svc_event(&cl.name, s.clone())));
+        for group in cl.slices.values() {
+            ev.extend(group.values().map(|s| slice_event(&cl.name, s.clone())));
+        }
+        ev.extend(cl.mirrors.values().map(|mi| Event::MirrorApplied {
+            cluster: cl.name.clone(),
+            mirror: mi.clone(),
+        }));
+        ev.push(Event::GatewayApplied {
+            cluster: cl.name.clone(),
+            gateway: cl.gateway.clone(),
+        });
+    }
+    ev
+}
+
+fn op() -> impl Strategy<Value = Event> {
+    let cluster = prop_oneof![Just("a"), Just("b"), Just("a-b"), Just("local")];
+    let name = prop_oneof![Just("s"), Just("b-s"), Just("s-a"), Just("t")];
+    let ns = prop_oneof![Just("n1"), Just("n2")];
+    let mode = prop_oneof![
+        Just(None),
+        Just(Some(ExportMode::Flat)),
+        Just(Some(ExportMode::Gateway))
+    ];
+    let ip = (1u8..4, 1u8..4).prop_map(|(x, y)| format!("10.0.{x}.{y}"));
+    prop_oneof![
+        (
+            cluster.clone(),
+            ns.clone(),
+            name.clone(),
+            mode,
+            any::<bool>(),
+            any::<bool>(),
+            0i64..4
+        )
+            .prop_map(|(cl, ns, name, export, federated, headless, created)| {
+                let mut s = service(
+                    ns,
+                    name,
+                    export,
+                    federated,
+                    headless,
+                    &["10.96.0.1"],
+                    vec![port(Some("http"), Protocol::Tcp, 80)],
+                );
+                s.created = created;
+                svc_event(cl, s)
+            }),
+        (cluster.clone(), ns.clone(), name.clone()).prop_map(|(cl, ns, name)| {
+            Event::ServiceDeleted {
+                cluster: c(cl),
+                key: ObjectKey::new(ns, name),
+            }
+        }),
+        (
+            cluster.clone(),
+            ns.clone(),
+            name.clone(),
+            proptest::collection::vec((ip, any::<bool>(), any::<bool>()), 0..3)
+        )
+            .prop_map(|(cl, ns, name, eps)| {
+                let eps: Vec<(String, Option<String>, bool)> = eps
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (ip, named, ready))| (ip, named.then(|| format!("p-{i}")), ready))
+                    .collect();
+                let refs: Vec<(&str, Option<&str>, bool)> = eps
+                    .iter()
+                    .map(|(ip, h, r)| (ip.as_str(), h.as_deref(), *r))
+                    .collect();
+                slice_event(
+                    cl,
+                    slice(
+                        ns,
+                        &format!("{name}-1"),
+                        name,
+                        vec![port(Some("http"), Protocol::Tcp, 80)],
+                        &refs,
+                    ),
+                )
+            }),
+        (cluster.clone(), ns.clone(), name.clone()).prop_map(|(cl, ns, name)| {
+            Event::SliceDeleted {
+                cluster: c(cl),
+                key: ObjectKey::new(ns, &format!("{name}-1")),
+            }
+        }),
+        (ns, name).prop_map(|(ns, name)| Event::MirrorApplied {
+            cluster: c("local"),
+            mirror: Mirror {
+                key: ObjectKey::new(ns, &format!("{name}-a")),
+                cluster: c("a"),
+                headless_parent: None,
+                cluster_ips: vec!["10.96.9.9".parse().expect("ip")],
+                ports: Vec::new(),
+            },
+        }),
+        cluster
+            .clone()
+            .prop_map(|cl| Event::ClusterDown { cluster: c(cl) }),
+        (cluster, any::<bool>()).prop_map(|(cl, alive)| Event::Health {
+            cluster: c(cl),
+            health: Health {
+                synced: true,
+                broken_since: None,
+                gateway_alive: Some(alive),
+            },
+        }),
+    ]
+}
+
+use crate::model::{ClusterSet, Health};
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Applying events one by one (incremental updates) gives the same index
+    /// as building it from the final state in one go.
+    #[test]
+    fn incremental_equals_rebuilt(ops in proptest::collection::vec(op(), 1..40)) {
+        let mut incremental = model();
+        for cl in ["a", "b", "a-b"] {
+            incremental.apply(up(cl, false));
+        }
+        incremental.apply(up("local", true));
+        for e in ops {
+            // Clusters that went down come back before they are used again.
+            let name = e.cluster().clone();
+            if incremental.clusters().get(&name).is_none() && !matches!(e, Event::ClusterDown { .. }) {
+                incremental.apply(up(&name, &*name == "local"));
+            }
+            incremental.apply([e]);
+        }
+        let mut rebuilt = model();
+        rebuilt.apply(events_for(incremental.clusters()));
+        prop_assert_eq!(view(&incremental.snapshot()), view(&rebuilt.snapshot()));
+    }
+}
