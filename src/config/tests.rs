@@ -1,1 +1,119 @@
 use super::*;
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+struct TestCli {
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+fn args(argv: &[&str]) -> ServeArgs {
+    TestCli::try_parse_from(std::iter::once("test").chain(argv.iter().copied()))
+        .expect("valid arguments")
+        .serve
+}
+
+fn config_file(text: &str) -> tempfile::NamedTempFile {
+    let f = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(f.path(), text).expect("write");
+    f
+}
+
+#[test]
+fn defaults() {
+    let c = Config::resolve(&args(&["--zones", "z"])).expect("valid");
+    assert_eq!(c.zones, PathBuf::from("z"));
+    assert_eq!(c.dns_addr.to_string(), "127.0.0.1:5353");
+    assert_eq!(c.admin_addr.to_string(), "127.0.0.1:9153");
+    let s = &c.settings;
+    assert_eq!(
+        (s.zone.text(), s.ttl, s.negative_ttl, s.max_udp_payload),
+        ("clusterset.local", 5, 5, 1232)
+    );
+    assert_eq!(
+        s.ns_addrs,
+        vec!["127.0.0.1".parse::<IpAddr>().expect("ip")],
+        "NS glue defaults to the DNS address"
+    );
+    assert!(s.reverse_zones.is_empty(), "no PTR by default");
+}
+
+#[test]
+fn flags_win_over_the_file_which_wins_over_defaults() {
+    let f = config_file(
+        "zones: from-file\nttl: 30\nzone: example.internal\nreverse-zone: [10.in-addr.arpa]\nns-addr: [10.96.0.53]\n",
+    );
+    let path = f.path().to_str().expect("utf-8 path");
+    let c = Config::resolve(&args(&["--config", path, "--ttl", "10"])).expect("valid");
+    assert_eq!(c.zones, PathBuf::from("from-file"));
+    assert_eq!(c.settings.ttl, 10, "the flag wins");
+    assert_eq!(c.settings.negative_ttl, 10, "negative TTL follows the TTL");
+    assert_eq!(c.settings.zone.text(), "example.internal");
+    assert_eq!(c.settings.reverse_zones.len(), 1);
+    assert_eq!(
+        c.settings.ns_addrs,
+        vec!["10.96.0.53".parse::<IpAddr>().expect("ip")]
+    );
+    let c = Config::resolve(&args(&[
+        "--config",
+        path,
+        "--zones",
+        "flag",
+        "--reverse-zone",
+        "0.0.d.f.ip6.arpa",
+        "--negative-ttl",
+        "2",
+    ]))
+    .expect("valid");
+    assert_eq!(c.zones, PathBuf::from("flag"));
+    assert_eq!(c.settings.reverse_zones[0].text(), "0.0.d.f.ip6.arpa");
+    assert_eq!((c.settings.ttl, c.settings.negative_ttl), (30, 2));
+}
+
+#[test]
+fn unknown_keys_are_rejected_by_name() {
+    let f = config_file("zones: z\nttll: 30\n");
+    let err = Config::resolve(&args(&["--config", f.path().to_str().expect("path")]))
+        .expect_err("unknown key");
+    let msg = err.to_string();
+    assert!(msg.contains("unknown field `ttll`"), "{msg}");
+    assert!(msg.contains(&f.path().display().to_string()), "{msg}");
+}
+
+#[test]
+fn invalid_values_are_rejected() {
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "zones is required"),
+        (
+            &["--zones", "z", "--ttl", "3601"],
+            "invalid ttl: 3601 is above 3600",
+        ),
+        (&["--zones", "z", "--zone", "bad_zone"], "invalid zone"),
+        (
+            &[
+                "--zones",
+                "z",
+                "--reverse-zone",
+                "10.10.168.192.10.in-addr.arpa",
+            ],
+            "invalid reverse-zone",
+        ),
+        (
+            &["--zones", "z", "--reverse-zone", "example.com"],
+            "invalid reverse-zone",
+        ),
+        (
+            &["--zones", "z", "--local-cluster", "federated"],
+            "reserved",
+        ),
+    ];
+    for (argv, want) in cases {
+        let err = Config::resolve(&args(argv))
+            .expect_err("should be rejected")
+            .to_string();
+        assert!(err.contains(want), "{argv:?}: {err}");
+    }
+    let missing = Config::resolve(&args(&["--config", "/nonexistent/config.yaml"]))
+        .expect_err("missing file");
+    assert!(missing.to_string().contains("/nonexistent/config.yaml"));
+}

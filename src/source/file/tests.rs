@@ -1,1 +1,197 @@
 use super::*;
+use std::fs;
+
+const SERVICE: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: api
+  namespace: prod
+  labels:
+    mirror.linkerd.io/exported: remote-discovery
+spec:
+  clusterIP: 10.0.0.5
+  ports:
+  - name: http
+    port: 8080
+";
+
+const SLICE: &str = "apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: api-abcde
+  namespace: prod
+  labels:
+    kubernetes.io/service-name: api
+addressType: IPv4
+ports:
+- name: http
+  port: 8080
+endpoints:
+- addresses: [10.20.1.1]
+";
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let path = dir.join(rel);
+    fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    fs::write(path, text).expect("write");
+}
+
+fn cluster(dir: &Path, name: &str) -> ClusterLoad {
+    load_cluster(
+        &ClusterDir {
+            name: name.into(),
+            path: dir.join(name),
+        },
+        false,
+    )
+}
+
+fn messages(load: &ClusterLoad) -> Vec<String> {
+    load.problems.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn documents_are_split_at_markers_and_numbered_by_content() {
+    let text = "# a comment\n---\na: 1\n---\n\n# nothing here\n---\nb: 2\n...\n--- {c: 3}\n";
+    let docs: Vec<(usize, String)> = split_documents(text);
+    assert_eq!(
+        docs,
+        vec![
+            (3, "a: 1\n".to_owned()),
+            (8, "b: 2\n".to_owned()),
+            (10, " {c: 3}\n".to_owned())
+        ]
+    );
+    assert_eq!(split_documents("x: 1"), vec![(1, "x: 1\n".to_owned())]);
+    assert!(split_documents("---\n# only a comment\n").is_empty());
+}
+
+#[test]
+fn a_cluster_directory_with_nested_files_and_lists() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n- {}\n- {}\n",
+        serde_json::to_string(&serde_saphyr::from_str::<Value>(SERVICE).expect("yaml"))
+            .expect("json"),
+        serde_json::to_string(&serde_saphyr::from_str::<Value>(SLICE).expect("yaml"))
+            .expect("json"),
+    );
+    write(tmp.path(), "north/sub/dir/list.yaml", &list);
+    write(
+        tmp.path(),
+        "north/deploy.yml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\n",
+    );
+    write(tmp.path(), "north/README.md", "not yaml");
+    write(tmp.path(), "north/.hidden.yaml", "this: [is not read");
+    let load = cluster(tmp.path(), "north");
+    assert_eq!(messages(&load), Vec::<String>::new());
+    assert_eq!(load.files, 2);
+    assert_eq!(load.objects.services.len(), 1);
+    assert_eq!(load.objects.slices.len(), 1);
+    assert_eq!(load.skipped.get("apps/v1 Deployment"), Some(&1));
+}
+
+#[test]
+fn every_problem_names_file_document_and_reason() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let bad_type = SERVICE.replace("port: 8080", "port: eighty");
+    let text = format!("{SLICE}---\n{bad_type}---\nkind: Service\n---\nfoo: [1,\n");
+    write(tmp.path(), "east/api.yaml", &text);
+    write(tmp.path(), "east/dup.yaml", SLICE);
+    let load = cluster(tmp.path(), "east");
+    assert!(load.has_errors());
+    let file = tmp.path().join("east/api.yaml");
+    let dup = tmp.path().join("east/dup.yaml");
+    let got = messages(&load);
+    let want = [
+        format!(
+            "error: {}: document 2 (line 15): Service spec.ports[0].port: invalid type: string \"eighty\", expected i32",
+            file.display()
+        ),
+        format!(
+            "error: {}: document 3 (line 28): not a Kubernetes object: apiVersion and kind are required",
+            file.display()
+        ),
+        format!(
+            "error: {}: document 4 (line 30): invalid YAML: line 30, column 6: unclosed bracket",
+            file.display()
+        ),
+        format!(
+            "error: {}: document 1 (line 1): EndpointSlice prod/api-abcde is already defined at {}: document 1 (line 1); this copy is ignored",
+            dup.display(),
+            file.display()
+        ),
+        format!(
+            "warning: {}: document 1 (line 1): EndpointSlice prod/api-abcde belongs to Service prod/api, which this cluster directory does not define",
+            file.display()
+        ),
+    ];
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for w in &want {
+        assert!(
+            got.iter().any(|g| g.starts_with(w.as_str())),
+            "missing {w:?} in {got:#?}"
+        );
+    }
+    // The valid slice is still read (it belongs to no exported service).
+    assert!(load.objects.slices.is_empty());
+}
+
+#[test]
+fn invalid_cluster_directories_are_reported_and_skipped() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for d in ["east", "federated", "Bad_Name", ".git"] {
+        fs::create_dir_all(tmp.path().join(d)).expect("mkdir");
+    }
+    write(tmp.path(), "notes.md", "top-level files are ignored");
+    let (dirs, problems) = cluster_dirs(tmp.path()).expect("readable");
+    assert_eq!(dirs.iter().map(|d| &*d.name).collect::<Vec<_>>(), ["east"]);
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(text.len(), 2, "{text:#?}");
+    assert!(
+        text.iter()
+            .any(|t| t.contains("federated") && t.contains("reserved"))
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.contains("Bad_Name") && t.contains("RFC 1123"))
+    );
+    assert!(cluster_dirs(&tmp.path().join("missing")).is_err());
+}
+
+#[test]
+fn diff_emits_only_changes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(
+        tmp.path(),
+        "north/api.yaml",
+        &format!("{SERVICE}---\n{SLICE}"),
+    );
+    let before = cluster(tmp.path(), "north");
+    let name: Arc<str> = "north".into();
+    assert_eq!(diff(&name, &before.objects, &before.objects).len(), 0);
+    let initial = initial_events(&before);
+    assert_eq!(initial.len(), 4, "up, service, slice, synced");
+
+    write(
+        tmp.path(),
+        "north/api.yaml",
+        &format!("{SERVICE}---\n{}", SLICE.replace("10.20.1.1", "10.20.1.2")),
+    );
+    let after = cluster(tmp.path(), "north");
+    let events = diff(&name, &before.objects, &after.objects);
+    assert!(
+        matches!(events.as_slice(), [Event::SliceApplied { .. }]),
+        "{events:?}"
+    );
+
+    write(tmp.path(), "north/api.yaml", SERVICE);
+    let gone = cluster(tmp.path(), "north");
+    let events = diff(&name, &after.objects, &gone.objects);
+    assert!(
+        matches!(events.as_slice(), [Event::SliceDeleted { .. }]),
+        "{events:?}"
+    );
+    assert_ne!(before.fingerprint, gone.fingerprint);
+}
