@@ -140,10 +140,10 @@ fn plural(n: usize, word: &str) -> String {
 fn describe_entry(e: &crate::model::Entry) -> String {
     let mut parts = Vec::new();
     if !e.v4.is_empty() {
-        parts.push(plural(e.v4.len(), "A"));
+        parts.push(plural(e.v4.len(), "A record"));
     }
     if !e.v6.is_empty() {
-        parts.push(plural(e.v6.len(), "AAAA"));
+        parts.push(plural(e.v6.len(), "AAAA record"));
     }
     if e.v4.is_empty() && e.v6.is_empty() {
         parts.push("no addresses (NODATA)".to_owned());

@@ -969,9 +969,10 @@ fn cases() -> Vec<Case> {
             answer: v(&[
                 "_http._tcp.web-east.prod.svc.clusterset.local. 5 IN SRV 0 100 80 web-east.prod.svc.clusterset.local.",
             ]),
+            additional: v(&[WEB_A]),
             ..c(
                 0,
-                "SRV name ANY: the SRV RRset",
+                "SRV name ANY: the SRV RRset (Additional as for SRV)",
                 q("_http._tcp.web-east.prod.svc.clusterset.local.", ANY),
             )
         },
@@ -995,8 +996,10 @@ fn cases() -> Vec<Case> {
             q(&long_bare, A),
         ),
         Case {
-            answer: v(&["CLUSTERSET.LOCAL. 5 IN NS ns.dns.clusterset.local."]),
+            // The NS target's case is not specified; only its name is checked.
+            answer: v(&["CLUSTERSET.LOCAL. 5 IN NS *"]),
             additional: v(&["ns.dns.clusterset.local. 5 IN A 10.96.0.53"]),
+            check: Some(ns_target_is_ns_dns),
             ..c(0, "0x20 apex NS", q("CLUSTERSET.LOCAL.", NS))
         },
         Case {
@@ -1043,6 +1046,19 @@ fn txt_is_1_0_0(r: &Reply<'_>) {
             "dns-version TXT must be exactly \"1.0.0\""
         ),
         other => panic!("TXT expected, got {other:?}"),
+    }
+}
+
+fn ns_target_is_ns_dns(r: &Reply<'_>) {
+    for rec in &r.msg.answers {
+        match &rec.data {
+            RData::NS(ns) => assert!(
+                ns.0.to_ascii()
+                    .eq_ignore_ascii_case("ns.dns.clusterset.local."),
+                "NS target {ns}"
+            ),
+            other => panic!("NS expected, got {other:?}"),
+        }
     }
 }
 
@@ -1397,6 +1413,37 @@ fn srv_targets_uncompressed(w: &[u8]) -> Result<(), String> {
         i = end;
     }
     Ok(())
+}
+
+/// The detector itself: a hand-built reply whose SRV target is a pointer
+/// to the question name must be flagged, and the same reply with the target
+/// written out must pass.
+#[test]
+fn srv_compression_detector() {
+    let mut reply = wire_query(
+        1,
+        QR | AA,
+        &[("_x._tcp.a.clusterset.local.", RecordType::SRV)],
+        None,
+    );
+    reply[7] = 1; // ANCOUNT
+    let answer = |target: &[u8]| {
+        let mut rr = vec![0xC0, 12];
+        rr.extend_from_slice(&33u16.to_be_bytes());
+        rr.extend_from_slice(&1u16.to_be_bytes());
+        rr.extend_from_slice(&5u32.to_be_bytes());
+        rr.extend_from_slice(&u16::try_from(6 + target.len()).expect("len").to_be_bytes());
+        rr.extend_from_slice(&[0, 0, 0, 100, 0, 80]);
+        rr.extend_from_slice(target);
+        rr
+    };
+    let mut compressed = reply.clone();
+    compressed.extend(answer(&[0xC0, 12]));
+    assert!(srv_targets_uncompressed(&compressed).is_err());
+    let mut plain = reply;
+    plain.extend(answer(&encode_name("a.clusterset.local.")));
+    assert_eq!(srv_targets_uncompressed(&plain), Ok(()));
+    assert!(Message::from_vec(&plain).is_ok());
 }
 
 /// Sends `packet` with a length prefix on an open TCP connection.

@@ -2,6 +2,9 @@
 //! queried over real sockets on loopback. One test binary (one link step);
 //! each module is one concern.
 
+mod binary;
 mod support;
 
+mod cli;
 mod conformance;
+mod interop;

@@ -1,0 +1,93 @@
+//! The built `clusterset-dns` binary, run as a user runs it.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of the built binary.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_clusterset-dns")
+}
+
+/// A `serve` process, killed on drop.
+pub struct Served {
+    child: Child,
+    /// DNS address.
+    pub dns: SocketAddr,
+    /// Admin address.
+    pub admin: SocketAddr,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `serve --zones <zones> <extra…>` on loopback port 0 and waits for its
+/// `listening` line (10 s at most) and for `/ready`.
+pub fn serve(zones: &Path, extra: &[&str]) -> Served {
+    let mut child = Command::new(bin())
+        .arg("serve")
+        .arg("--zones")
+        .arg(zones)
+        .args(["--dns-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn clusterset-dns");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a listening line within 10 s");
+    let field = |name: &str| -> SocketAddr {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(name))
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    };
+    let served = Served {
+        dns: field("dns="),
+        admin: field("admin="),
+        child,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http_get(served.admin, "/ready").0 != 200 {
+        assert!(Instant::now() < deadline, "not ready within 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    served
+}
+
+/// A blocking HTTP/1.0 GET: (status, body).
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return (0, String::new());
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: test\r\n\r\n");
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
