@@ -177,10 +177,10 @@ pub fn check_report(config: &Config, load: &DirLoad, snap: &Snapshot) -> String 
             .map(|l| format!(", local cluster {l}"))
             .unwrap_or_default()
     );
-    if let Some(local) = &config.local_cluster {
-        if !load.clusters.iter().any(|c| &*c.name == local.as_str()) {
-            let _ = writeln!(out, "warning: the local cluster {local} has no directory");
-        }
+    if let Some(local) = &config.local_cluster
+        && !load.clusters.iter().any(|c| &*c.name == local.as_str())
+    {
+        let _ = writeln!(out, "warning: the local cluster {local} has no directory");
     }
     let mut entries: Vec<_> = snap.entries.values().cloned().collect();
     entries.sort_by(|a, b| a.name.cmp(&b.name));

@@ -433,13 +433,13 @@ pub fn parse_reverse(name: &QName) -> Option<ReverseName> {
             return None;
         }
         let mut bytes = [0u8; 4];
-        for i in 0..octets {
+        for (i, byte) in bytes.iter_mut().enumerate().take(octets) {
             let label = name.label(octets - 1 - i);
             // Leading zeros are not the canonical form and never served.
             if label.len() > 1 && label.starts_with('0') {
                 return None;
             }
-            bytes[i] = label.parse().ok()?;
+            *byte = label.parse().ok()?;
         }
         let first = u32::from_be_bytes(bytes);
         let span = if octets == 4 {

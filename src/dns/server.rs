@@ -64,10 +64,10 @@ pub async fn serve_udp(
                     },
                     () = shutdown.cancelled() => return,
                 };
-                if handler.handle(&buf[..len], Transport::Udp, &mut out) {
-                    if let Err(e) = socket.send_to(&out, peer).await {
-                        debug!(%peer, error = %e, "udp send failed");
-                    }
+                if handler.handle(&buf[..len], Transport::Udp, &mut out)
+                    && let Err(e) = socket.send_to(&out, peer).await
+                {
+                    debug!(%peer, error = %e, "udp send failed");
                 }
             }
         });

@@ -446,10 +446,24 @@ pub struct Fit {
 /// Our advertised UDP payload in responses' OPT records.
 pub const ADVERTISED_PAYLOAD: u16 = 1232;
 
+/// Where a name may point when it is compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compress {
+    /// Anywhere, the question included: the client's spelling is fine.
+    Question,
+    /// Only at names written in canonical lower case (Additional owners, NS
+    /// and PTR targets), so they never take on the client's 0x20 case.
+    Canonical,
+    /// Never (SRV targets, RFC 2782). Still a target for later pointers.
+    Never,
+}
+
 struct Writer<'n> {
     out: Vec<u8>,
-    /// Lower-cased name suffix → offset of its first length octet.
-    names: HashMap<&'n str, u16>,
+    /// Suffixes of the question (client case) → offset.
+    question: HashMap<&'n str, u16>,
+    /// Suffixes written in canonical lower case → offset.
+    canonical: HashMap<&'n str, u16>,
 }
 
 impl<'n> Writer<'n> {
@@ -461,20 +475,24 @@ impl<'n> Writer<'n> {
         self.out.extend_from_slice(&v.to_be_bytes());
     }
 
-    /// Writes `name` (dotted text), pointing at an earlier copy of its
-    /// longest known suffix when `compress` is set. Every suffix written in
-    /// full becomes a pointer target, compressed or not.
-    fn name(&mut self, name: &'n str, compress: bool) {
+    /// Writes `name` (dotted text, lower case), pointing at an earlier copy
+    /// of its longest known suffix as `how` allows.
+    fn name(&mut self, name: &'n str, how: Compress) {
         let mut rest = name;
         while !rest.is_empty() {
-            if compress {
-                if let Some(&ptr) = self.names.get(rest) {
-                    self.u16(0xC000 | ptr);
-                    return;
-                }
+            let found = match how {
+                Compress::Question => self.canonical.get(rest).or_else(|| self.question.get(rest)),
+                Compress::Canonical => self.canonical.get(rest),
+                Compress::Never => None,
+            };
+            if let Some(&ptr) = found {
+                self.u16(0xC000 | ptr);
+                return;
             }
-            if self.out.len() < 0x4000 {
-                self.names.entry(rest).or_insert(self.out.len() as u16);
+            // Only fully canonical suffixes become pointer targets for
+            // canonical names; a `Question` name may end in a pointer.
+            if how != Compress::Question && self.out.len() < 0x4000 {
+                self.canonical.entry(rest).or_insert(self.out.len() as u16);
             }
             let (label, tail) = rest.split_once('.').unwrap_or((rest, ""));
             self.out.push(label.len() as u8);
@@ -487,7 +505,12 @@ impl<'n> Writer<'n> {
     fn record(&mut self, record: &'n Record) {
         match &record.owner {
             Owner::Query => self.u16(0xC000 | HEADER_LEN as u16),
-            Owner::Name(name) => self.name(name, true),
+            // Authority owners (the SOA) may use the question's spelling of
+            // the zone; Additional owners are canonical.
+            Owner::Name(name) if record.data.rtype() == rtype::SOA => {
+                self.name(name, Compress::Question)
+            }
+            Owner::Name(name) => self.name(name, Compress::Canonical),
         }
         self.u16(record.data.rtype());
         self.u16(CLASS_IN);
@@ -506,12 +529,12 @@ impl<'n> Writer<'n> {
                 self.u16(*priority);
                 self.u16(*weight);
                 self.u16(*port);
-                self.name(target, false);
+                self.name(target, Compress::Never);
             }
-            RData::Ns(name) | RData::Ptr(name) => self.name(name, true),
+            RData::Ns(name) | RData::Ptr(name) => self.name(name, Compress::Canonical),
             RData::Soa(soa) => {
-                self.name(&soa.mname, true);
-                self.name(&soa.rname, true);
+                self.name(&soa.mname, Compress::Question);
+                self.name(&soa.rname, Compress::Question);
                 for v in [soa.serial, soa.refresh, soa.retry, soa.expire, soa.minimum] {
                     self.u32(v);
                 }
@@ -577,14 +600,15 @@ pub fn encode(req: &Request<'_>, answer: &Answer, limit: usize, out: &mut Vec<u8
     let ext_rcode = (answer.rcode.code() >> 4) as u8;
     let mut w = Writer {
         out: std::mem::take(out),
-        names: HashMap::new(),
+        question: HashMap::new(),
+        canonical: HashMap::new(),
     };
     w.out.clear();
     w.out.extend_from_slice(&[0; HEADER_LEN]);
     w.out.extend_from_slice(req.question);
     for i in 0..req.name.label_count() {
         let offset = HEADER_LEN + req.name.wire_offset(i);
-        w.names.insert(req.name.suffix(i), offset as u16);
+        w.question.insert(req.name.suffix(i), offset as u16);
     }
     let after_question = w.out.len();
 
@@ -664,7 +688,8 @@ pub fn encode_error(header: &HeaderEcho, edns: Option<Edns>, rcode: Rcode, out: 
     if let Some(edns) = edns {
         let mut w = Writer {
             out: std::mem::take(out),
-            names: HashMap::new(),
+            question: HashMap::new(),
+            canonical: HashMap::new(),
         };
         w.opt(edns.dnssec_ok, (rcode.code() >> 4) as u8);
         *out = w.out;

@@ -276,11 +276,11 @@ impl ClusterSet {
                 };
                 // A slice can move to another service only by being
                 // recreated, but handle a relabel all the same.
-                if let Some(old) = c.slice_service.get(&slice.key).cloned() {
-                    if old != service {
-                        remove_slice(c, &slice.key);
-                        dirty.services.insert((name.clone(), old));
-                    }
+                if let Some(old) = c.slice_service.get(&slice.key).cloned()
+                    && old != service
+                {
+                    remove_slice(c, &slice.key);
+                    dirty.services.insert((name.clone(), old));
                 }
                 let group = c.slices.entry(service.clone()).or_default();
                 if group.get(&slice.key.name) != Some(&slice) {
@@ -306,10 +306,8 @@ impl ClusterSet {
                 }
             }
             Event::MirrorDeleted { key, .. } => {
-                if let Some(old) = c.mirrors.remove(&key) {
-                    if let Some(target) = mirror_target(&old) {
-                        dirty.services.insert(target);
-                    }
+                if let Some(target) = c.mirrors.remove(&key).as_ref().and_then(mirror_target) {
+                    dirty.services.insert(target);
                 }
             }
             Event::GatewayApplied { gateway, .. } => {

@@ -211,18 +211,18 @@ impl Acc {
         self.ports.dedup();
         self.pods.sort_unstable();
         self.pods.dedup();
-        let entry =
-            (!headless || !self.pods.is_empty() || !self.v4.is_empty() || !self.v6.is_empty())
-                .then(|| Entry {
-                    name,
-                    namespace,
-                    origin,
-                    headless,
-                    v4: self.v4,
-                    v6: self.v6,
-                    ports: self.ports,
-                    pods: self.pods,
-                });
+        let exists =
+            !headless || !self.pods.is_empty() || !self.v4.is_empty() || !self.v6.is_empty();
+        let entry = exists.then_some(Entry {
+            name,
+            namespace,
+            origin,
+            headless,
+            v4: self.v4,
+            v6: self.v6,
+            ports: self.ports,
+            pods: self.pods,
+        });
         if entry.is_none() {
             self.ptrs.clear();
         }

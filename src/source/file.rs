@@ -498,10 +498,10 @@ impl Reader {
         for w in converted.warnings {
             self.problem(path, Some(doc), item, Severity::Warning, w);
         }
-        if let Some(s) = converted.value {
-            if self.first_definition("EndpointSlice", &s.key, path, doc, item) {
-                self.slices.push((s, path.to_owned(), self.line, doc, item));
-            }
+        if let Some(s) = converted.value
+            && self.first_definition("EndpointSlice", &s.key, path, doc, item)
+        {
+            self.slices.push((s, path.to_owned(), self.line, doc, item));
         }
     }
 

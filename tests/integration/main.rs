@@ -5,6 +5,8 @@
 mod binary;
 mod support;
 
+mod bad_packets;
 mod cli;
 mod conformance;
 mod interop;
+mod reload;

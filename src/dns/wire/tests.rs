@@ -98,7 +98,7 @@ fn decode_table() {
     // QDCOUNT 2.
     let mut two = query(1, 0, "a", 1, None);
     two[5] = 2;
-    two.extend_from_slice(&two[12..].to_vec());
+    two.extend_from_within(12..);
     assert_eq!(formerr(&two), None);
     // A 64-octet label.
     let mut long = query(1, 0, "x", 1, None);
@@ -111,7 +111,7 @@ fn decode_table() {
     // Two OPT records.
     let mut double = query(1, 0, "a", 1, Some((1232, 0, false)));
     double[11] = 2;
-    double.extend_from_slice(&double[double.len() - 11..].to_vec());
+    double.extend_from_within(double.len() - 11..);
     formerr(&double);
     // An EDNS option whose length runs past the OPT.
     let mut bad_opt = query(1, 0, "a", 1, Some((1232, 0, false)));

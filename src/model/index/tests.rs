@@ -303,15 +303,15 @@ fn ptr_goes_to_the_oldest_claim() {
     );
 }
 
-/// A comparable view of a snapshot.
-fn view(
-    snap: &Snapshot,
-) -> (
+/// A comparable view of a snapshot: entries, namespaces, reverse map, stats.
+type View = (
     BTreeMap<String, Entry>,
     BTreeMap<String, u32>,
     BTreeMap<IpAddr, String>,
     IndexStats,
-) {
+);
+
+fn view(snap: &Snapshot) -> View {
     (
         snap.entries
             .iter()
