@@ -56,6 +56,12 @@ pub fn main() -> anyhow::Result<ExitCode> {
 
 fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let config = Config::resolve(args)?;
+    // A typo in --zones should stop us, not serve an empty zone.
+    anyhow::ensure!(
+        config.zones.is_dir(),
+        "zones directory {} does not exist or is not a directory",
+        config.zones.display()
+    );
     let sockets = Sockets::bind(config.dns_addr, config.admin_addr).with_context(|| {
         format!(
             "binding DNS on {} and admin on {}",

@@ -221,3 +221,25 @@ fn environment_and_config_file_set_options() {
         "{err}"
     );
 }
+
+#[test]
+fn serve_refuses_a_missing_zones_directory() {
+    let out = run(
+        &[
+            "serve",
+            "--zones",
+            "/nonexistent/zones",
+            "--dns-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("zones directory /nonexistent/zones does not exist"),
+        "{err}"
+    );
+}

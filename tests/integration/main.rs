@@ -2,6 +2,7 @@
 //! queried over real sockets on loopback. One test binary (one link step);
 //! each module is one concern.
 
+mod admin;
 mod binary;
 mod support;
 

@@ -1,0 +1,90 @@
+//! The admin HTTP server: `/live`, `/ready` (503 until every cluster has
+//! loaded) and `/metrics` in Prometheus text.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arc_swap::ArcSwap;
+use clusterset_dns::dns::name::ZoneName;
+use clusterset_dns::metrics::Metrics;
+use clusterset_dns::model::{Settings, Snapshot};
+use clusterset_dns::runtime::Shared;
+use hickory_proto::rr::RecordType;
+use tokio_util::sync::CancellationToken;
+
+use crate::binary::http_get;
+use crate::support::{Options, Proto, ask, fixture, q, start};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_is_503_until_loaded() {
+    let settings = Arc::new(Settings::new(
+        ZoneName::new("clusterset.local").expect("zone"),
+    ));
+    let shared = Arc::new(Shared {
+        snapshot: Arc::new(ArcSwap::new(Arc::new(Snapshot::empty(settings)))),
+        metrics: Arc::new(Metrics::default()),
+        ready: AtomicBool::new(false),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let token = CancellationToken::new();
+    let task = tokio::spawn(clusterset_dns::admin::serve(
+        listener,
+        shared.clone(),
+        token.clone(),
+    ));
+    let get = |path: &'static str| tokio::task::spawn_blocking(move || http_get(addr, path));
+    assert_eq!(get("/live").await.expect("join").0, 200);
+    let (status, body) = get("/ready").await.expect("join");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        get("/metrics")
+            .await
+            .expect("join")
+            .1
+            .contains("clusterset_dns_ready 0")
+    );
+    shared.ready.store(true, Ordering::Release);
+    assert_eq!(get("/ready").await.expect("join").0, 200);
+    assert_eq!(get("/nope").await.expect("join").0, 404);
+    token.cancel();
+    task.await.expect("join").expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_queries_names_and_clusters() {
+    let server = start(&fixture("conformance"), Options::conformance()).await;
+    for (name, rtype) in [
+        ("web-east.prod.svc.clusterset.local.", RecordType::A),
+        ("web-east.prod.svc.clusterset.local.", RecordType::A),
+        ("nope.prod.svc.clusterset.local.", RecordType::AAAA),
+        ("example.com.", RecordType::A),
+    ] {
+        ask(server.dns, Proto::Udp, &q(name, rtype)).await;
+    }
+    let admin = server.admin;
+    let (status, body) = tokio::task::spawn_blocking(move || http_get(admin, "/metrics"))
+        .await
+        .expect("join");
+    assert_eq!(status, 200);
+    for want in [
+        "clusterset_dns_queries_total{qtype=\"A\",rcode=\"NOERROR\"} 2",
+        "clusterset_dns_queries_total{qtype=\"AAAA\",rcode=\"NXDOMAIN\"} 1",
+        "clusterset_dns_queries_total{qtype=\"A\",rcode=\"REFUSED\"} 1",
+        "clusterset_dns_cluster_synced{cluster=\"east\"} 1",
+        "clusterset_dns_names_too_long 1",
+        "clusterset_dns_ready 1",
+        "# TYPE clusterset_dns_names gauge",
+    ] {
+        assert!(body.contains(want), "missing {want:?} in:\n{body}");
+    }
+    let names: u64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix("clusterset_dns_names "))
+        .and_then(|v| v.parse().ok())
+        .expect("names gauge");
+    assert!(names > 100, "the fixture serves over 100 names ({names})");
+    server.server.stop().await;
+}
