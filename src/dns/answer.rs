@@ -80,6 +80,17 @@ struct Cx<'s, 'q> {
     ttl: u32,
 }
 
+/// Which unsynced clusters could make a missing name exist.
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    /// None: the grammar never has this name.
+    Never,
+    /// Any cluster (a namespace exists once any cluster exports into it).
+    AnyCluster,
+    /// The cluster a service label ends with, or any for `-federated`.
+    Label(&'a str),
+}
+
 /// What a name holds, for the type dispatch shared by every kind of name.
 enum Found<'e> {
     /// A service name.
@@ -123,18 +134,19 @@ impl Cx<'_, '_> {
 
     /// NXDOMAIN, or SERVFAIL when a cluster that has not synced yet could
     /// make the name exist (DESIGN.md decision 5).
-    fn nxdomain(&self, service_label: Option<&str>) -> Answer {
+    fn nxdomain(&self, scope: Scope<'_>) -> Answer {
         let unsynced = &self.snap.unsynced;
-        let undecided = match service_label {
-            _ if unsynced.is_empty() => false,
-            None => false,
-            Some(label) => {
-                label.ends_with("-federated")
-                    || unsynced
-                        .iter()
-                        .any(|c| label.strip_suffix(&**c).is_some_and(|s| s.ends_with('-')))
-            }
-        };
+        let undecided = !unsynced.is_empty()
+            && match scope {
+                Scope::Never => false,
+                Scope::AnyCluster => true,
+                Scope::Label(label) => {
+                    label.ends_with("-federated")
+                        || unsynced
+                            .iter()
+                            .any(|c| label.strip_suffix(&**c).is_some_and(|s| s.ends_with('-')))
+                }
+            };
         let rcode = if undecided {
             Rcode::ServFail
         } else {
@@ -219,10 +231,8 @@ impl Cx<'_, '_> {
             Parsed::Namespace { ns } => {
                 if self.snap.namespaces.contains_key(ns) {
                     self.nodata()
-                } else if !self.snap.unsynced.is_empty() {
-                    self.negative(Rcode::ServFail, self.zone())
                 } else {
-                    self.nxdomain(None)
+                    self.nxdomain(Scope::AnyCluster)
                 }
             }
             Parsed::Service { key }
@@ -232,17 +242,17 @@ impl Cx<'_, '_> {
             | Parsed::Grandchild { key, .. } => {
                 let label = key.split_once('.').map_or(key, |(l, _)| l);
                 let Some(entry) = self.snap.entries.get(key).cloned() else {
-                    return self.nxdomain(Some(label));
+                    return self.nxdomain(Scope::Label(label));
                 };
                 if let Some(stale) = self.staleness(&entry) {
                     return stale;
                 }
                 match self.below(&entry, parsed) {
                     Some(answer) => answer,
-                    None => self.nxdomain(Some(label)),
+                    None => self.nxdomain(Scope::Label(label)),
                 }
             }
-            Parsed::Nothing => self.nxdomain(None),
+            Parsed::Nothing => self.nxdomain(Scope::Never),
         }
     }
 
@@ -383,7 +393,7 @@ impl Cx<'_, '_> {
             .filter(|p| wanted(p))
             .map(|p| p.port)
             .collect();
-        if has_addrs && !self_ports.is_empty() && (!entry.headless || entry.pods.is_empty()) {
+        if has_addrs && !self_ports.is_empty() {
             for port in self_ports {
                 targets.push((port, entry.name.to_string()));
             }

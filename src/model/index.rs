@@ -239,13 +239,13 @@ impl Index {
         for key in &federated {
             self.update_federated_claim(set, key, &mut touched);
         }
+        // A clone of the Arc, so the context does not borrow `self`.
+        let settings = self.settings.clone();
         let cx = BuildContext {
-            zone: self.settings.zone.text(),
-            federated_grace: self.settings.federated_grace,
+            zone: settings.zone.text(),
+            federated_grace: settings.federated_grace,
             now,
         };
-        let zone = cx.zone.to_owned();
-        let cx = BuildContext { zone: &zone, ..cx };
         for key in &touched {
             self.rebuild(set, key, &cx);
         }

@@ -26,6 +26,7 @@ pub use index::{ClusterStatus, Index, IndexStats, Settings, Snapshot};
 pub struct Model {
     set: ClusterSet,
     index: Index,
+    last_tick: Instant,
 }
 
 impl Model {
@@ -34,6 +35,7 @@ impl Model {
         Self {
             set: ClusterSet::new(),
             index: Index::new(settings),
+            last_tick: Instant::now(),
         }
     }
 
@@ -47,14 +49,24 @@ impl Model {
         self.index.refresh(&self.set, &dirty, Instant::now())
     }
 
-    /// Re-evaluates time-dependent state (federated grace) for clusters
-    /// whose watch is broken. Returns true when anything was rebuilt.
+    /// Re-evaluates time-dependent state: a cluster whose watch has been
+    /// broken for longer than the federated grace since the last tick leaves
+    /// the federated names. Returns true when anything was rebuilt.
     pub fn tick(&mut self) -> bool {
+        let now = Instant::now();
+        let grace = self.index.settings().federated_grace;
         let mut dirty = Dirty::default();
-        for c in self.set.iter().filter(|c| c.health.broken_since.is_some()) {
-            dirty.health.insert(c.name.clone());
+        for c in self.set.iter() {
+            let Some(since) = c.health.broken_since else {
+                continue;
+            };
+            let expiry = since + grace;
+            if self.last_tick < expiry && expiry <= now {
+                dirty.health.insert(c.name.clone());
+            }
         }
-        self.index.refresh(&self.set, &dirty, Instant::now())
+        self.last_tick = now;
+        self.index.refresh(&self.set, &dirty, now)
     }
 
     /// Replaces the answer settings, rebuilding every name.

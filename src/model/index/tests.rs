@@ -487,3 +487,28 @@ proptest! {
         prop_assert_eq!(view(&incremental.snapshot()), view(&rebuilt.snapshot()));
     }
 }
+
+#[test]
+fn a_broken_member_leaves_federated_names_when_the_grace_expires() {
+    let mut s = settings();
+    s.federated_grace = std::time::Duration::from_millis(100);
+    let mut m = Model::new(Arc::new(s));
+    m.apply(fixture_events());
+    m.apply([Event::Health {
+        cluster: c("east"),
+        health: Health {
+            synced: true,
+            broken_since: Some(std::time::Instant::now()),
+            gateway_alive: None,
+        },
+    }]);
+    let members = |m: &Model| addrs(&m.snapshot(), "bb-federated.prod").map(|v| v.len());
+    assert_eq!(members(&m), Some(3), "within the grace east stays");
+    assert!(!m.tick(), "nothing expires yet");
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let serial = m.snapshot().serial;
+    assert!(m.tick(), "the grace expired");
+    assert_eq!(members(&m), Some(2));
+    assert!(m.snapshot().serial > serial);
+    assert!(!m.tick(), "and only once");
+}
