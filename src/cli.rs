@@ -228,15 +228,23 @@ pub fn check_report(config: &Config, load: &DirLoad, snap: &Snapshot) -> String 
                 (None, _) => "federated".to_owned(),
             };
             let ports: Vec<String> = svc.ports.iter().map(ToString::to_string).collect();
+            let eps: Vec<&crate::model::objects::Endpoint> = objects
+                .slices
+                .values()
+                .filter(|s| s.key.namespace == key.namespace && s.service == key.name)
+                .flat_map(|s| &s.endpoints)
+                .collect();
+            let ready = eps.iter().filter(|e| e.ready).count();
             let _ = writeln!(
                 out,
-                "  service {key} {mode}{} ports {}",
+                "  service {key} {mode}{} ports {} endpoints {ready}/{} ready",
                 if svc.headless { " headless" } else { "" },
                 if ports.is_empty() {
                     "-".to_owned()
                 } else {
                     ports.join(",")
-                }
+                },
+                eps.len()
             );
         }
         for m in objects.mirrors.values() {
