@@ -105,6 +105,12 @@ impl FileSource {
         }
         let mut events = Vec::new();
         let present: BTreeSet<Arc<str>> = dirs.iter().map(|d| d.name.clone()).collect();
+        if let Some(local) = &self.local
+            && !present.contains(local.as_str())
+            && self.reported.insert(format!("local:{local}"))
+        {
+            warn!(cluster = %local, "the local cluster has no directory under the zones directory");
+        }
         let gone: Vec<Arc<str>> = self
             .clusters
             .keys()
