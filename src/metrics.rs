@@ -55,6 +55,11 @@ pub struct Metrics {
     skipped_objects: Mutex<BTreeMap<String, u64>>,
 }
 
+/// Writes the HELP and TYPE lines of a metric family.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
 fn qtype_index(qtype: Option<u16>) -> usize {
     match qtype {
         None => NONE,
@@ -115,22 +120,11 @@ impl Metrics {
         }
     }
 
-    /// Queries answered with `rcode` so far (all types).
-    pub fn queries_with(&self, rcode: Rcode) -> u64 {
-        let i = rcode_index(rcode);
-        self.queries
-            .iter()
-            .map(|row| row[i].load(Ordering::Relaxed))
-            .sum()
-    }
-
     /// Renders every metric in the Prometheus text format.
     pub fn render(&self, snap: &Snapshot, ready: bool) -> String {
         let mut out = String::with_capacity(4096);
-        let mut family = |name: &str, kind: &str, help: &str| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        };
         family(
+            &mut out,
             "clusterset_dns_queries_total",
             "counter",
             "DNS queries answered, by query type and response code.",
@@ -185,15 +179,14 @@ impl Metrics {
             ),
         ];
         for (name, help, v) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                v.load(Ordering::Relaxed)
-            );
+            family(&mut out, name, "counter", help);
+            let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
         }
-        let _ = writeln!(
-            out,
-            "# HELP clusterset_dns_source_reload_errors_total Reloads of a cluster that failed and kept the previous data.\n# TYPE clusterset_dns_source_reload_errors_total counter"
+        family(
+            &mut out,
+            "clusterset_dns_source_reload_errors_total",
+            "counter",
+            "Reloads of a cluster that failed and kept the previous data.",
         );
         if let Ok(m) = self.reload_errors.lock() {
             for (cluster, v) in m.iter() {
@@ -203,9 +196,11 @@ impl Metrics {
                 );
             }
         }
-        let _ = writeln!(
-            out,
-            "# HELP clusterset_dns_source_skipped_objects_total Source objects of kinds that are not read.\n# TYPE clusterset_dns_source_skipped_objects_total counter"
+        family(
+            &mut out,
+            "clusterset_dns_source_skipped_objects_total",
+            "counter",
+            "Source objects of kinds that are not read.",
         );
         if let Ok(m) = self.skipped_objects.lock() {
             for (kind, v) in m.iter() {
@@ -243,11 +238,14 @@ impl Metrics {
             ),
         ];
         for (name, help, v) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+            family(&mut out, name, "gauge", help);
+            let _ = writeln!(out, "{name} {v}");
         }
-        let _ = writeln!(
-            out,
-            "# HELP clusterset_dns_cluster_synced 1 when the cluster has synced at least once.\n# TYPE clusterset_dns_cluster_synced gauge"
+        family(
+            &mut out,
+            "clusterset_dns_cluster_synced",
+            "gauge",
+            "1 when the cluster has synced at least once.",
         );
         for c in snap.clusters.iter().flatten() {
             let _ = writeln!(
