@@ -134,7 +134,7 @@ impl Cx<'_, '_> {
 
     /// NXDOMAIN, or SERVFAIL when a cluster that has not synced yet could
     /// make the name exist (DESIGN.md decision 5).
-    fn nxdomain(&self, scope: Scope<'_>) -> Answer {
+    fn nxdomain(&self, scope: Scope<'_>, apex: &ZoneName) -> Answer {
         let unsynced = &self.snap.unsynced;
         let undecided = !unsynced.is_empty()
             && match scope {
@@ -152,7 +152,7 @@ impl Cx<'_, '_> {
         } else {
             Rcode::NxDomain
         };
-        self.negative(rcode, self.zone())
+        self.negative(rcode, apex)
     }
 
     fn positive(&self, answers: Vec<Record>, additional: Vec<Record>) -> Answer {
@@ -232,7 +232,7 @@ impl Cx<'_, '_> {
                 if self.snap.namespaces.contains_key(ns) {
                     self.nodata()
                 } else {
-                    self.nxdomain(Scope::AnyCluster)
+                    self.nxdomain(Scope::AnyCluster, self.zone())
                 }
             }
             Parsed::Service { key }
@@ -242,17 +242,17 @@ impl Cx<'_, '_> {
             | Parsed::Grandchild { key, .. } => {
                 let label = key.split_once('.').map_or(key, |(l, _)| l);
                 let Some(entry) = self.snap.entries.get(key).cloned() else {
-                    return self.nxdomain(Scope::Label(label));
+                    return self.nxdomain(Scope::Label(label), self.zone());
                 };
                 if let Some(stale) = self.staleness(&entry) {
                     return stale;
                 }
                 match self.below(&entry, parsed) {
                     Some(answer) => answer,
-                    None => self.nxdomain(Scope::Label(label)),
+                    None => self.nxdomain(Scope::Label(label), self.zone()),
                 }
             }
-            Parsed::Nothing => self.nxdomain(Scope::Never),
+            Parsed::Nothing => self.nxdomain(Scope::Never, self.zone()),
         }
     }
 
@@ -333,10 +333,16 @@ impl Cx<'_, '_> {
     }
 
     fn addr_rr(&self, ip: IpAddr) -> Record {
-        self.rr(match ip {
-            IpAddr::V4(v4) => RData::A(v4),
-            IpAddr::V6(v6) => RData::Aaaa(v6),
-        })
+        self.rr(addr_data(ip))
+    }
+
+    /// An address record owned by `owner` (Additional and glue records).
+    fn named_addr(&self, owner: &str, ip: IpAddr) -> Record {
+        Record {
+            owner: Owner::Name(owner.to_owned()),
+            ttl: self.ttl,
+            data: addr_data(ip),
+        }
     }
 
     /// Type dispatch at an existing name.
@@ -397,16 +403,12 @@ impl Cx<'_, '_> {
             for port in self_ports {
                 targets.push((port, entry.name.to_string()));
             }
-            additional.extend(entry.v4.iter().map(|ip| Record {
-                owner: Owner::Name(entry.name.to_string()),
-                ttl: self.ttl,
-                data: RData::A(*ip),
-            }));
-            additional.extend(entry.v6.iter().map(|ip| Record {
-                owner: Owner::Name(entry.name.to_string()),
-                ttl: self.ttl,
-                data: RData::Aaaa(*ip),
-            }));
+            let addrs = entry
+                .v4
+                .iter()
+                .map(|ip| IpAddr::V4(*ip))
+                .chain(entry.v6.iter().map(|ip| IpAddr::V6(*ip)));
+            additional.extend(addrs.map(|ip| self.named_addr(&entry.name, ip)));
         }
         // Pods: one target per (cluster, hostname), its addresses once.
         let mut i = 0;
@@ -441,14 +443,7 @@ impl Cx<'_, '_> {
             }
             let mut addrs: Vec<&Pod> = group.iter().collect();
             addrs.sort_by_key(|p| p.addr.is_ipv6());
-            additional.extend(addrs.iter().map(|p| Record {
-                owner: Owner::Name(target.clone()),
-                ttl: self.ttl,
-                data: match p.addr {
-                    IpAddr::V4(v4) => RData::A(v4),
-                    IpAddr::V6(v6) => RData::Aaaa(v6),
-                },
-            }));
+            additional.extend(addrs.iter().map(|p| self.named_addr(&target, p.addr)));
         }
         targets.sort();
         targets.dedup();
@@ -482,14 +477,7 @@ impl Cx<'_, '_> {
                     .settings
                     .ns_addrs
                     .iter()
-                    .map(|ip| Record {
-                        owner: Owner::Name(ns_host.clone()),
-                        ttl: self.ttl,
-                        data: match ip {
-                            IpAddr::V4(v4) => RData::A(*v4),
-                            IpAddr::V6(v6) => RData::Aaaa(*v6),
-                        },
-                    })
+                    .map(|ip| self.named_addr(&ns_host, *ip))
                     .collect();
                 self.positive(vec![ns], glue)
             }
@@ -505,14 +493,8 @@ impl Cx<'_, '_> {
         if self.q.name.label_count() == zone.label_count() {
             return self.apex(zone.clone());
         }
-        let nx = || {
-            let rcode = if self.snap.unsynced.is_empty() {
-                Rcode::NxDomain
-            } else {
-                Rcode::ServFail
-            };
-            self.negative(rcode, zone)
-        };
+        // Any cluster that has not synced could still own an address.
+        let nx = || self.nxdomain(Scope::AnyCluster, zone);
         match parse_reverse(self.q.name) {
             Some(ReverseName::Addr(ip)) => match self.snap.reverse.get(&ip) {
                 Some(target) if qtype == rtype::PTR || qtype == rtype::ANY => {
@@ -530,6 +512,13 @@ impl Cx<'_, '_> {
             }
             None => nx(),
         }
+    }
+}
+
+fn addr_data(ip: IpAddr) -> RData {
+    match ip {
+        IpAddr::V4(v4) => RData::A(v4),
+        IpAddr::V6(v6) => RData::Aaaa(v6),
     }
 }
 

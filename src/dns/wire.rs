@@ -458,6 +458,18 @@ enum Compress {
     Never,
 }
 
+/// Length of the RRset at the start of `records`: consecutive records with
+/// the same owner and type.
+fn rrset_len(records: &[Record]) -> usize {
+    let Some(first) = records.first() else {
+        return 0;
+    };
+    1 + records[1..]
+        .iter()
+        .take_while(|r| r.owner == first.owner && r.data.rtype() == first.data.rtype())
+        .count()
+}
+
 struct Writer<'n> {
     out: Vec<u8>,
     /// Suffixes of the question (client case) → offset.
@@ -467,6 +479,17 @@ struct Writer<'n> {
 }
 
 impl<'n> Writer<'n> {
+    /// A writer reusing `out`'s allocation.
+    fn new(out: &mut Vec<u8>) -> Self {
+        let mut out = std::mem::take(out);
+        out.clear();
+        Self {
+            out,
+            question: HashMap::new(),
+            canonical: HashMap::new(),
+        }
+    }
+
     fn u16(&mut self, v: u16) {
         self.out.extend_from_slice(&v.to_be_bytes());
     }
@@ -598,12 +621,7 @@ pub fn encode(req: &Request<'_>, answer: &Answer, limit: usize, out: &mut Vec<u8
     let opt_len = if req.edns.is_some() { OPT_LEN } else { 0 };
     let budget = limit.saturating_sub(opt_len);
     let ext_rcode = (answer.rcode.code() >> 4) as u8;
-    let mut w = Writer {
-        out: std::mem::take(out),
-        question: HashMap::new(),
-        canonical: HashMap::new(),
-    };
-    w.out.clear();
+    let mut w = Writer::new(out);
     w.out.extend_from_slice(&[0; HEADER_LEN]);
     w.out.extend_from_slice(req.question);
     for i in 0..req.name.label_count() {
@@ -622,16 +640,8 @@ pub fn encode(req: &Request<'_>, answer: &Answer, limit: usize, out: &mut Vec<u8
         w.out.truncate(after_question);
     } else {
         let mut i = 0;
-        let sets = answer.additional.len();
-        while i < sets {
-            // One RRset: consecutive records with the same owner and type.
-            let mut j = i + 1;
-            while j < sets
-                && answer.additional[j].owner == answer.additional[i].owner
-                && answer.additional[j].data.rtype() == answer.additional[i].data.rtype()
-            {
-                j += 1;
-            }
+        while i < answer.additional.len() {
+            let j = i + rrset_len(&answer.additional[i..]);
             let mark = w.out.len();
             for r in &answer.additional[i..j] {
                 w.record(r);
@@ -666,15 +676,11 @@ pub fn encode(req: &Request<'_>, answer: &Answer, limit: usize, out: &mut Vec<u8
     fit
 }
 
-fn count_rrsets(records: &[Record]) -> usize {
+fn count_rrsets(mut records: &[Record]) -> usize {
     let mut sets = 0;
-    for (i, r) in records.iter().enumerate() {
-        if i == 0
-            || records[i - 1].owner != r.owner
-            || records[i - 1].data.rtype() != r.data.rtype()
-        {
-            sets += 1;
-        }
+    while !records.is_empty() {
+        records = &records[rrset_len(records)..];
+        sets += 1;
     }
     sets
 }
@@ -683,17 +689,13 @@ fn count_rrsets(records: &[Record]) -> usize {
 /// question): no question is echoed, so it is never larger than the query.
 pub fn encode_error(header: &HeaderEcho, edns: Option<Edns>, rcode: Rcode, out: &mut Vec<u8>) {
     let counts = [0, 0, 0, u16::from(edns.is_some())];
-    out.clear();
-    out.extend_from_slice(&header_bytes(header, false, false, rcode, counts));
+    let mut w = Writer::new(out);
+    w.out
+        .extend_from_slice(&header_bytes(header, false, false, rcode, counts));
     if let Some(edns) = edns {
-        let mut w = Writer {
-            out: std::mem::take(out),
-            question: HashMap::new(),
-            canonical: HashMap::new(),
-        };
         w.opt(edns.dnssec_ok, (rcode.code() >> 4) as u8);
-        *out = w.out;
     }
+    *out = w.out;
 }
 
 #[cfg(test)]
