@@ -324,13 +324,17 @@ impl ClusterSet {
         }
     }
 
-    /// The local mirror Service for `<svc>-<cluster>` in `namespace`, if any.
-    pub fn mirror_for(&self, namespace: &str, label: &str, cluster: &str) -> Option<&Mirror> {
-        let key = ObjectKey::new(namespace, label);
+    /// A mirror Service of the local cluster(s) by key.
+    fn local_mirror(&self, key: &ObjectKey) -> Option<&Mirror> {
         self.clusters
             .values()
             .filter(|c| c.local)
-            .find_map(|c| c.mirrors.get(&key))
+            .find_map(|c| c.mirrors.get(key))
+    }
+
+    /// The local mirror Service for `<svc>-<cluster>` in `namespace`, if any.
+    pub fn mirror_for(&self, namespace: &str, label: &str, cluster: &str) -> Option<&Mirror> {
+        self.local_mirror(&ObjectKey::new(namespace, label))
             .filter(|m| &*m.cluster == cluster && m.headless_parent.is_none())
     }
 
@@ -343,11 +347,7 @@ impl ClusterSet {
         host: &str,
         cluster: &str,
     ) -> Option<&Mirror> {
-        let key = ObjectKey::new(namespace, &format!("{host}-{cluster}"));
-        self.clusters
-            .values()
-            .filter(|c| c.local)
-            .find_map(|c| c.mirrors.get(&key))
+        self.local_mirror(&ObjectKey::new(namespace, &format!("{host}-{cluster}")))
             .filter(|m| &*m.cluster == cluster && m.headless_parent.as_deref() == Some(parent))
     }
 }

@@ -163,9 +163,9 @@ pub struct Index {
     claims: HashMap<Arc<str>, Vec<Claim>>,
     /// The label key each (cluster, service) currently claims.
     claim_of: HashMap<(Arc<str>, ObjectKey), Arc<str>>,
-    /// (cluster, service) pairs whose name is too long; cluster "" is the
-    /// federated name.
-    too_long_names: HashSet<(Arc<str>, ObjectKey)>,
+    /// Services whose name is too long: (cluster, service) for per-cluster
+    /// names, (None, service) for the federated name.
+    too_long_names: HashSet<(Option<Arc<str>>, ObjectKey)>,
     /// Pod names too long, per entry key.
     too_long_pods: HashMap<Arc<str>, u32>,
     losers: HashMap<Arc<str>, usize>,
@@ -200,22 +200,8 @@ impl Index {
         &self.settings
     }
 
-    /// Replaces the settings and rebuilds every name.
-    pub fn reconfigure(&mut self, set: &ClusterSet, settings: Arc<Settings>) {
-        let serial = self.snap.serial;
-        *self = Self::new(settings);
-        self.snap.serial = serial;
-        let mut dirty = Dirty::default();
-        for c in set.iter() {
-            dirty
-                .services
-                .extend(c.services.keys().map(|k| (c.name.clone(), k.clone())));
-            dirty.health.insert(c.name.clone());
-        }
-        self.refresh(set, &dirty, Instant::now());
-    }
-
-    /// Recomputes what `dirty` touched. Returns true when anything changed.
+    /// Recomputes what `dirty` touched and bumps the serial. Returns false
+    /// (and does nothing) when `dirty` is empty.
     pub fn refresh(&mut self, set: &ClusterSet, dirty: &Dirty, now: Instant) -> bool {
         if dirty.is_empty() {
             return false;
@@ -262,6 +248,19 @@ impl Index {
         true
     }
 
+    /// Records whether a service's name is too long to serve, warning once
+    /// when it becomes so.
+    fn note_too_long(&mut self, who: (Option<Arc<str>>, ObjectKey), too_long: bool, label: &str) {
+        if !too_long {
+            self.too_long_names.remove(&who);
+        } else if self.too_long_names.insert(who.clone()) {
+            warn!(
+                cluster = who.0.as_deref().unwrap_or("(federated)"), service = %who.1, %label,
+                "name not served: a label is limited to 63 octets and a name to 253"
+            );
+        }
+    }
+
     fn name_fits(&self, label: &str, ns: &str) -> bool {
         label.len() <= MAX_LABEL
             && label.len() + ns.len() + self.settings.zone.text().len() + 6 <= MAX_NAME_TEXT
@@ -279,26 +278,25 @@ impl Index {
             .get(cluster)
             .and_then(|c| c.services.get(key))
             .filter(|s| s.export.is_some());
-        let mut new = None;
-        self.too_long_names.remove(&pair);
-        if let Some(svc) = service {
-            let label = format!("{}-{}", key.name, cluster);
-            if self.name_fits(&label, &key.namespace) {
-                let claim = Claim {
-                    per_cluster: true,
-                    created: svc.created,
-                    cluster: cluster.clone(),
-                    service: key.clone(),
-                };
-                new = Some((
-                    Arc::<str>::from(format!("{label}.{}", key.namespace)),
-                    claim,
-                ));
-            } else {
-                warn!(%cluster, service = %key, %label, "name not served: a label is limited to 63 octets and a name to 253");
-                self.too_long_names.insert(pair.clone());
-            }
-        }
+        let label = format!("{}-{}", key.name, cluster);
+        let fits = self.name_fits(&label, &key.namespace);
+        self.note_too_long(
+            (Some(cluster.clone()), key.clone()),
+            service.is_some() && !fits,
+            &label,
+        );
+        let new = service.filter(|_| fits).map(|svc| {
+            let claim = Claim {
+                per_cluster: true,
+                created: svc.created,
+                cluster: cluster.clone(),
+                service: key.clone(),
+            };
+            (
+                Arc::<str>::from(format!("{label}.{}", key.namespace)),
+                claim,
+            )
+        });
         if let Some(old_key) = self.claim_of.remove(&pair) {
             if let Some(claims) = self.claims.get_mut(&old_key) {
                 claims.retain(|c| !(c.per_cluster && c.cluster == *cluster && c.service == *key));
@@ -322,16 +320,9 @@ impl Index {
     ) {
         let label = format!("{}-{FEDERATED}", key.name);
         let label_key: Arc<str> = format!("{label}.{}", key.namespace).into();
-        let pair: (Arc<str>, ObjectKey) = (Arc::from(""), key.clone());
         let present = federated_members(set, key).next().is_some();
         let fits = self.name_fits(&label, &key.namespace);
-        if present && !fits {
-            if self.too_long_names.insert(pair) {
-                warn!(service = %key, %label, "federated name not served: a label is limited to 63 octets and a name to 253");
-            }
-        } else {
-            self.too_long_names.remove(&pair);
-        }
+        self.note_too_long((None, key.clone()), present && !fits, &label);
         let claims = self.claims.entry(label_key.clone()).or_default();
         claims.retain(|c| c.per_cluster);
         if present && fits {

@@ -69,11 +69,6 @@ impl Model {
         self.index.refresh(&self.set, &dirty, now)
     }
 
-    /// Replaces the answer settings, rebuilding every name.
-    pub fn reconfigure(&mut self, settings: Arc<Settings>) {
-        self.index.reconfigure(&self.set, settings);
-    }
-
     /// The current snapshot.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.index.snapshot()
