@@ -119,8 +119,6 @@ pub struct ClusterLoad {
     pub not_exported: usize,
     /// Files read.
     pub files: usize,
-    /// Fingerprint of the files (paths, sizes, modification times).
-    pub fingerprint: u64,
 }
 
 impl ClusterLoad {
@@ -547,7 +545,6 @@ impl Reader {
 
 /// Reads one cluster directory.
 pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
-    let fingerprint = fingerprint(&dir.path);
     let (files, problems) = yaml_files(&dir.path);
     let mut reader = Reader {
         local,
@@ -560,7 +557,6 @@ pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
             skipped: BTreeMap::new(),
             not_exported: 0,
             files: 0,
-            fingerprint,
         },
         services_seen: BTreeSet::new(),
         origin: BTreeMap::new(),

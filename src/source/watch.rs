@@ -123,6 +123,8 @@ impl FileSource {
             events.push(Event::ClusterDown { cluster: name });
         }
         for dir in &dirs {
+            // Taken before reading: a file written while it is read changes
+            // the next fingerprint, so the cluster is simply read again.
             let fp = fingerprint(&dir.path);
             if self
                 .clusters
@@ -138,13 +140,13 @@ impl FileSource {
                 Some(known) if load.has_errors() => {
                     self.metrics.reload_error(&dir.name);
                     error!(cluster = %dir.name, "cluster files have errors; keeping the previous data until they are fixed");
-                    known.fingerprint = load.fingerprint;
+                    known.fingerprint = fp;
                 }
                 Some(known) => {
                     let changes = diff(&load.name, &known.objects, &load.objects);
                     info!(cluster = %dir.name, changes = changes.len(), "cluster reloaded");
                     events.extend(changes);
-                    known.fingerprint = load.fingerprint;
+                    known.fingerprint = fp;
                     known.objects = load.objects;
                 }
                 None => {
@@ -156,7 +158,7 @@ impl FileSource {
                     self.clusters.insert(
                         dir.name.clone(),
                         Known {
-                            fingerprint: load.fingerprint,
+                            fingerprint: fp,
                             objects: load.objects,
                         },
                     );
