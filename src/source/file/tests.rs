@@ -196,3 +196,155 @@ fn diff_emits_only_changes() {
     );
     assert_ne!(fingerprint_before, fingerprint(&tmp.path().join("north")));
 }
+
+/// What `kubectl get svc,endpointslices -A -o yaml` prints: a List with
+/// server-populated fields, unexported services and their slices.
+const KUBECTL_DUMP: &str = r#"apiVersion: v1
+items:
+- apiVersion: v1
+  kind: Service
+  metadata:
+    annotations:
+      kubectl.kubernetes.io/last-applied-configuration: |
+        {"apiVersion":"v1","kind":"Service","metadata":{"name":"api","namespace":"prod"}}
+    creationTimestamp: "2026-03-01T10:00:00Z"
+    labels:
+      app: api
+      mirror.linkerd.io/exported: remote-discovery
+    managedFields:
+    - apiVersion: v1
+      fieldsType: FieldsV1
+      fieldsV1:
+        f:spec:
+          f:ports: {}
+      manager: kubectl-client-side-apply
+      operation: Update
+      time: "2026-03-01T10:00:00Z"
+    name: api
+    namespace: prod
+    resourceVersion: "48213"
+    uid: 0f7c1a52-3b1e-4c55-9a43-1f0a5f7d2b11
+  spec:
+    clusterIP: 10.110.0.5
+    clusterIPs:
+    - 10.110.0.5
+    internalTrafficPolicy: Cluster
+    ipFamilies:
+    - IPv4
+    ipFamilyPolicy: SingleStack
+    ports:
+    - name: http
+      port: 80
+      protocol: TCP
+      targetPort: 8080
+    selector:
+      app: api
+    sessionAffinity: None
+    type: ClusterIP
+  status:
+    loadBalancer: {}
+- apiVersion: v1
+  kind: Service
+  metadata:
+    name: kubernetes
+    namespace: default
+    resourceVersion: "196"
+  spec:
+    clusterIP: 10.96.0.1
+    ports:
+    - name: https
+      port: 443
+      protocol: TCP
+      targetPort: 6443
+    type: ClusterIP
+  status:
+    loadBalancer: {}
+- addressType: IPv4
+  apiVersion: discovery.k8s.io/v1
+  endpoints:
+  - addresses:
+    - 10.20.1.1
+    conditions:
+      ready: true
+      serving: true
+      terminating: false
+    nodeName: north-worker-1
+    targetRef:
+      kind: Pod
+      name: api-7d9f8b6c5-x2lkq
+      namespace: prod
+      uid: 5b1e2c3d-aaaa-bbbb-cccc-000000000001
+    zone: north-a
+  kind: EndpointSlice
+  metadata:
+    annotations:
+      endpoints.kubernetes.io/last-change-trigger-time: "2026-03-01T10:00:05Z"
+    generateName: api-
+    labels:
+      app: api
+      endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io
+      kubernetes.io/service-name: api
+      mirror.linkerd.io/exported: remote-discovery
+    name: api-8xk2p
+    namespace: prod
+    ownerReferences:
+    - apiVersion: v1
+      blockOwnerDeletion: true
+      controller: true
+      kind: Service
+      name: api
+      uid: 0f7c1a52-3b1e-4c55-9a43-1f0a5f7d2b11
+    resourceVersion: "48220"
+  ports:
+  - name: http
+    port: 8080
+    protocol: TCP
+- addressType: IPv4
+  apiVersion: discovery.k8s.io/v1
+  endpoints:
+  - addresses:
+    - 172.18.0.2
+    conditions:
+      ready: true
+  kind: EndpointSlice
+  metadata:
+    labels:
+      kubernetes.io/service-name: kubernetes
+    name: kubernetes
+    namespace: default
+  ports:
+  - name: https
+    port: 6443
+    protocol: TCP
+kind: List
+metadata:
+  resourceVersion: ""
+"#;
+
+#[test]
+fn a_kubectl_dump_loads_as_is() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    write(tmp.path(), "north/all.yaml", KUBECTL_DUMP);
+    let load = cluster(tmp.path(), "north");
+    assert_eq!(messages(&load), Vec::<String>::new());
+    assert_eq!(
+        load.objects
+            .services
+            .keys()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["prod/api"]
+    );
+    assert_eq!(
+        load.objects
+            .slices
+            .keys()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["prod/api-8xk2p"]
+    );
+    assert_eq!(
+        load.not_exported, 1,
+        "the kubernetes Service is read and left out"
+    );
+}
