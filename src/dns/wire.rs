@@ -392,6 +392,19 @@ impl RData {
             Self::Ptr(_) => rtype::PTR,
         }
     }
+
+    /// The type's mnemonic (`AAAA`), as zone files and dig print it.
+    pub fn mnemonic(&self) -> &'static str {
+        match self {
+            Self::A(_) => "A",
+            Self::Aaaa(_) => "AAAA",
+            Self::Srv { .. } => "SRV",
+            Self::Ns(_) => "NS",
+            Self::Soa(_) => "SOA",
+            Self::Txt(_) => "TXT",
+            Self::Ptr(_) => "PTR",
+        }
+    }
 }
 
 /// One resource record of class IN.

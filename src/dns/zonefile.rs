@@ -14,27 +14,6 @@ use super::name::QName;
 use super::wire::{CLASS_IN, Owner, RData, Record, rtype};
 use crate::model::{Origin, Snapshot};
 
-/// The mnemonic of a record type.
-pub fn type_name(t: u16) -> String {
-    match t {
-        rtype::A => "A".into(),
-        rtype::NS => "NS".into(),
-        rtype::CNAME => "CNAME".into(),
-        rtype::SOA => "SOA".into(),
-        rtype::PTR => "PTR".into(),
-        rtype::HINFO => "HINFO".into(),
-        rtype::MX => "MX".into(),
-        rtype::TXT => "TXT".into(),
-        rtype::AAAA => "AAAA".into(),
-        rtype::SRV => "SRV".into(),
-        rtype::HTTPS => "HTTPS".into(),
-        rtype::AXFR => "AXFR".into(),
-        rtype::IXFR => "IXFR".into(),
-        rtype::ANY => "ANY".into(),
-        other => format!("TYPE{other}"),
-    }
-}
-
 /// Renders a record as one zone-file line. `query` is the owner to print for
 /// [`Owner::Query`] (absolute names end with a dot).
 pub fn record_text(query: &str, r: &Record) -> String {
@@ -58,11 +37,7 @@ pub fn record_text(query: &str, r: &Record) -> String {
         ),
         RData::Txt(t) => format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\\\"")),
     };
-    format!(
-        "{owner}\t{}\tIN\t{}\t{data}",
-        r.ttl,
-        type_name(r.data.rtype())
-    )
+    format!("{owner}\t{}\tIN\t{}\t{data}", r.ttl, r.data.mnemonic())
 }
 
 /// Every name the snapshot serves in the forward zone, with the types to ask
