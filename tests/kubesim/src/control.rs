@@ -1,0 +1,149 @@
+//! The control endpoint: a small plain-HTTP API on loopback that drives fault injection and
+//! reads counters and audit logs, for tests in other processes and for people at a shell.
+//!
+//! Routes (all answer JSON):
+//! - `GET  /clusters` — name, server URL, kubeconfig path, running or not
+//! - `POST /clusters/<c>/stop` · `/start` · `/drop-watches` · `/expire-history`
+//! - `POST /clusters/<c>/latency?ms=N` — added delay per request (0 removes it)
+//! - `POST /clusters/<c>/fail?count=N&code=500|429&retryAfter=S` — fail the next N requests
+//! - `POST /clusters/<c>/rotate-token` — new admin token, kubeconfig rewritten
+//! - `POST /clusters/<c>/tokens?serviceAccount=<ns>/<name>` — a token and kubeconfig for a ServiceAccount
+//! - `GET  /clusters/<c>/counters` · `/audit`
+//!
+//! It owns only this translation; the switches themselves live on [`Cluster`].
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+use crate::cluster::Cluster;
+
+/// Binds `addr` and serves the control API for `clusters` until the process ends.
+pub async fn serve(addr: SocketAddr, clusters: Vec<Arc<Cluster>>) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let clusters = Arc::new(clusters);
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let clusters = clusters.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let clusters = clusters.clone();
+                    async move { Ok::<_, Infallible>(handle(&clusters, req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    Ok(local)
+}
+
+fn reply(code: StatusCode, v: Value) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(serde_json::to_vec(&v).unwrap_or_default())));
+    *r.status_mut() = code;
+    r.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    r
+}
+
+fn describe(c: &Cluster) -> Value {
+    json!({"name": c.name, "server": c.server_url(), "kubeconfig": c.kubeconfig_path(), "running": c.is_running()})
+}
+
+async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let query: HashMap<String, String> = req
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.replace("%2F", "/").replace("%2f", "/")))
+        .collect();
+    let segs: Vec<String> = req.uri().path().split('/').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let bad = |msg: String| reply(StatusCode::BAD_REQUEST, json!({"error": msg}));
+    let num = |k: &str| -> Result<u64, String> {
+        query.get(k).ok_or(format!("missing query parameter {k}"))?.parse().map_err(|_| format!("{k} is not a number"))
+    };
+    match (req.method(), segs.as_slice()) {
+        (&Method::GET, ["clusters"]) => reply(StatusCode::OK, Value::Array(clusters.iter().map(|c| describe(c)).collect())),
+        (method, ["clusters", name, action]) => {
+            let Some(c) = clusters.iter().find(|c| c.name == *name) else {
+                return reply(StatusCode::NOT_FOUND, json!({"error": format!("no cluster {name}")}));
+            };
+            match (method, *action) {
+                (&Method::POST, "stop") => {
+                    c.stop();
+                    reply(StatusCode::OK, describe(c))
+                }
+                (&Method::POST, "start") => match c.restart().await {
+                    Ok(()) => reply(StatusCode::OK, describe(c)),
+                    Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e.to_string()})),
+                },
+                (&Method::POST, "drop-watches") => {
+                    c.drop_watches();
+                    reply(StatusCode::OK, describe(c))
+                }
+                (&Method::POST, "expire-history") => {
+                    c.expire_history();
+                    reply(StatusCode::OK, describe(c))
+                }
+                (&Method::POST, "latency") => match num("ms") {
+                    Ok(ms) => {
+                        c.set_latency(Duration::from_millis(ms));
+                        reply(StatusCode::OK, json!({"latencyMs": ms}))
+                    }
+                    Err(e) => bad(e),
+                },
+                (&Method::POST, "fail") => {
+                    let count = match num("count") {
+                        Ok(n) => u32::try_from(n).unwrap_or(u32::MAX),
+                        Err(e) => return bad(e),
+                    };
+                    match query.get("code").map(String::as_str).unwrap_or("500") {
+                        "500" => c.fail_next(count),
+                        "429" => c.throttle_next(count, num("retryAfter").map_or(1, |n| u32::try_from(n).unwrap_or(1))),
+                        other => return bad(format!("code must be 500 or 429, not {other}")),
+                    }
+                    reply(StatusCode::OK, json!({"failNext": count}))
+                }
+                (&Method::POST, "rotate-token") => match c.rotate_admin_token() {
+                    Ok(_) => reply(StatusCode::OK, describe(c)),
+                    Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e.to_string()})),
+                },
+                (&Method::POST, "tokens") => {
+                    let Some((ns, sa)) = query.get("serviceAccount").and_then(|s| s.split_once('/')) else {
+                        return bad("serviceAccount=<namespace>/<name> is required".into());
+                    };
+                    let token = c.issue_service_account_token(ns, sa);
+                    let user = format!("system:serviceaccount:{ns}:{sa}");
+                    reply(StatusCode::OK, json!({"user": user, "token": token, "kubeconfig": c.kubeconfig_for(&user, &token)}))
+                }
+                (&Method::GET, "counters") => {
+                    let list: Vec<Value> = c
+                        .counters()
+                        .into_iter()
+                        .map(|((verb, resource), count)| json!({"verb": verb, "resource": resource, "count": count}))
+                        .collect();
+                    reply(StatusCode::OK, Value::Array(list))
+                }
+                (&Method::GET, "audit") => reply(StatusCode::OK, json!(c.audit())),
+                _ => reply(StatusCode::NOT_FOUND, json!({"error": format!("no action {action} for {method}")})),
+            }
+        }
+        _ => reply(StatusCode::NOT_FOUND, json!({"error": "see the kubesim control module docs for routes"})),
+    }
+}

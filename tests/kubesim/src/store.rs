@@ -1,0 +1,638 @@
+//! One cluster's storage: objects by resource, the global resourceVersion counter, the bounded
+//! change history that watches resume from, and the ClusterIP and node-port allocators.
+//!
+//! It owns the etcd-like part of kube-apiserver: create/update/delete with resourceVersion
+//! preconditions, finalizers, namespace lifetime, consistent lists at a past resourceVersion,
+//! and change fan-out to watchers. Every method is synchronous and runs under the caller's lock,
+//! so each write is atomic and watch start-up sees no gap. It must not parse HTTP or bodies.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::resources::{NAMESPACES, RESOURCES, SERVICES};
+use crate::status::{ApiError, cause};
+
+/// A stored object in its storage version, with its JSON encoding made once.
+#[derive(Debug)]
+pub struct Obj {
+    /// The object.
+    pub value: Value,
+    /// `serde_json::to_vec(&value)`, shared by every list and watch that sends it.
+    pub json: Bytes,
+}
+
+impl Obj {
+    fn new(value: Value) -> Arc<Obj> {
+        let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        Arc::new(Obj { value, json })
+    }
+
+    /// `metadata.namespace` or `""`.
+    pub fn namespace(&self) -> &str {
+        meta_str(&self.value, "namespace")
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        meta_str(&self.value, "name")
+    }
+
+    /// `metadata.resourceVersion` parsed.
+    pub fn resource_version(&self) -> u64 {
+        meta_str(&self.value, "resourceVersion").parse().unwrap_or(0)
+    }
+}
+
+/// `metadata.<field>` as a string, `""` when absent.
+pub fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
+    v.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The type of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// `ADDED`
+    Added,
+    /// `MODIFIED`
+    Modified,
+    /// `DELETED`
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed change.
+#[derive(Debug)]
+pub struct Change {
+    /// The resourceVersion the change committed at.
+    pub rv: u64,
+    /// Resource index in [`RESOURCES`].
+    pub res: usize,
+    /// What happened.
+    pub kind: EventType,
+    /// The object after the change (for a delete: as it was when deleted, with the new rv).
+    pub object: Arc<Obj>,
+    /// The object before the change, for selector transitions and past-rv lists.
+    pub prev: Option<Arc<Obj>>,
+}
+
+/// Where a list reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAt {
+    /// The newest state.
+    Latest,
+    /// The state exactly at this resourceVersion.
+    Exact(u64),
+}
+
+/// What a watch starts from.
+#[derive(Debug)]
+pub struct WatchStart {
+    /// Objects to send as synthetic ADDED events first (state at `rv`).
+    pub initial: Vec<Arc<Obj>>,
+    /// Changes after the requested resourceVersion that are already committed.
+    pub backlog: Vec<Arc<Change>>,
+    /// Live changes from here on.
+    pub rx: broadcast::Receiver<Arc<Change>>,
+    /// The resourceVersion the watch is positioned at.
+    pub rv: u64,
+}
+
+/// The outcome of a delete.
+#[derive(Debug)]
+pub enum Deleted {
+    /// The object is gone.
+    Gone(Arc<Obj>),
+    /// Finalizers hold it: it now carries a deletionTimestamp.
+    Pending(Arc<Obj>),
+}
+
+/// Storage settings.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// How many changes are kept for watches; older resourceVersions get 410 Expired.
+    pub history: usize,
+    /// Service ClusterIP range (IPv4 network and prefix length).
+    pub service_cidr: (Ipv4Addr, u8),
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { history: 10_000, service_cidr: (Ipv4Addr::new(10, 96, 0, 0), 12) }
+    }
+}
+
+type Key = (String, String);
+
+/// One cluster's objects and history.
+#[derive(Debug)]
+pub struct Store {
+    rv: u64,
+    objects: Vec<BTreeMap<Key, Arc<Obj>>>,
+    history: VecDeque<Arc<Change>>,
+    history_limit: usize,
+    /// The history holds every change with an rv above this.
+    complete_after: u64,
+    cidr: (u32, u32),
+    ips: BTreeSet<u32>,
+    next_ip: u32,
+    node_ports: BTreeSet<u16>,
+    tx: broadcast::Sender<Arc<Change>>,
+}
+
+/// Current time as kube writes `metav1.Time`.
+pub fn now() -> String {
+    let ts = jiff::Timestamp::now();
+    ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn key(ns: &str, name: &str) -> Key {
+    (ns.to_owned(), name.to_owned())
+}
+
+fn set_meta(v: &mut Value, field: &str, value: Value) {
+    if !v.get("metadata").is_some_and(Value::is_object) {
+        v["metadata"] = json!({});
+    }
+    v["metadata"][field] = value;
+}
+
+fn remove_meta(v: &mut Value, field: &str) {
+    if let Some(Value::Object(m)) = v.get_mut("metadata") {
+        m.remove(field);
+    }
+}
+
+fn finalizers(v: &Value) -> Vec<String> {
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Everything but metadata and status: what a generation counts.
+fn spec_part(v: &Value) -> Value {
+    let mut c = v.clone();
+    if let Value::Object(m) = &mut c {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    c
+}
+
+impl Store {
+    /// An empty cluster with the namespaces every cluster has and the `default/kubernetes` Service.
+    pub fn new(config: &StoreConfig) -> Store {
+        let (tx, _) = broadcast::channel(1 << 16);
+        let net = u32::from(config.service_cidr.0);
+        let size = 1u32.checked_shl(32 - u32::from(config.service_cidr.1.min(30))).unwrap_or(u32::MAX);
+        let mut store = Store {
+            rv: 0,
+            objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(),
+            history: VecDeque::new(),
+            history_limit: config.history.max(1),
+            complete_after: 0,
+            cidr: (net & !(size - 1), size),
+            ips: BTreeSet::new(),
+            next_ip: 1,
+            node_ports: BTreeSet::new(),
+            tx,
+        };
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let mut v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            crate::validate::default(NAMESPACES, &mut v);
+            // The built-in objects are well-formed by construction; an error here is a bug.
+            if let Err(e) = store.create(NAMESPACES, v) {
+                tracing::error!(error = %e.message, "built-in namespace");
+            }
+        }
+        let mut kubernetes = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+        });
+        crate::validate::default(SERVICES, &mut kubernetes);
+        if let Err(e) = store.create(SERVICES, kubernetes) {
+            tracing::error!(error = %e.message, "built-in kubernetes service");
+        }
+        store
+    }
+
+    /// The newest resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    /// Number of stored objects of resource `res`.
+    pub fn count(&self, res: usize) -> usize {
+        self.objects[res].len()
+    }
+
+    /// Gets one object.
+    pub fn get(&self, res: usize, ns: &str, name: &str) -> Option<Arc<Obj>> {
+        self.objects[res].get(&key(ns, name)).cloned()
+    }
+
+    /// Objects of `res` (in `ns`, or everywhere when None) at `at`, sorted by namespace and name,
+    /// with the resourceVersion of that state.
+    pub fn list(&self, res: usize, ns: Option<&str>, at: ReadAt) -> Result<(u64, Vec<Arc<Obj>>), ApiError> {
+        let in_ns = |k: &Key| ns.is_none_or(|n| k.0 == n);
+        match at {
+            ReadAt::Latest => {
+                Ok((self.rv, self.objects[res].iter().filter(|(k, _)| in_ns(k)).map(|(_, o)| o.clone()).collect()))
+            }
+            ReadAt::Exact(rv) => {
+                if rv > self.rv {
+                    return Err(ApiError::too_large_resource_version(rv));
+                }
+                if rv < self.complete_after {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {rv} ({})",
+                        self.complete_after + 1
+                    )));
+                }
+                let mut state: BTreeMap<Key, Arc<Obj>> =
+                    self.objects[res].iter().filter(|(k, _)| in_ns(k)).map(|(k, o)| (k.clone(), o.clone())).collect();
+                for change in self.history.iter().rev().take_while(|c| c.rv > rv) {
+                    if change.res != res {
+                        continue;
+                    }
+                    let k = key(change.object.namespace(), change.object.name());
+                    if !in_ns(&k) {
+                        continue;
+                    }
+                    match &change.prev {
+                        Some(prev) => state.insert(k, prev.clone()),
+                        None => state.remove(&k),
+                    };
+                }
+                Ok((rv, state.into_values().collect()))
+            }
+        }
+    }
+
+    fn commit(&mut self, res: usize, kind: EventType, object: Arc<Obj>, prev: Option<Arc<Obj>>) {
+        let change = Arc::new(Change { rv: self.rv, res, kind, object, prev });
+        self.history.push_back(change.clone());
+        while self.history.len() > self.history_limit {
+            if let Some(old) = self.history.pop_front() {
+                self.complete_after = old.rv;
+            }
+        }
+        // No receivers is normal: nobody is watching.
+        let _ = self.tx.send(change);
+    }
+
+    fn check_namespace(&self, res: usize, ns: &str) -> Result<(), ApiError> {
+        if !RESOURCES[res].namespaced {
+            return Ok(());
+        }
+        match self.objects[NAMESPACES].get(&key("", ns)) {
+            None => Err(ApiError::not_found("", "namespaces", ns)),
+            Some(n) if n.value.pointer("/metadata/deletionTimestamp").is_some() => {
+                Err(ApiError::namespace_terminating(ns))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Creates an object that has been decoded, defaulted and validated. Sets uid,
+    /// creationTimestamp, resourceVersion and generation, and allocates Service addresses.
+    pub fn create(&mut self, res: usize, mut v: Value) -> Result<Arc<Obj>, ApiError> {
+        let def = &RESOURCES[res];
+        let ns = meta_str(&v, "namespace").to_owned();
+        let name = meta_str(&v, "name").to_owned();
+        if !meta_str(&v, "resourceVersion").is_empty() {
+            return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        }
+        self.check_namespace(res, &ns)?;
+        if self.objects[res].contains_key(&key(&ns, &name)) {
+            return Err(ApiError::already_exists(def.group, def.plural, &name));
+        }
+        if res == SERVICES {
+            self.allocate(&mut v, None)?;
+        }
+        self.rv += 1;
+        set_meta(&mut v, "uid", json!(uuid::Uuid::new_v4().to_string()));
+        set_meta(&mut v, "creationTimestamp", json!(now()));
+        set_meta(&mut v, "resourceVersion", json!(self.rv.to_string()));
+        remove_meta(&mut v, "deletionTimestamp");
+        remove_meta(&mut v, "deletionGracePeriodSeconds");
+        if def.generation {
+            set_meta(&mut v, "generation", json!(1));
+        } else {
+            remove_meta(&mut v, "generation");
+        }
+        let obj = Obj::new(v);
+        self.objects[res].insert(key(&ns, &name), obj.clone());
+        self.commit(res, EventType::Added, obj.clone(), None);
+        Ok(obj)
+    }
+
+    /// Replaces a stored object. `v` carries the caller's resourceVersion precondition (empty =
+    /// unconditional). Keeps identity fields, bumps generation on spec changes, and completes a
+    /// pending deletion once the last finalizer is gone.
+    pub fn update(&mut self, res: usize, mut v: Value) -> Result<Arc<Obj>, ApiError> {
+        let def = &RESOURCES[res];
+        let ns = meta_str(&v, "namespace").to_owned();
+        let name = meta_str(&v, "name").to_owned();
+        let Some(old) = self.get(res, &ns, &name) else {
+            return Err(ApiError::not_found(def.group, def.plural, &name));
+        };
+        let want_rv = meta_str(&v, "resourceVersion");
+        if !want_rv.is_empty() && want_rv != meta_str(&old.value, "resourceVersion") {
+            return Err(ApiError::conflict(
+                def.group,
+                def.plural,
+                &name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
+        }
+        let deleting = old.value.pointer("/metadata/deletionTimestamp").cloned();
+        if deleting.is_some() {
+            let before = finalizers(&old.value);
+            let added: Vec<String> = finalizers(&v).into_iter().filter(|f| !before.contains(f)).collect();
+            if !added.is_empty() {
+                return Err(ApiError::invalid(
+                    def.group,
+                    def.kind,
+                    &name,
+                    vec![cause(
+                        "FieldValueForbidden",
+                        "metadata.finalizers",
+                        format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
+                    )],
+                ));
+            }
+        }
+        if res == SERVICES {
+            self.allocate(&mut v, Some(&old.value))?;
+        }
+        for field in ["uid", "creationTimestamp"] {
+            set_meta(&mut v, field, old.value["metadata"][field].clone());
+        }
+        match &deleting {
+            Some(ts) => {
+                set_meta(&mut v, "deletionTimestamp", ts.clone());
+                set_meta(&mut v, "deletionGracePeriodSeconds", json!(0));
+            }
+            None => {
+                remove_meta(&mut v, "deletionTimestamp");
+                remove_meta(&mut v, "deletionGracePeriodSeconds");
+            }
+        }
+        if def.generation {
+            let generation = old.value.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            let bumped = if spec_part(&v) != spec_part(&old.value) { generation + 1 } else { generation };
+            set_meta(&mut v, "generation", json!(bumped));
+        }
+        self.rv += 1;
+        set_meta(&mut v, "resourceVersion", json!(self.rv.to_string()));
+        let obj = Obj::new(v);
+        if deleting.is_some() && finalizers(&obj.value).is_empty() {
+            self.objects[res].remove(&key(&ns, &name));
+            self.release(res, &obj.value);
+            self.commit(res, EventType::Deleted, obj.clone(), Some(old));
+            return Ok(obj);
+        }
+        self.objects[res].insert(key(&ns, &name), obj.clone());
+        self.commit(res, EventType::Modified, obj.clone(), Some(old));
+        Ok(obj)
+    }
+
+    /// Deletes an object, honouring `uid` / `resourceVersion` preconditions and finalizers.
+    /// Deleting a namespace deletes everything in it.
+    pub fn delete(
+        &mut self,
+        res: usize,
+        ns: &str,
+        name: &str,
+        precondition_uid: Option<&str>,
+        precondition_rv: Option<&str>,
+    ) -> Result<Deleted, ApiError> {
+        let def = &RESOURCES[res];
+        let Some(old) = self.get(res, ns, name) else {
+            return Err(ApiError::not_found(def.group, def.plural, name));
+        };
+        if let Some(uid) = precondition_uid
+            && uid != meta_str(&old.value, "uid")
+        {
+            return Err(ApiError::conflict(
+                def.group,
+                def.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&old.value, "uid")
+                ),
+            ));
+        }
+        if let Some(rv) = precondition_rv
+            && rv != meta_str(&old.value, "resourceVersion")
+        {
+            return Err(ApiError::conflict(
+                def.group,
+                def.plural,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    meta_str(&old.value, "resourceVersion")
+                ),
+            ));
+        }
+        if res == NAMESPACES {
+            self.empty_namespace(name);
+        } else if !finalizers(&old.value).is_empty() {
+            if old.value.pointer("/metadata/deletionTimestamp").is_some() {
+                return Ok(Deleted::Pending(old));
+            }
+            let mut v = old.value.clone();
+            set_meta(&mut v, "deletionTimestamp", json!(now()));
+            set_meta(&mut v, "deletionGracePeriodSeconds", json!(0));
+            if RESOURCES[res].generation {
+                let generation = v.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+                set_meta(&mut v, "generation", json!(generation + 1));
+            }
+            self.rv += 1;
+            set_meta(&mut v, "resourceVersion", json!(self.rv.to_string()));
+            let obj = Obj::new(v);
+            self.objects[res].insert(key(ns, name), obj.clone());
+            self.commit(res, EventType::Modified, obj.clone(), Some(old));
+            return Ok(Deleted::Pending(obj));
+        }
+        Ok(Deleted::Gone(self.remove(res, ns, name, old)))
+    }
+
+    fn remove(&mut self, res: usize, ns: &str, name: &str, old: Arc<Obj>) -> Arc<Obj> {
+        self.objects[res].remove(&key(ns, name));
+        self.release(res, &old.value);
+        self.rv += 1;
+        let mut v = old.value.clone();
+        set_meta(&mut v, "resourceVersion", json!(self.rv.to_string()));
+        let obj = Obj::new(v);
+        self.commit(res, EventType::Deleted, obj.clone(), Some(old));
+        obj
+    }
+
+    fn empty_namespace(&mut self, ns: &str) {
+        for res in 0..RESOURCES.len() {
+            if !RESOURCES[res].namespaced {
+                continue;
+            }
+            let names: Vec<(String, Arc<Obj>)> = self.objects[res]
+                .range(key(ns, "")..)
+                .take_while(|(k, _)| k.0 == ns)
+                .map(|(k, o)| (k.1.clone(), o.clone()))
+                .collect();
+            for (name, old) in names {
+                self.remove(res, ns, &name, old);
+            }
+        }
+    }
+
+    /// Starts a watch on `res`: from resourceVersion `from` (None = now), with the current state
+    /// as initial events when `initial` is set.
+    pub fn watch(&self, res: usize, from: Option<u64>, initial: bool) -> Result<WatchStart, ApiError> {
+        let mut backlog = Vec::new();
+        if let Some(rv) = from {
+            if rv < self.complete_after {
+                return Err(ApiError::expired(format!("too old resource version: {rv} ({})", self.complete_after + 1)));
+            }
+            if rv > self.rv {
+                return Err(ApiError::too_large_resource_version(rv));
+            }
+            backlog = self.history.iter().filter(|c| c.rv > rv && c.res == res).cloned().collect();
+        }
+        let initial = if initial { self.objects[res].values().cloned().collect() } else { Vec::new() };
+        Ok(WatchStart { initial, backlog, rx: self.tx.subscribe(), rv: self.rv })
+    }
+
+    /// Forgets all history: every resourceVersion handed out so far becomes too old to watch
+    /// or list from (the next watch from one gets 410 Expired).
+    pub fn expire_history(&mut self) {
+        self.history.clear();
+        self.rv += 1;
+        self.complete_after = self.rv;
+    }
+
+    fn release(&mut self, res: usize, v: &Value) {
+        if res != SERVICES {
+            return;
+        }
+        if let Some(ip) = v.pointer("/spec/clusterIP").and_then(Value::as_str).and_then(|s| s.parse::<Ipv4Addr>().ok()) {
+            self.ips.remove(&u32::from(ip));
+        }
+        for p in v.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(np) = p.get("nodePort").and_then(Value::as_u64) {
+                self.node_ports.remove(&(np as u16));
+            }
+        }
+    }
+
+    /// Gives a Service its ClusterIP and node ports (keeping the old ones on update, as kube's
+    /// `patchAllocatedValues` does).
+    fn allocate(&mut self, v: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+        let name = meta_str(v, "name").to_owned();
+        let ty = v.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP").to_owned();
+        if ty == "ExternalName" {
+            return Ok(());
+        }
+        let old_ip = old.and_then(|o| o.pointer("/spec/clusterIP")).and_then(Value::as_str).unwrap_or("").to_owned();
+        let mut ip = v.pointer("/spec/clusterIP").and_then(Value::as_str).unwrap_or("").to_owned();
+        if ip.is_empty() && !old_ip.is_empty() {
+            ip = old_ip.clone();
+        }
+        if ip.is_empty() {
+            ip = self.next_free_ip().ok_or_else(|| {
+                ApiError::internal("failed to allocate a serviceIP: range is full")
+            })?.to_string();
+            self.ips.insert(u32::from(ip.parse::<Ipv4Addr>().map_err(|e| ApiError::internal(e.to_string()))?));
+        } else if ip != "None" && ip != old_ip {
+            let addr: Ipv4Addr = ip.parse().map_err(|_| {
+                ApiError::invalid("", "Service", &name, vec![cause(
+                    "FieldValueInvalid",
+                    "spec.clusterIPs[0]",
+                    format!("Invalid value: \"{ip}\": must be empty, 'None', or a valid IP address"),
+                )])
+            })?;
+            let n = u32::from(addr);
+            if n.wrapping_sub(self.cidr.0) >= self.cidr.1 {
+                return Err(ApiError::invalid("", "Service", &name, vec![cause(
+                    "FieldValueInvalid",
+                    "spec.clusterIPs",
+                    format!("Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}/{}", Ipv4Addr::from(self.cidr.0), 32 - self.cidr.1.trailing_zeros()),
+                )]));
+            }
+            if !self.ips.insert(n) {
+                return Err(ApiError::invalid("", "Service", &name, vec![cause(
+                    "FieldValueInvalid",
+                    "spec.clusterIPs",
+                    format!("Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"),
+                )]));
+            }
+        }
+        let spec = &mut v["spec"];
+        spec["clusterIP"] = json!(ip);
+        spec["clusterIPs"] = json!([ip]);
+        spec["ipFamilies"] = json!(["IPv4"]);
+        if spec.get("ipFamilyPolicy").is_none() {
+            spec["ipFamilyPolicy"] = json!("SingleStack");
+        }
+        if ty == "NodePort" || ty == "LoadBalancer" {
+            let old_ports = old.and_then(|o| o.pointer("/spec/ports")).and_then(Value::as_array).cloned().unwrap_or_default();
+            let mut taken = Vec::new();
+            if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+                for p in ports.iter_mut() {
+                    if p.get("nodePort").and_then(Value::as_u64).is_some() {
+                        continue;
+                    }
+                    let same = old_ports.iter().find(|o| o.get("port") == p.get("port") && o.get("protocol") == p.get("protocol"));
+                    let np = match same.and_then(|o| o.get("nodePort")).and_then(Value::as_u64) {
+                        Some(np) => np as u16,
+                        None => {
+                            let free = (30000u16..=32767).find(|n| !self.node_ports.contains(n) && !taken.contains(n));
+                            free.ok_or_else(|| ApiError::internal("failed to allocate a nodePort: range is full"))?
+                        }
+                    };
+                    taken.push(np);
+                    p["nodePort"] = json!(np);
+                }
+            }
+            self.node_ports.extend(taken);
+        }
+        if old.is_some() && ip != old_ip {
+            if let Ok(o) = old_ip.parse::<Ipv4Addr>() {
+                self.ips.remove(&u32::from(o));
+            }
+        }
+        Ok(())
+    }
+
+    fn next_free_ip(&mut self) -> Option<Ipv4Addr> {
+        let usable = self.cidr.1.saturating_sub(2);
+        for _ in 0..usable {
+            let offset = self.next_ip;
+            self.next_ip = if self.next_ip + 1 >= self.cidr.1 - 1 { 1 } else { self.next_ip + 1 };
+            let n = self.cidr.0 + offset;
+            if !self.ips.contains(&n) {
+                return Some(Ipv4Addr::from(n));
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,508 @@
+//! Decoding, defaulting and validation of request bodies, per kind, the way kube-apiserver's
+//! codecs, defaulters and `validation` packages treat them.
+//!
+//! It owns the schema side of a write: a body is decoded into its typed form (k8s-openapi types,
+//! or the Link CRD's own schema), unknown fields are found (for `fieldValidation`), defaults are
+//! filled and the result is checked. It must not touch storage: allocation of ClusterIPs and
+//! node ports happens in the store, which owns the allocators.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::resources::{RESOURCES, ResourceDef};
+use crate::status::{ApiError, Cause, cause};
+
+/// A decoded body: the object as the schema keeps it, and the fields the schema dropped.
+#[derive(Debug)]
+pub struct Decoded {
+    /// The pruned object.
+    pub object: Value,
+    /// Dotted paths of fields the schema does not declare (`spec.foo`).
+    pub unknown: Vec<String>,
+}
+
+/// The Link CRD schema (`links.multicluster.linkerd.io`), every scalar a string as in Linkerd's CRD.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Link {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spec: Option<LinkSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<LinkStatus>,
+}
+
+#[derive(Debug, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct LinkSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_cluster_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_cluster_domain: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_cluster_linkerd_namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_credentials_secret: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_address: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_port: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_identity: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    probe_spec: Option<ProbeSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    selector: Option<LabelSelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remote_discovery_selector: Option<LabelSelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    federated_service_selector: Option<LabelSelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    excluded_annotations: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    excluded_labels: Option<Vec<String>>,
+}
+
+#[derive(Debug, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ProbeSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    port: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    period: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failure_threshold: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct LinkStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mirror_services: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    federated_services: Option<Vec<Value>>,
+}
+
+/// Fields a Link version does not have (the CRD schemas only add fields from version to version).
+fn link_fields_missing_in(version: &str) -> &'static [&'static str] {
+    match version {
+        "v1alpha1" => &["spec.federatedServiceSelector", "spec.excludedAnnotations", "spec.excludedLabels", "status"],
+        "v1alpha2" => &["spec.excludedAnnotations", "spec.excludedLabels"],
+        _ => &[],
+    }
+}
+
+fn roundtrip<T: DeserializeOwned + Serialize>(def: &ResourceDef, version: &str, body: &Value) -> Result<Value, ApiError> {
+    let typed: T = serde_path_to_error::deserialize(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {}: {}",
+            e.path(),
+            e.inner(),
+            kind = def.kind
+        ))
+    })?;
+    serde_json::to_value(&typed).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// Decodes `body` as resource `res` in `version`: checks apiVersion and kind, runs it through the
+/// typed schema, and reports which fields the schema does not know.
+pub fn decode(res: usize, version: &str, mut body: Value) -> Result<Decoded, ApiError> {
+    let def = &RESOURCES[res];
+    let Value::Object(map) = &mut body else {
+        return Err(ApiError::bad_request("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"));
+    };
+    let want = def.api_version(version);
+    match map.get("apiVersion").and_then(Value::as_str) {
+        Some(got) if got != want => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({got}) does not match the expected API version ({want})"
+            )));
+        }
+        _ => {}
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        Some(got) if got != def.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({got}) does not match the expected kind ({})",
+                def.kind
+            )));
+        }
+        _ => {}
+    }
+    map.insert("apiVersion".into(), json!(want));
+    map.insert("kind".into(), json!(def.kind));
+    use k8s_openapi::api;
+    let mut object = match (def.group, def.kind) {
+        ("", "Namespace") => roundtrip::<api::core::v1::Namespace>(def, version, &body)?,
+        ("", "Service") => roundtrip::<api::core::v1::Service>(def, version, &body)?,
+        ("", "Secret") => roundtrip::<api::core::v1::Secret>(def, version, &body)?,
+        ("", "ConfigMap") => roundtrip::<api::core::v1::ConfigMap>(def, version, &body)?,
+        ("", "Event") => roundtrip::<api::core::v1::Event>(def, version, &body)?,
+        ("discovery.k8s.io", _) => roundtrip::<api::discovery::v1::EndpointSlice>(def, version, &body)?,
+        ("coordination.k8s.io", _) => roundtrip::<api::coordination::v1::Lease>(def, version, &body)?,
+        ("events.k8s.io", _) => roundtrip::<api::events::v1::Event>(def, version, &body)?,
+        ("multicluster.linkerd.io", _) => roundtrip::<Link>(def, version, &body)?,
+        _ => body.clone(),
+    };
+    if def.custom {
+        for path in link_fields_missing_in(version) {
+            remove_path(&mut object, path);
+        }
+    }
+    let mut unknown = Vec::new();
+    unknown_fields(&body, &object, "", &mut unknown);
+    Ok(Decoded { object, unknown })
+}
+
+/// Removes fields that `version` of a custom resource does not declare, for reads in that version.
+pub fn prune_for_version(res: usize, version: &str, object: &mut Value) {
+    if RESOURCES[res].custom {
+        for path in link_fields_missing_in(version) {
+            remove_path(object, path);
+        }
+    }
+}
+
+fn remove_path(object: &mut Value, path: &str) {
+    let mut parts: Vec<&str> = path.split('.').collect();
+    let Some(last) = parts.pop() else { return };
+    let mut cur = object;
+    for p in parts {
+        match cur.get_mut(p) {
+            Some(next) => cur = next,
+            None => return,
+        }
+    }
+    if let Value::Object(m) = cur {
+        m.remove(last);
+    }
+}
+
+fn unknown_fields(orig: &Value, kept: &Value, prefix: &str, out: &mut Vec<String>) {
+    match (orig, kept) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                match b.get(k) {
+                    None if !v.is_null() => out.push(path),
+                    Some(kv) => unknown_fields(v, kv, &path, out),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                unknown_fields(x, y, &format!("{prefix}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn obj<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+    if !v.get(key).is_some_and(Value::is_object) {
+        v[key] = json!({});
+    }
+    match v.get_mut(key) {
+        Some(Value::Object(m)) => m,
+        // Unreachable: the key was just set to an object.
+        _ => unreachable!("{key} was set to an object"),
+    }
+}
+
+/// Fills the defaults kube's defaulters set, for resource `res`. Allocation is not done here.
+pub fn default(res: usize, object: &mut Value) {
+    let def = &RESOURCES[res];
+    match (def.group, def.kind) {
+        ("", "Namespace") => {
+            let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let meta = obj(object, "metadata");
+            if !meta.get("labels").is_some_and(Value::is_object) {
+                meta.insert("labels".into(), json!({}));
+            }
+            if let Some(Value::Object(labels)) = meta.get_mut("labels") {
+                labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+            }
+            let spec = obj(object, "spec");
+            spec.entry("finalizers").or_insert_with(|| json!(["kubernetes"]));
+            obj(object, "status").entry("phase").or_insert_with(|| json!("Active"));
+        }
+        ("", "Service") => default_service(object),
+        ("", "Secret") => {
+            if let Some(Value::Object(string_data)) = object.as_object_mut().and_then(|m| m.remove("stringData")) {
+                use base64::Engine;
+                let data = obj(object, "data");
+                for (k, v) in string_data {
+                    let text = v.as_str().unwrap_or_default();
+                    data.insert(k, json!(base64::engine::general_purpose::STANDARD.encode(text)));
+                }
+            }
+            if let Value::Object(m) = object {
+                m.entry("type").or_insert_with(|| json!("Opaque"));
+            }
+        }
+        ("discovery.k8s.io", _) => {
+            if let Some(Value::Array(ports)) = object.get_mut("ports") {
+                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    p.entry("name").or_insert_with(|| json!(""));
+                    p.entry("protocol").or_insert_with(|| json!("TCP"));
+                }
+            }
+        }
+        ("multicluster.linkerd.io", _) => {
+            if let Some(Value::Object(probe)) = object.pointer_mut("/spec/probeSpec") {
+                probe.entry("timeout").or_insert_with(|| json!("30s"));
+                probe.entry("failureThreshold").or_insert_with(|| json!("3"));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn default_service(object: &mut Value) {
+    let spec = obj(object, "spec");
+    let ty = spec.entry("type").or_insert_with(|| json!("ClusterIP")).as_str().unwrap_or("ClusterIP").to_owned();
+    if ty == "ExternalName" {
+        return;
+    }
+    spec.entry("sessionAffinity").or_insert_with(|| json!("None"));
+    spec.entry("internalTrafficPolicy").or_insert_with(|| json!("Cluster"));
+    if ty == "LoadBalancer" || ty == "NodePort" {
+        spec.entry("externalTrafficPolicy").or_insert_with(|| json!("Cluster"));
+    }
+    if ty == "LoadBalancer" {
+        spec.entry("allocateLoadBalancerNodePorts").or_insert_with(|| json!(true));
+    }
+    if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.entry("protocol").or_insert_with(|| json!("TCP"));
+            if !p.contains_key("targetPort") {
+                let port = p.get("port").cloned().unwrap_or(Value::Null);
+                p.insert("targetPort".into(), port);
+            }
+        }
+    }
+}
+
+/// kube's DNS-1123 label check.
+pub fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+fn is_dns1035_label(s: &str) -> bool {
+    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
+}
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+fn check_name(res: usize, name: &str, out: &mut Vec<Cause>) {
+    let def = &RESOURCES[res];
+    let (ok, msg) = match (def.group, def.kind) {
+        ("", "Service") => (is_dns1035_label(name), DNS1035_MSG),
+        ("", "Namespace") => (is_dns1123_label(name), LABEL_MSG),
+        _ => (is_dns1123_subdomain(name), SUBDOMAIN_MSG),
+    };
+    if !ok {
+        out.push(cause("FieldValueInvalid", "metadata.name", format!("Invalid value: \"{name}\": {msg}")));
+    }
+}
+
+/// Validates an object about to be stored (after defaulting and allocation). `old` is the stored
+/// object on update. Returns kube's 422 Invalid with every problem found.
+pub fn validate(res: usize, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let def = &RESOURCES[res];
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let mut causes = Vec::new();
+    if name.is_empty() {
+        causes.push(cause("FieldValueRequired", "metadata.name", "Required value: name or generateName is required"));
+    } else {
+        check_name(res, name, &mut causes);
+    }
+    match (def.group, def.kind) {
+        ("", "Service") => validate_service(object, old, &mut causes),
+        ("discovery.k8s.io", _) => validate_slice(object, old, &mut causes),
+        _ => {}
+    }
+    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(def.group, def.kind, name, causes)) }
+}
+
+fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let spec = object.get("spec").cloned().unwrap_or(json!({}));
+    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP");
+    if !["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"].contains(&ty) {
+        causes.push(cause(
+            "FieldValueNotSupported",
+            "spec.type",
+            format!("Unsupported value: \"{ty}\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""),
+        ));
+    }
+    let cluster_ip = spec.get("clusterIP").and_then(Value::as_str).unwrap_or("");
+    if !cluster_ip.is_empty() && cluster_ip != "None" && cluster_ip.parse::<IpAddr>().is_err() {
+        causes.push(cause(
+            "FieldValueInvalid",
+            "spec.clusterIPs[0]",
+            format!("Invalid value: \"{cluster_ip}\": must be empty, 'None', or a valid IP address"),
+        ));
+    }
+    if ty == "ExternalName" {
+        if spec.get("externalName").and_then(Value::as_str).unwrap_or("").is_empty() {
+            causes.push(cause("FieldValueRequired", "spec.externalName", "Required value"));
+        }
+    } else {
+        let ports = spec.get("ports").and_then(Value::as_array).cloned().unwrap_or_default();
+        if ports.is_empty() && cluster_ip != "None" {
+            causes.push(cause("FieldValueRequired", "spec.ports", "Required value"));
+        }
+        let mut names = Vec::new();
+        let mut keys = Vec::new();
+        for (i, p) in ports.iter().enumerate() {
+            let at = |f: &str| format!("spec.ports[{i}].{f}");
+            let port_name = p.get("name").and_then(Value::as_str).unwrap_or("");
+            if ports.len() > 1 && port_name.is_empty() {
+                causes.push(cause("FieldValueRequired", at("name"), "Required value"));
+            } else if !port_name.is_empty() {
+                if !is_dns1123_label(port_name) {
+                    causes.push(cause("FieldValueInvalid", at("name"), format!("Invalid value: \"{port_name}\": {LABEL_MSG}")));
+                }
+                if names.contains(&port_name) {
+                    causes.push(cause("FieldValueDuplicate", at("name"), format!("Duplicate value: \"{port_name}\"")));
+                }
+                names.push(port_name);
+            }
+            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            if !(1..=65535).contains(&port) {
+                causes.push(cause("FieldValueInvalid", at("port"), format!("Invalid value: {port}: must be between 1 and 65535, inclusive")));
+            }
+            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            if !["TCP", "UDP", "SCTP"].contains(&proto) {
+                causes.push(cause(
+                    "FieldValueNotSupported",
+                    at("protocol"),
+                    format!("Unsupported value: \"{proto}\": supported values: \"SCTP\", \"TCP\", \"UDP\""),
+                ));
+            }
+            if keys.contains(&(port, proto)) {
+                causes.push(cause(
+                    "FieldValueDuplicate",
+                    format!("spec.ports[{i}]"),
+                    format!("Duplicate value: core.ServicePort{{Name:\"{port_name}\", Protocol:\"{proto}\", Port:{port}}}"),
+                ));
+            }
+            keys.push((port, proto));
+            match p.get("targetPort") {
+                Some(Value::Number(n)) => {
+                    let t = n.as_i64().unwrap_or(0);
+                    if !(1..=65535).contains(&t) {
+                        causes.push(cause("FieldValueInvalid", at("targetPort"), format!("Invalid value: {t}: must be between 1 and 65535, inclusive")));
+                    }
+                }
+                Some(Value::String(s)) if !is_iana_svc_name(s) => {
+                    causes.push(cause("FieldValueInvalid", at("targetPort"), format!("Invalid value: \"{s}\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")));
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(old) = old {
+        let old_ip = old.pointer("/spec/clusterIP").and_then(Value::as_str).unwrap_or("");
+        if !old_ip.is_empty() && old_ip != cluster_ip && ty != "ExternalName" {
+            causes.push(cause(
+                "FieldValueInvalid",
+                "spec.clusterIPs[0]",
+                format!("Invalid value: []string{{\"{cluster_ip}\"}}: may not change once set"),
+            ));
+        }
+    }
+}
+
+fn is_iana_svc_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 15
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().any(|b| b.is_ascii_lowercase())
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+        && !s.contains("--")
+}
+
+fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let ty = object.get("addressType").and_then(Value::as_str).unwrap_or("");
+    let check: fn(&str) -> bool = match ty {
+        "IPv4" => |a| a.parse::<Ipv4Addr>().is_ok(),
+        "IPv6" => |a| a.parse::<Ipv6Addr>().is_ok(),
+        "FQDN" => is_dns1123_subdomain,
+        "" => {
+            causes.push(cause("FieldValueRequired", "addressType", "Required value"));
+            |_| true
+        }
+        other => {
+            causes.push(cause(
+                "FieldValueNotSupported",
+                "addressType",
+                format!("Unsupported value: \"{other}\": supported values: \"FQDN\", \"IPv4\", \"IPv6\""),
+            ));
+            |_| true
+        }
+    };
+    let endpoints = object.get("endpoints").and_then(Value::as_array).cloned().unwrap_or_default();
+    if endpoints.len() > 1000 {
+        causes.push(cause("FieldValueTooMany", "endpoints", format!("Too many: {}: must have at most 1000 items", endpoints.len())));
+    }
+    for (i, e) in endpoints.iter().enumerate() {
+        let addrs = e.get("addresses").and_then(Value::as_array).cloned().unwrap_or_default();
+        if addrs.is_empty() || addrs.len() > 100 {
+            causes.push(cause(
+                "FieldValueRequired",
+                format!("endpoints[{i}].addresses"),
+                "Required value: must contain at least 1 address",
+            ));
+        }
+        for (j, a) in addrs.iter().enumerate() {
+            let text = a.as_str().unwrap_or("");
+            if !check(text) {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    format!("endpoints[{i}].addresses[{j}]"),
+                    format!("Invalid value: \"{text}\": must be a valid {ty} address"),
+                ));
+            }
+        }
+    }
+    let ports = object.get("ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    for (i, p) in ports.iter().enumerate() {
+        if let Some(port) = p.get("port").and_then(Value::as_i64)
+            && !(1..=65535).contains(&port)
+        {
+            causes.push(cause("FieldValueInvalid", format!("ports[{i}].port"), format!("Invalid value: {port}: must be between 1 and 65535, inclusive")));
+        }
+    }
+    if let Some(old) = old {
+        let old_ty = old.get("addressType").and_then(Value::as_str).unwrap_or("");
+        if old_ty != ty {
+            causes.push(cause("FieldValueInvalid", "addressType", format!("Invalid value: \"{ty}\": field is immutable")));
+        }
+    }
+}
