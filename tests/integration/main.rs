@@ -10,4 +10,5 @@ mod bad_packets;
 mod cli;
 mod conformance;
 mod interop;
+mod kubesim_api;
 mod reload;
