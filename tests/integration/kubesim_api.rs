@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
@@ -27,6 +27,15 @@ pub async fn sim(names: &[&str], tweak: impl FnOnce(&mut kubesim::SimConfig)) ->
 pub async fn client_from(kubeconfig: &str) -> Client {
     let kc = Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig parses");
     let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
+    Client::try_from(config).expect("client")
+}
+
+/// A kube client that does not retry 429/503/504 itself, to see what the server sent.
+pub async fn client_without_retry(cluster: &kubesim::Cluster) -> Client {
+    let text = std::fs::read_to_string(cluster.kubeconfig_path()).expect("kubeconfig written");
+    let kc = Kubeconfig::from_yaml(&text).expect("kubeconfig parses");
+    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
+    config.default_retry = false;
     Client::try_from(config).expect("client")
 }
 

@@ -11,4 +11,5 @@ mod cli;
 mod conformance;
 mod interop;
 mod kubesim_api;
+mod kubesim_faults;
 mod reload;

@@ -461,9 +461,7 @@ impl Parser {
                             }
                         }
                         _ => {
-                            return Err(format!(
-                                "found '{l}', expected: ',' or 'end of string'"
-                            ));
+                            return Err(format!("found '{l}', expected: ',' or 'end of string'"));
                         }
                     }
                 }
@@ -755,7 +753,8 @@ const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const LABEL_VALUE_ERR: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 
 /// kube's `RegexError`, including its doubled space before each "or".
@@ -795,9 +794,7 @@ fn is_dns1123_label_shape(s: &str) -> bool {
     let b = s.as_bytes();
     let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     match (b.first(), b.last()) {
-        (Some(f), Some(l)) => {
-            edge(f) && edge(l) && b.iter().all(|c| edge(c) || *c == b'-')
-        }
+        (Some(f), Some(l)) => edge(f) && edge(l) && b.iter().all(|c| edge(c) || *c == b'-'),
         _ => false,
     }
 }

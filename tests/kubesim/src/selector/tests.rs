@@ -39,7 +39,11 @@ fn label_selector_matching() {
         ("!missing", true, true),
         ("app=web,tier=frontend", true, false),
         ("app=web,tier=backend", false, false),
-        ("  app = web ,  tier in ( frontend , backend )  ", true, false),
+        (
+            "  app = web ,  tier in ( frontend , backend )  ",
+            true,
+            false,
+        ),
         ("example.com/owner=team-a", true, false),
         ("blank=", true, false),
         ("blank in ()", true, false),
@@ -127,6 +131,10 @@ fn label_selector_errors() {
         ),
         (
             "!=a",
+            "found '!=', expected: !, identifier, or 'end of string'".into(),
+        ),
+        (
+            "! =a",
             "unable to parse requirement: found '=', expected: identifier".into(),
         ),
         (
@@ -226,7 +234,10 @@ fn label_selector_from_k8s() {
         (sel(&[], vec![]), true),
         (sel(&[("app", "web")], vec![]), true),
         (sel(&[("app", "api")], vec![]), false),
-        (sel(&[("app", "web")], vec![req("tier", "In", &["frontend"])]), true),
+        (
+            sel(&[("app", "web")], vec![req("tier", "In", &["frontend"])]),
+            true,
+        ),
         (sel(&[], vec![req("tier", "NotIn", &["frontend"])]), false),
         (sel(&[], vec![req("tier", "Exists", &[])]), true),
         (sel(&[], vec![req("tier", "DoesNotExist", &[])]), false),
@@ -338,7 +349,10 @@ fn field_selector_errors() {
             "metadata.name=a,oops",
             "invalid selector: 'metadata.name=a,oops'; can't understand 'oops'",
         ),
-        ("spec.nodeName=x", "field label not supported: spec.nodeName"),
+        (
+            "spec.nodeName=x",
+            "field label not supported: spec.nodeName",
+        ),
         (
             "metadata.name=a, metadata.namespace=b",
             "field label not supported:  metadata.namespace",
