@@ -13,7 +13,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::kubesim_api::{client, client_from, client_without_retry, sim};
 
 fn service(name: &str) -> Service {
-    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}})).expect("service")
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}}))
+        .expect("service")
 }
 
 fn status_of(e: kube::Error) -> kube::core::Status {
@@ -40,15 +41,29 @@ where
 
 /// One plain HTTP/1.1 request to the control endpoint; returns (status, body).
 async fn control(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, serde_json::Value) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("control endpoint");
-    let req = format!("{method} {path} HTTP/1.1\r\nHost: kubesim\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("control endpoint");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: kubesim\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
     s.write_all(req.as_bytes()).await.unwrap();
     let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await.expect("reply").unwrap();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+        .await
+        .expect("reply")
+        .unwrap();
     let text = String::from_utf8(buf).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").expect("http response");
-    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("status code");
-    (code, serde_json::from_str(body).unwrap_or(serde_json::Value::Null))
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status code");
+    (
+        code,
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 #[tokio::test]
@@ -57,19 +72,35 @@ async fn stop_refuses_connections_and_cuts_watches_restart_keeps_data() {
     let east = sim.cluster("east").unwrap();
     let c = client(east).await;
     let svcs: Api<Service> = Api::namespaced(c.clone(), "default");
-    svcs.create(&PostParams::default(), &service("web")).await.unwrap();
+    svcs.create(&PostParams::default(), &service("web"))
+        .await
+        .unwrap();
     let slices: Api<EndpointSlice> = Api::namespaced(c.clone(), "default");
-    let mut watch = slices.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    let mut watch = slices
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
 
     east.stop();
     assert!(watch_ends(&mut watch).await, "the open watch is cut");
     let refused = svcs.get("web").await.unwrap_err();
-    assert!(!matches!(refused, kube::Error::Api(_)), "no HTTP answer while stopped: {refused:?}");
-    assert!(tokio::net::TcpStream::connect(east.addr).await.is_err(), "connection refused");
+    assert!(
+        !matches!(refused, kube::Error::Api(_)),
+        "no HTTP answer while stopped: {refused:?}"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(east.addr).await.is_err(),
+        "connection refused"
+    );
 
     east.restart().await.unwrap();
     let back = svcs.get("web").await.unwrap();
-    assert_eq!(back.metadata.name.as_deref(), Some("web"), "data survives a restart");
+    assert_eq!(
+        back.metadata.name.as_deref(),
+        Some("web"),
+        "data survives a restart"
+    );
 }
 
 #[tokio::test]
@@ -78,18 +109,30 @@ async fn drop_watches_ends_streams_but_serves_requests() {
     let east = sim.cluster("east").unwrap();
     let c = client(east).await;
     let slices: Api<EndpointSlice> = Api::namespaced(c.clone(), "default");
-    let mut watch = slices.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    let mut watch = slices
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
     east.drop_watches();
     assert!(watch_ends(&mut watch).await);
     assert!(slices.list(&ListParams::default()).await.is_ok());
     // A new watch after the drop works and sees changes.
-    let mut again = slices.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    let mut again = slices
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
     let slice: EndpointSlice = serde_json::from_value(json!({
         "metadata": {"name": "s"}, "addressType": "IPv4", "endpoints": [{"addresses": ["10.1.1.1"]}]}))
     .unwrap();
     slices.create(&PostParams::default(), &slice).await.unwrap();
     loop {
-        match tokio::time::timeout(Duration::from_secs(5), again.next()).await.expect("event").expect("open") {
+        match tokio::time::timeout(Duration::from_secs(5), again.next())
+            .await
+            .expect("event")
+            .expect("open")
+        {
             Ok(WatchEvent::Added(s)) => {
                 assert_eq!(s.metadata.name.as_deref(), Some("s"));
                 break;
@@ -110,7 +153,10 @@ async fn latency_failures_and_throttling() {
     east.set_latency(Duration::from_millis(300));
     let started = Instant::now();
     svcs.get("kubernetes").await.unwrap();
-    assert!(started.elapsed() >= Duration::from_millis(300), "the injected latency delays the answer");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "the injected latency delays the answer"
+    );
     east.set_latency(Duration::ZERO);
 
     east.fail_next(2);
@@ -118,39 +164,82 @@ async fn latency_failures_and_throttling() {
         let e = status_of(svcs.get("kubernetes").await.unwrap_err());
         assert_eq!((e.code, e.reason.as_str()), (500, "InternalError"));
     }
-    svcs.get("kubernetes").await.expect("the third request succeeds");
+    svcs.get("kubernetes")
+        .await
+        .expect("the third request succeeds");
 
     // kube-rs retries a 429 by itself: the call succeeds, and the server saw two requests.
     east.throttle_next(1, 1);
     let gets = east.request_count("get", "services");
-    svcs.get("kubernetes").await.expect("kube-rs retried after the 429");
+    svcs.get("kubernetes")
+        .await
+        .expect("kube-rs retried after the 429");
     assert_eq!(east.request_count("get", "services"), gets + 2);
     // Without the retry layer the 429 and its Retry-After are visible.
     east.throttle_next(1, 7);
     let raw = client_without_retry(east).await;
-    let req = http::Request::get("/api/v1/namespaces/default/services/kubernetes").body(Vec::new()).unwrap();
+    let req = http::Request::get("/api/v1/namespaces/default/services/kubernetes")
+        .body(Vec::new())
+        .unwrap();
     let resp = raw.send(req.map(kube::client::Body::from)).await.unwrap();
     assert_eq!(resp.status().as_u16(), 429);
-    assert_eq!(resp.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("7"));
-    svcs.get("kubernetes").await.expect("throttling was for one request");
+    assert_eq!(
+        resp.headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("7")
+    );
+    svcs.get("kubernetes")
+        .await
+        .expect("throttling was for one request");
 
     // The same switches from the control endpoint.
-    let (sim2, _dir2) = crate::kubesim_api::sim(&["west"], |c: &mut kubesim::SimConfig| c.control = Some("127.0.0.1:0".parse().unwrap())).await;
+    let (sim2, _dir2) = crate::kubesim_api::sim(&["west"], |c: &mut kubesim::SimConfig| {
+        c.control = Some("127.0.0.1:0".parse().unwrap())
+    })
+    .await;
     let addr = sim2.control_addr().unwrap();
     let west = client_without_retry(sim2.cluster("west").unwrap()).await;
-    let (code, _) = control(addr, "POST", "/clusters/west/fail?count=1&code=429&retryAfter=3").await;
+    let (code, _) = control(
+        addr,
+        "POST",
+        "/clusters/west/fail?count=1&code=429&retryAfter=3",
+    )
+    .await;
     assert_eq!(code, 200);
-    let e = status_of(Api::<Service>::namespaced(west.clone(), "default").get("kubernetes").await.unwrap_err());
+    let e = status_of(
+        Api::<Service>::namespaced(west.clone(), "default")
+            .get("kubernetes")
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (429, "TooManyRequests"));
     let (code, _) = control(addr, "POST", "/clusters/west/stop").await;
     assert_eq!(code, 200);
-    assert!(Api::<Service>::namespaced(west.clone(), "default").get("kubernetes").await.is_err());
+    assert!(
+        Api::<Service>::namespaced(west.clone(), "default")
+            .get("kubernetes")
+            .await
+            .is_err()
+    );
     let (code, body) = control(addr, "POST", "/clusters/west/start").await;
     assert_eq!((code, body["running"].as_bool()), (200, Some(true)));
-    Api::<Service>::namespaced(west.clone(), "default").get("kubernetes").await.expect("serving again");
+    Api::<Service>::namespaced(west.clone(), "default")
+        .get("kubernetes")
+        .await
+        .expect("serving again");
     let (code, counters) = control(addr, "GET", "/clusters/west/counters").await;
     assert_eq!(code, 200);
-    assert!(counters.as_array().unwrap().iter().any(|c| c["verb"] == "get" && c["resource"] == "services" && c["count"].as_u64() >= Some(2)), "{counters}");
+    assert!(
+        counters
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["verb"] == "get"
+                && c["resource"] == "services"
+                && c["count"].as_u64() >= Some(2)),
+        "{counters}"
+    );
     let (code, _) = control(addr, "POST", "/clusters/nope/stop").await;
     assert_eq!(code, 404);
 }
@@ -160,16 +249,39 @@ async fn tokens_rotation_and_anonymous() {
     let (sim, _dir) = sim(&["east"], |_| {}).await;
     let east = sim.cluster("east").unwrap();
     let old = client(east).await;
-    Api::<Service>::namespaced(old.clone(), "default").get("kubernetes").await.unwrap();
+    Api::<Service>::namespaced(old.clone(), "default")
+        .get("kubernetes")
+        .await
+        .unwrap();
     east.rotate_admin_token().unwrap();
-    let e = status_of(Api::<Service>::namespaced(old.clone(), "default").get("kubernetes").await.unwrap_err());
-    assert_eq!((e.code, e.reason.as_str(), e.message.as_str()), (401, "Unauthorized", "Unauthorized"));
+    let e = status_of(
+        Api::<Service>::namespaced(old.clone(), "default")
+            .get("kubernetes")
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (401, "Unauthorized", "Unauthorized")
+    );
     let fresh = client(east).await;
-    Api::<Service>::namespaced(fresh, "default").get("kubernetes").await.expect("the rewritten kubeconfig works");
+    Api::<Service>::namespaced(fresh, "default")
+        .get("kubernetes")
+        .await
+        .expect("the rewritten kubeconfig works");
     let anon = client_from(&east.kubeconfig_for("nobody", "not-a-token")).await;
-    let e = status_of(Api::<Service>::namespaced(anon, "default").get("kubernetes").await.unwrap_err());
+    let e = status_of(
+        Api::<Service>::namespaced(anon, "default")
+            .get("kubernetes")
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 401);
-    assert!(east.audit().iter().any(|a| a.user == "system:anonymous" && a.code == 401));
+    assert!(
+        east.audit()
+            .iter()
+            .any(|a| a.user == "system:anonymous" && a.code == 401)
+    );
 }
 
 #[tokio::test]
@@ -178,13 +290,26 @@ async fn counters_and_audit_log_record_each_request() {
     let east = sim.cluster("east").unwrap();
     let c = client(east).await;
     let svcs: Api<Service> = Api::namespaced(c.clone(), "default");
-    svcs.create(&PostParams::default(), &service("web")).await.unwrap();
+    svcs.create(&PostParams::default(), &service("web"))
+        .await
+        .unwrap();
     svcs.get("web").await.unwrap();
     assert_eq!(east.request_count("create", "services"), 1);
     assert_eq!(east.request_count("get", "services"), 1);
-    let entry = east.audit().into_iter().find(|a| a.verb == "create").expect("create audited");
+    let entry = east
+        .audit()
+        .into_iter()
+        .find(|a| a.verb == "create")
+        .expect("create audited");
     assert_eq!(
-        (entry.user.as_str(), entry.group.as_str(), entry.resource.as_str(), entry.namespace.as_str(), entry.name.as_str(), entry.code),
+        (
+            entry.user.as_str(),
+            entry.group.as_str(),
+            entry.resource.as_str(),
+            entry.namespace.as_str(),
+            entry.name.as_str(),
+            entry.code
+        ),
         ("kubesim-admin", "", "services", "default", "", 201)
     );
 }
@@ -218,24 +343,60 @@ async fn rbac_allows_exactly_what_is_bound() {
     let user = "system:serviceaccount:default:reader";
 
     let svcs: Api<Service> = Api::namespaced(reader.clone(), "default");
-    let names: Vec<String> = svcs.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|s| s.metadata.name).collect();
+    let names: Vec<String> = svcs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
     assert_eq!(names, ["kubernetes"]);
 
-    let e = status_of(Api::<EndpointSlice>::namespaced(reader.clone(), "default").list(&ListParams::default()).await.unwrap_err());
+    let e = status_of(
+        Api::<EndpointSlice>::namespaced(reader.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
     assert_eq!(
         e.message,
-        format!("endpointslices.discovery.k8s.io is forbidden: User \"{user}\" cannot list resource \"endpointslices\" in API group \"discovery.k8s.io\" in the namespace \"default\"")
+        format!(
+            "endpointslices.discovery.k8s.io is forbidden: User \"{user}\" cannot list resource \"endpointslices\" in API group \"discovery.k8s.io\" in the namespace \"default\""
+        )
     );
-    let e = status_of(svcs.create(&PostParams::default(), &service("web")).await.unwrap_err());
+    let e = status_of(
+        svcs.create(&PostParams::default(), &service("web"))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 403);
-    assert_eq!(e.message, format!("services is forbidden: User \"{user}\" cannot create resource \"services\" in API group \"\" in the namespace \"default\""));
+    assert_eq!(
+        e.message,
+        format!(
+            "services is forbidden: User \"{user}\" cannot create resource \"services\" in API group \"\" in the namespace \"default\""
+        )
+    );
     let e = status_of(svcs.get("kubernetes").await.unwrap_err());
-    assert_eq!(e.message, format!("services \"kubernetes\" is forbidden: User \"{user}\" cannot get resource \"services\" in API group \"\" in the namespace \"default\""));
-    let e = status_of(Api::<Service>::namespaced(reader.clone(), "kube-system").list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(
+        e.message,
+        format!(
+            "services \"kubernetes\" is forbidden: User \"{user}\" cannot get resource \"services\" in API group \"\" in the namespace \"default\""
+        )
+    );
+    let e = status_of(
+        Api::<Service>::namespaced(reader.clone(), "kube-system")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 403, "a RoleBinding grants only in its namespace");
 
     // The admin (system:masters) is not limited by the policy.
     let admin = client(east).await;
-    Api::<EndpointSlice>::namespaced(admin, "default").list(&ListParams::default()).await.unwrap();
+    Api::<EndpointSlice>::namespaced(admin, "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
 }

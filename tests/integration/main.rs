@@ -10,6 +10,7 @@ mod bad_packets;
 mod cli;
 mod conformance;
 mod interop;
+mod kubectl;
 mod kubesim_api;
 mod kubesim_faults;
 mod reload;

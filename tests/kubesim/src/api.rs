@@ -23,7 +23,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::cluster::{AuditEntry, Cluster, Failure};
 use crate::patch::{PatchType, apply_patch, merge_key_for};
-use crate::rbac::{Attributes, Decision, UserInfo, forbidden_message};
+use crate::rbac::{Attributes, Decision, UserInfo};
 use crate::resources::{self, RESOURCES, SERVICES};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::ssa;
@@ -54,14 +54,20 @@ enum Route {
 }
 
 fn route(path: &str, server: &str) -> Route {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Doc(resources::version()),
         ["api"] => return Route::Doc(resources::api_versions(server)),
         ["apis"] => return Route::Doc(resources::api_group_list()),
         ["healthz" | "livez" | "readyz"] => return Route::Doc(Value::String("ok".into())),
         ["openapi", "v3"] => return Route::Doc(resources::openapi_v3_root()),
-        ["openapi", "v3", "api", v] => return resources::openapi_v3_group_version("", v).map_or(Route::Missing, Route::Doc),
+        ["openapi", "v3", "api", v] => {
+            return resources::openapi_v3_group_version("", v).map_or(Route::Missing, Route::Doc);
+        }
         ["openapi", "v3", "apis", g, v] => {
             return resources::openapi_v3_group_version(g, v).map_or(Route::Missing, Route::Doc);
         }
@@ -84,8 +90,12 @@ fn route(path: &str, server: &str) -> Route {
         })
     };
     match rest {
-        ["namespaces", ns, plural, tail @ ..] if find(plural).is_some_and(|r| RESOURCES[r].namespaced) => {
-            let Some(res) = find(plural) else { return Route::Missing };
+        ["namespaces", ns, plural, tail @ ..]
+            if find(plural).is_some_and(|r| RESOURCES[r].namespaced) =>
+        {
+            let Some(res) = find(plural) else {
+                return Route::Missing;
+            };
             match tail {
                 [] => target(res, Some(ns), None, None),
                 [name] => target(res, Some(ns), Some(name), None),
@@ -94,7 +104,9 @@ fn route(path: &str, server: &str) -> Route {
             }
         }
         [plural, tail @ ..] => {
-            let Some(res) = find(plural) else { return Route::Missing };
+            let Some(res) = find(plural) else {
+                return Route::Missing;
+            };
             let def = &RESOURCES[res];
             match tail {
                 [] => target(res, None, None, None),
@@ -114,15 +126,13 @@ fn percent_decode(s: &str) -> String {
     while i < bytes.len() {
         match bytes[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
+            b'%' if i + 2 < bytes.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                Ok(b) => {
+                    out.push(b);
+                    i += 2;
                 }
-            }
+                Err(_) => out.push(b'%'),
+            },
             b => out.push(b),
         }
         i += 1;
@@ -148,9 +158,14 @@ fn full(bytes: impl Into<Bytes>) -> Body {
 fn json_response(code: u16, body: Bytes, warnings: &[String]) -> Response<Body> {
     let mut resp = Response::new(full(body));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     for w in warnings {
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", serde_json::Value::String(w.clone()))) {
+        if let Ok(v) =
+            HeaderValue::from_str(&format!("299 - {}", serde_json::Value::String(w.clone())))
+        {
             resp.headers_mut().append(header::WARNING, v);
         }
     }
@@ -158,7 +173,11 @@ fn json_response(code: u16, body: Bytes, warnings: &[String]) -> Response<Body> 
 }
 
 fn value_response(code: u16, v: &Value, warnings: &[String]) -> Response<Body> {
-    json_response(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()), warnings)
+    json_response(
+        code,
+        Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+        warnings,
+    )
 }
 
 /// The response for a failed request.
@@ -192,7 +211,9 @@ fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) -> Option<&
 fn bearer(req: &http::request::Parts) -> Option<&str> {
     let v = req.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = v.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then_some(token.trim())
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 /// Serves one request for `cluster`.
@@ -213,7 +234,9 @@ pub async fn handle(cluster: Arc<Cluster>, req: Request<Incoming>) -> Response<B
     };
     if let Route::Resource(t) = &route {
         let def = &RESOURCES[t.res];
-        audit.verb = verb_of(&parts.method, t, &query).unwrap_or("unknown").to_owned();
+        audit.verb = verb_of(&parts.method, t, &query)
+            .unwrap_or("unknown")
+            .to_owned();
         audit.group = def.group.to_owned();
         audit.resource = def.plural.to_owned();
         audit.subresource = t.sub.clone().unwrap_or_default();
@@ -251,20 +274,27 @@ async fn serve(
             namespace: (!audit.namespace.is_empty()).then(|| audit.namespace.clone()),
             name: (!audit.name.is_empty()).then(|| audit.name.clone()),
         },
-        _ => Attributes::NonResource { verb: audit.verb.clone(), path: audit.resource.clone() },
+        _ => Attributes::NonResource {
+            verb: audit.verb.clone(),
+            path: audit.resource.clone(),
+        },
     };
     if let Some(policy) = cluster.policy()
         && matches!(policy.authorize(user, &attrs), Decision::Deny)
     {
-        return error_response(&ApiError::forbidden(forbidden_message(user, &attrs)));
+        return error_response(&ApiError::forbidden(policy.forbidden_message(user, &attrs)));
     }
     let latency = cluster.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
     match cluster.faults.take_failure() {
-        Some(Failure::Internal) => return error_response(&ApiError::internal("kubesim: injected failure")),
-        Some(Failure::TooMany(after)) => return error_response(&ApiError::too_many_requests(after)),
+        Some(Failure::Internal) => {
+            return error_response(&ApiError::internal("kubesim: injected failure"));
+        }
+        Some(Failure::TooMany(after)) => {
+            return error_response(&ApiError::too_many_requests(after));
+        }
         None => {}
     }
     let t = match route {
@@ -272,7 +302,10 @@ async fn serve(
         Route::Missing => return error_response(&ApiError::no_route()),
         Route::Resource(t) => t,
     };
-    let bytes = if matches!(parts.method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
+    let bytes = if matches!(
+        parts.method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    ) {
         match Limited::new(body, MAX_BODY).collect().await {
             Ok(c) => c.to_bytes(),
             Err(_) => {
@@ -292,7 +325,12 @@ async fn serve(
             .and_then(|v| v.to_str().ok())
             .unwrap_or("application/json")
             .to_owned(),
-        user_agent: parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned(),
+        user_agent: parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned(),
         body: bytes,
         warnings: Vec::new(),
     };
@@ -332,17 +370,28 @@ fn encode_as(res: usize, version: &str, obj: &Obj) -> Bytes {
     Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
 }
 
-fn selectors(res: usize, q: &HashMap<String, String>) -> Result<(LabelSelector, FieldSelector), ApiError> {
+fn selectors(
+    res: usize,
+    q: &HashMap<String, String>,
+) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let label = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
         .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-    let field = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""), RESOURCES[res].field_selectors)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let field = FieldSelector::parse(
+        q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+        RESOURCES[res].field_selectors,
+    )
+    .map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok((label, field))
 }
 
 fn matches(obj: &Obj, ns: Option<&str>, label: &LabelSelector, field: &FieldSelector) -> bool {
     ns.is_none_or(|n| obj.namespace() == n)
-        && label.matches(obj.value.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object))
+        && label.matches(
+            obj.value
+                .get("metadata")
+                .and_then(|m| m.get("labels"))
+                .and_then(Value::as_object),
+        )
         && field.matches(&obj.value)
 }
 
@@ -354,7 +403,8 @@ struct ContinueToken {
 }
 
 fn parse_rv(s: &str) -> Result<u64, ApiError> {
-    s.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))
+    s.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))
 }
 
 impl Req {
@@ -390,7 +440,11 @@ impl Req {
             .store()
             .get(self.t.res, self.ns(), self.name())
             .ok_or_else(|| ApiError::not_found(def.group, def.plural, self.name()))?;
-        Ok(json_response(200, encode_as(self.t.res, &self.t.version, &obj), &[]))
+        Ok(json_response(
+            200,
+            encode_as(self.t.res, &self.t.version, &obj),
+            &[],
+        ))
     }
 
     fn list(&self) -> Result<Response<Body>, ApiError> {
@@ -400,7 +454,9 @@ impl Req {
         let def = self.def();
         let (label, field) = selectors(self.t.res, &self.query)?;
         let limit: usize = match self.param("limit") {
-            Some(l) if !l.is_empty() => l.parse().map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
+            Some(l) if !l.is_empty() => l
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
             _ => 0,
         };
         let rv = self.param("resourceVersion").unwrap_or("");
@@ -408,11 +464,15 @@ impl Req {
         let mut start = String::new();
         let at = if let Some(token) = self.param("continue").filter(|c| !c.is_empty()) {
             if !rv.is_empty() {
-                return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
             }
             let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .decode(token.trim_end_matches('='))
-                .map_err(|_| ApiError::bad_request("continue key is not valid: illegal base64 data"))?;
+                .map_err(|_| {
+                    ApiError::bad_request("continue key is not valid: illegal base64 data")
+                })?;
             let c: ContinueToken = serde_json::from_slice(&raw)
                 .map_err(|e| ApiError::bad_request(format!("continue key is not valid: {e}")))?;
             start = c.start;
@@ -421,7 +481,9 @@ impl Req {
             match (rv, rv_match) {
                 ("", "") => ReadAt::Latest,
                 ("", _) => {
-                    return Err(ApiError::bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided"));
+                    return Err(ApiError::bad_request(
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
                 }
                 (_, "Exact") => ReadAt::Exact(parse_rv(rv)?),
                 ("0", "" | "NotOlderThan") => ReadAt::Latest,
@@ -440,14 +502,26 @@ impl Req {
                 }
             }
         };
-        let (list_rv, items) = match self.cluster.store().list(self.t.res, self.t.ns.as_deref(), at) {
+        let (list_rv, items) = match self
+            .cluster
+            .store()
+            .list(self.t.res, self.t.ns.as_deref(), at)
+        {
             Ok(r) => r,
             Err(e) if e.code == 410 && !start.is_empty() => {
-                return Err(ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."));
+                return Err(ApiError::expired(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                ));
             }
             Err(e) => return Err(e),
         };
-        let key_of = |o: &Obj| if def.namespaced { format!("{}/{}", o.namespace(), o.name()) } else { o.name().to_owned() };
+        let key_of = |o: &Obj| {
+            if def.namespaced {
+                format!("{}/{}", o.namespace(), o.name())
+            } else {
+                o.name().to_owned()
+            }
+        };
         let after = start.trim_end_matches('\0').to_owned();
         let mut selected = Vec::new();
         let mut remaining = 0usize;
@@ -468,7 +542,11 @@ impl Req {
         }
         let mut meta = json!({"resourceVersion": list_rv.to_string()});
         if more && let Some(last) = selected.last() {
-            let token = ContinueToken { v: "meta.k8s.io/v1".into(), rv: list_rv, start: format!("{}\0", key_of(last)) };
+            let token = ContinueToken {
+                v: "meta.k8s.io/v1".into(),
+                rv: list_rv,
+                start: format!("{}\0", key_of(last)),
+            };
             let raw = serde_json::to_vec(&token).unwrap_or_default();
             meta["continue"] = json!(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw));
             if label.is_empty() && self.param("fieldSelector").unwrap_or("").is_empty() {
@@ -497,8 +575,11 @@ impl Req {
         let (label, field) = selectors(self.t.res, &self.query)?;
         let label = if let Some(name) = &self.t.name {
             // A watch on an item URL is a watch filtered to that name.
-            let f = FieldSelector::parse(&format!("metadata.name={name}"), RESOURCES[self.t.res].field_selectors)
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let f = FieldSelector::parse(
+                &format!("metadata.name={name}"),
+                RESOURCES[self.t.res].field_selectors,
+            )
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
             return self.watch_with(label, f);
         } else {
             label
@@ -506,7 +587,11 @@ impl Req {
         self.watch_with(label, field)
     }
 
-    fn watch_with(&self, label: LabelSelector, field: FieldSelector) -> Result<Response<Body>, ApiError> {
+    fn watch_with(
+        &self,
+        label: LabelSelector,
+        field: FieldSelector,
+    ) -> Result<Response<Body>, ApiError> {
         let truthy = |k: &str| matches!(self.param(k), Some("true" | "1"));
         let bookmarks = truthy("allowWatchBookmarks");
         let send_initial = truthy("sendInitialEvents");
@@ -541,9 +626,10 @@ impl Req {
             rv => (Some(parse_rv(rv)?), send_initial),
         };
         let timeout = match self.param("timeoutSeconds") {
-            Some(s) if !s.is_empty() => {
-                Duration::from_secs(s.parse().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {s}")))?)
-            }
+            Some(s) if !s.is_empty() => Duration::from_secs(
+                s.parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {s}")))?,
+            ),
             _ => self.cluster.settings.watch_timeout,
         };
         let (tx, rx) = mpsc::channel::<Bytes>(1024);
@@ -563,13 +649,19 @@ impl Req {
             }
             Err(e) if e.code == 410 => {
                 // kube-apiserver reports a too-old resourceVersion inside the stream.
-                let line = event_line("ERROR", &Bytes::from(serde_json::to_vec(&e.to_status()).unwrap_or_default()));
+                let line = event_line(
+                    "ERROR",
+                    &Bytes::from(serde_json::to_vec(&e.to_status()).unwrap_or_default()),
+                );
                 let _ = watch.tx.try_send(line);
             }
             Err(e) => return Err(e),
         }
         let mut resp = Response::new(BoxBody::new(ChannelBody { rx }));
-        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         Ok(resp)
     }
 
@@ -583,7 +675,11 @@ impl Req {
                 "meta.k8s.io",
                 "PatchOptions",
                 "",
-                vec![Cause { kind: "FieldValueTooLong".into(), message: "Too long: may not be more than 128 bytes".into(), field: "fieldManager".into() }],
+                vec![Cause {
+                    kind: "FieldValueTooLong".into(),
+                    message: "Too long: may not be more than 128 bytes".into(),
+                    field: "fieldManager".into(),
+                }],
             ));
         }
         Ok(m)
@@ -597,8 +693,10 @@ impl Req {
     fn body_value(&self) -> Result<Value, ApiError> {
         let ct = self.content_type.split(';').next().unwrap_or("").trim();
         if ct.ends_with("yaml") {
-            let text = std::str::from_utf8(&self.body).map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
-            serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
+            let text = std::str::from_utf8(&self.body)
+                .map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
+            serde_saphyr::from_str::<Value>(text)
+                .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
         } else {
             serde_json::from_slice(&self.body)
                 .map_err(|e| ApiError::bad_request(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml: {e}")))
@@ -609,9 +707,20 @@ impl Req {
     fn decode(&mut self, v: Value) -> Result<Value, ApiError> {
         let decoded = validate::decode(self.t.res, &self.t.version, v)?;
         if !decoded.unknown.is_empty() {
-            let list: Vec<String> = decoded.unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+            let list: Vec<String> = decoded
+                .unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
             match self.param("fieldValidation").unwrap_or("Warn") {
-                "Strict" => return Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", ")))),
+                "Strict" => {
+                    let kind = self.def().kind;
+                    return Err(ApiError::bad_request(format!(
+                        "{kind} in version \"{}\" cannot be handled as a {kind}: strict decoding error: {}",
+                        self.t.version,
+                        list.join(", ")
+                    )));
+                }
                 "Ignore" => {}
                 _ => self.warnings.extend(list),
             }
@@ -649,7 +758,11 @@ impl Req {
     }
 
     fn respond(&self, code: u16, obj: &Obj) -> Response<Body> {
-        json_response(code, encode_as(self.t.res, &self.t.version, obj), &self.warnings)
+        json_response(
+            code,
+            encode_as(self.t.res, &self.t.version, obj),
+            &self.warnings,
+        )
     }
 
     fn create(mut self) -> Result<Response<Body>, ApiError> {
@@ -658,7 +771,9 @@ impl Req {
         }
         let mut v = self.body_value()?;
         if !v.is_object() {
-            return Err(ApiError::bad_request("Object 'Kind' is missing in the request body"));
+            return Err(ApiError::bad_request(
+                "Object 'Kind' is missing in the request body",
+            ));
         }
         if !v.get("metadata").is_some_and(Value::is_object) {
             v["metadata"] = json!({});
@@ -684,8 +799,16 @@ impl Req {
             v["metadata"]["name"] = json!(format!("{generate}{}", random_suffix()));
         }
         validate::validate(self.t.res, &v, None)?;
-        let v = ssa::update(None, &v, &manager, &def.api_version(&self.t.version), None, &now(), &ssa::Schema::for_kind(def.group, def.kind))
-            .map_err(ssa_error(def, &meta_str(&v, "name").to_owned()))?;
+        let v = ssa::update(
+            None,
+            &v,
+            &manager,
+            &def.api_version(&self.t.version),
+            None,
+            &now(),
+            &ssa::Schema::for_kind(def.group, def.kind),
+        )
+        .map_err(ssa_error(def, meta_str(&v, "name")))?;
         if self.dry_run() {
             return Ok(value_response(201, &v, &self.warnings));
         }
@@ -779,7 +902,11 @@ impl Req {
         let Some(ty) = PatchType::from_content_type(&self.content_type) else {
             return Err(ApiError::unsupported_media_type(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}",
-                if def.custom { "" } else { ", application/strategic-merge-patch+json" }
+                if def.custom {
+                    ""
+                } else {
+                    ", application/strategic-merge-patch+json"
+                }
             )));
         };
         if ty == PatchType::Strategic && def.custom {
@@ -795,14 +922,20 @@ impl Req {
                 "meta.k8s.io",
                 "PatchOptions",
                 "",
-                vec![Cause { kind: "FieldValueForbidden".into(), message: "Forbidden: may not be specified for non-apply patch".into(), field: "force".into() }],
+                vec![Cause {
+                    kind: "FieldValueForbidden".into(),
+                    message: "Forbidden: may not be specified for non-apply patch".into(),
+                    field: "force".into(),
+                }],
             ));
         }
         let old = self.current()?;
-        let mut served: Value = serde_json::from_slice(&encode_as(self.t.res, &self.t.version, &old))
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let mut served: Value =
+            serde_json::from_slice(&encode_as(self.t.res, &self.t.version, &old))
+                .map_err(|e| ApiError::internal(e.to_string()))?;
         if let Value::Object(m) = &mut served {
-            m.entry("apiVersion").or_insert(json!(def.api_version(&self.t.version)));
+            m.entry("apiVersion")
+                .or_insert(json!(def.api_version(&self.t.version)));
         }
         let kind = def.kind;
         let patched = apply_patch(&served, ty, &self.body, &|path| merge_key_for(kind, path))?;
@@ -820,14 +953,20 @@ impl Req {
                     "meta.k8s.io",
                     "PatchOptions",
                     "",
-                    vec![Cause { kind: "FieldValueRequired".into(), message: "Required value: is required for apply patch".into(), field: "fieldManager".into() }],
+                    vec![Cause {
+                        kind: "FieldValueRequired".into(),
+                        message: "Required value: is required for apply patch".into(),
+                        field: "fieldManager".into(),
+                    }],
                 ));
             }
         };
         let force = matches!(self.param("force"), Some("true" | "1"));
         let config = self.body_value()?;
         if !config.is_object() {
-            return Err(ApiError::bad_request("error decoding YAML: the applied configuration is not an object"));
+            return Err(ApiError::bad_request(
+                "error decoding YAML: the applied configuration is not an object",
+            ));
         }
         let mut config = self.decode(config)?;
         self.check_identity(&mut config, true)?;
@@ -836,13 +975,15 @@ impl Req {
             m.remove("resourceVersion");
         }
         let status_sub = self.t.sub.as_deref() == Some("status");
-        if def.has_status(&self.t.version) {
-            if let Value::Object(m) = &mut config {
-                if status_sub {
-                    m.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"));
-                } else {
-                    m.remove("status");
-                }
+        if def.has_status(&self.t.version)
+            && let Value::Object(m) = &mut config
+        {
+            if status_sub {
+                m.retain(|k, _| {
+                    matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
+                });
+            } else {
+                m.remove("status");
             }
         }
         // Associative-list keys with defaults must be present before merging (protocol on Service ports).
@@ -887,7 +1028,8 @@ impl Req {
                 Ok(self.respond(201, &obj))
             }
             Some(old) => {
-                merged["metadata"]["resourceVersion"] = json!(meta_str(&old.value, "resourceVersion"));
+                merged["metadata"]["resourceVersion"] =
+                    json!(meta_str(&old.value, "resourceVersion"));
                 validate::default(self.t.res, &mut merged);
                 validate::validate(self.t.res, &merged, Some(&old.value))?;
                 if self.dry_run() {
@@ -906,7 +1048,11 @@ impl Req {
         let v: Value = serde_json::from_slice(&self.body)
             .map_err(|e| ApiError::bad_request(format!("DeleteOptions: {e}")))?;
         let pre = v.get("preconditions");
-        let field = |f: &str| pre.and_then(|p| p.get(f)).and_then(Value::as_str).map(str::to_owned);
+        let field = |f: &str| {
+            pre.and_then(|p| p.get(f))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
         Ok((field("uid"), field("resourceVersion")))
     }
 
@@ -920,10 +1066,25 @@ impl Req {
             let obj = self.current()?;
             return Ok(self.respond(200, &obj));
         }
-        let outcome = self.cluster.store().delete(self.t.res, self.ns(), self.name(), uid.as_deref(), rv.as_deref())?;
+        let outcome = self.cluster.store().delete(
+            self.t.res,
+            self.ns(),
+            self.name(),
+            uid.as_deref(),
+            rv.as_deref(),
+        )?;
         Ok(match outcome {
             Deleted::Pending(obj) => self.respond(200, &obj),
-            Deleted::Gone(obj) => value_response(200, &success(obj.name(), def.group, def.plural, meta_str(&obj.value, "uid")), &[]),
+            Deleted::Gone(obj) => value_response(
+                200,
+                &success(
+                    obj.name(),
+                    def.group,
+                    def.plural,
+                    meta_str(&obj.value, "uid"),
+                ),
+                &[],
+            ),
         })
     }
 
@@ -950,7 +1111,10 @@ impl Req {
     }
 }
 
-fn ssa_error<'a>(def: &'static resources::ResourceDef, name: &'a str) -> impl Fn(ssa::SsaError) -> ApiError + 'a {
+fn ssa_error<'a>(
+    def: &'static resources::ResourceDef,
+    name: &'a str,
+) -> impl Fn(ssa::SsaError) -> ApiError + 'a {
     move |e| match e {
         ssa::SsaError::Conflicts { message, conflicts } => {
             let causes = conflicts
@@ -963,7 +1127,16 @@ fn ssa_error<'a>(def: &'static resources::ResourceDef, name: &'a str) -> impl Fn
                 .collect();
             ApiError::apply_conflict(def.group, def.plural, name, message, causes)
         }
-        ssa::SsaError::Invalid(msg) => ApiError::invalid(def.group, def.kind, name, vec![Cause { kind: "FieldValueInvalid".into(), message: msg, field: String::new() }]),
+        ssa::SsaError::Invalid(msg) => ApiError::invalid(
+            def.group,
+            def.kind,
+            name,
+            vec![Cause {
+                kind: "FieldValueInvalid".into(),
+                message: msg,
+                field: String::new(),
+            }],
+        ),
     }
 }
 
@@ -971,7 +1144,11 @@ fn random_suffix() -> String {
     // kube's generateName alphabet: no vowels, no confusable characters.
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let bytes = uuid::Uuid::new_v4().into_bytes();
-    bytes.iter().take(5).map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char).collect()
+    bytes
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect()
 }
 
 fn event_line(ty: &str, object: &Bytes) -> Bytes {
@@ -993,7 +1170,10 @@ impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
     }
 }
@@ -1014,7 +1194,10 @@ impl Watch {
     }
 
     async fn send(&self, ty: &str, obj: &Obj) -> bool {
-        self.tx.send(event_line(ty, &encode_as(self.res, &self.version, obj))).await.is_ok()
+        self.tx
+            .send(event_line(ty, &encode_as(self.res, &self.version, obj)))
+            .await
+            .is_ok()
     }
 
     async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
@@ -1055,7 +1238,10 @@ impl Watch {
         timeout: Duration,
     ) {
         let cut = cluster.watch_cut();
-        let every = cluster.settings.bookmark_interval.max(Duration::from_millis(10));
+        let every = cluster
+            .settings
+            .bookmark_interval
+            .max(Duration::from_millis(10));
         drop(cluster);
         for obj in &start.initial {
             if self.selected(obj) && !self.send("ADDED", obj).await {

@@ -148,7 +148,11 @@ pub enum ClusterError {
 const ADMIN_USER: &str = "kubesim-admin";
 
 fn new_token() -> String {
-    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -167,11 +171,20 @@ impl Cluster {
     ) -> Result<Arc<Cluster>, ClusterError> {
         let listener = TcpListener::bind(addr)
             .await
-            .map_err(|source| ClusterError::Bind { cluster: name.to_owned(), addr, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| ClusterError::Bind { cluster: name.to_owned(), addr, source })?;
-        let tls_err = |source| ClusterError::Tls { cluster: name.to_owned(), source };
+            .map_err(|source| ClusterError::Bind {
+                cluster: name.to_owned(),
+                addr,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| ClusterError::Bind {
+            cluster: name.to_owned(),
+            addr,
+            source,
+        })?;
+        let tls_err = |source| ClusterError::Tls {
+            cluster: name.to_owned(),
+            source,
+        };
         let tls = match authority {
             Some(a) => Some(a.server_config(name, addr.ip()).map_err(tls_err)?),
             None => None,
@@ -182,7 +195,10 @@ impl Cluster {
             token.clone(),
             UserInfo {
                 name: ADMIN_USER.to_owned(),
-                groups: vec!["system:masters".to_owned(), "system:authenticated".to_owned()],
+                groups: vec![
+                    "system:masters".to_owned(),
+                    "system:authenticated".to_owned(),
+                ],
             },
         );
         let cluster = Arc::new(Cluster {
@@ -228,12 +244,22 @@ impl Cluster {
 
     /// The current admin token (user `kubesim-admin`, group `system:masters`).
     pub fn admin_token(&self) -> String {
-        self.admin_token.read().map(|t| t.clone()).unwrap_or_default()
+        self.admin_token
+            .read()
+            .map(|t| t.clone())
+            .unwrap_or_default()
     }
 
     /// Kubeconfig text for `token`.
     pub fn kubeconfig_for(&self, user: &str, token: &str) -> String {
-        tls::kubeconfig(&self.name, &self.server_url(), self.ca_pem.as_deref(), user, token, "default")
+        tls::kubeconfig(
+            &self.name,
+            &self.server_url(),
+            self.ca_pem.as_deref(),
+            user,
+            token,
+            "default",
+        )
     }
 
     fn write_kubeconfig(&self) -> Result<(), tls::TlsError> {
@@ -304,7 +330,9 @@ impl Cluster {
 
     /// Adds `latency` before every request.
     pub fn set_latency(&self, latency: Duration) {
-        self.faults.latency_ms.store(latency.as_millis() as u64, Ordering::Relaxed);
+        self.faults
+            .latency_ms
+            .store(latency.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// Fails the next `count` requests with 500 InternalError.
@@ -316,7 +344,9 @@ impl Cluster {
     /// Fails the next `count` requests with 429 TooManyRequests and `Retry-After: retry_after`.
     pub fn throttle_next(&self, count: u32, retry_after: u32) {
         self.faults.fail_code.store(429, Ordering::Relaxed);
-        self.faults.retry_after.store(retry_after, Ordering::Relaxed);
+        self.faults
+            .retry_after
+            .store(retry_after, Ordering::Relaxed);
         self.faults.fail_next.store(count, Ordering::Relaxed);
     }
 
@@ -355,11 +385,13 @@ impl Cluster {
         if self.is_running() {
             return Ok(());
         }
-        let listener = TcpListener::bind(self.addr).await.map_err(|source| ClusterError::Bind {
-            cluster: self.name.clone(),
-            addr: self.addr,
-            source,
-        })?;
+        let listener = TcpListener::bind(self.addr)
+            .await
+            .map_err(|source| ClusterError::Bind {
+                cluster: self.name.clone(),
+                addr: self.addr,
+                source,
+            })?;
         self.serve(listener);
         Ok(())
     }
@@ -405,12 +437,15 @@ impl Cluster {
         match &self.tls {
             Some(config) => {
                 let acceptor = tokio_rustls::TlsAcceptor::from(config.clone());
-                let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await;
+                let handshake =
+                    tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await;
                 let Ok(Ok(tls)) = handshake else { return };
                 let _ = builder.serve_connection(TokioIo::new(tls), service).await;
             }
             None => {
-                let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                let _ = builder
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
             }
         }
     }
@@ -420,21 +455,33 @@ impl Cluster {
         let resource = if entry.subresource.is_empty() {
             crate::status::qualified(&entry.group, &entry.resource)
         } else {
-            format!("{}/{}", crate::status::qualified(&entry.group, &entry.resource), entry.subresource)
+            format!(
+                "{}/{}",
+                crate::status::qualified(&entry.group, &entry.resource),
+                entry.subresource
+            )
         };
-        *lock(&self.counters).entry((entry.verb.clone(), resource)).or_default() += 1;
+        *lock(&self.counters)
+            .entry((entry.verb.clone(), resource))
+            .or_default() += 1;
         lock(&self.audit).push(entry);
     }
 
     /// How many requests with `verb` reached `resource` (`services`, `endpointslices.discovery.k8s.io`,
     /// `services/status`…), faulted ones included.
     pub fn request_count(&self, verb: &str, resource: &str) -> u64 {
-        lock(&self.counters).get(&(verb.to_owned(), resource.to_owned())).copied().unwrap_or(0)
+        lock(&self.counters)
+            .get(&(verb.to_owned(), resource.to_owned()))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Every counter: ((verb, resource), count).
     pub fn counters(&self) -> Vec<((String, String), u64)> {
-        lock(&self.counters).iter().map(|(k, v)| (k.clone(), *v)).collect()
+        lock(&self.counters)
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
     }
 
     /// The audit log so far.

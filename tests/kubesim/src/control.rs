@@ -45,7 +45,9 @@ pub async fn serve(addr: SocketAddr, clusters: Vec<Arc<Cluster>>) -> std::io::Re
                     let clusters = clusters.clone();
                     async move { Ok::<_, Infallible>(handle(&clusters, req).await) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
             });
         }
     });
@@ -53,9 +55,14 @@ pub async fn serve(addr: SocketAddr, clusters: Vec<Arc<Cluster>>) -> std::io::Re
 }
 
 fn reply(code: StatusCode, v: Value) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(serde_json::to_vec(&v).unwrap_or_default())));
+    let mut r = Response::new(Full::new(Bytes::from(
+        serde_json::to_vec(&v).unwrap_or_default(),
+    )));
     *r.status_mut() = code;
-    r.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
     r
 }
 
@@ -72,17 +79,33 @@ async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<F
         .filter_map(|p| p.split_once('='))
         .map(|(k, v)| (k.to_owned(), v.replace("%2F", "/").replace("%2f", "/")))
         .collect();
-    let segs: Vec<String> = req.uri().path().split('/').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    let segs: Vec<String> = req
+        .uri()
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let bad = |msg: String| reply(StatusCode::BAD_REQUEST, json!({"error": msg}));
     let num = |k: &str| -> Result<u64, String> {
-        query.get(k).ok_or(format!("missing query parameter {k}"))?.parse().map_err(|_| format!("{k} is not a number"))
+        query
+            .get(k)
+            .ok_or(format!("missing query parameter {k}"))?
+            .parse()
+            .map_err(|_| format!("{k} is not a number"))
     };
     match (req.method(), segs.as_slice()) {
-        (&Method::GET, ["clusters"]) => reply(StatusCode::OK, Value::Array(clusters.iter().map(|c| describe(c)).collect())),
+        (&Method::GET, ["clusters"]) => reply(
+            StatusCode::OK,
+            Value::Array(clusters.iter().map(|c| describe(c)).collect()),
+        ),
         (method, ["clusters", name, action]) => {
             let Some(c) = clusters.iter().find(|c| c.name == *name) else {
-                return reply(StatusCode::NOT_FOUND, json!({"error": format!("no cluster {name}")}));
+                return reply(
+                    StatusCode::NOT_FOUND,
+                    json!({"error": format!("no cluster {name}")}),
+                );
             };
             match (method, *action) {
                 (&Method::POST, "stop") => {
@@ -91,7 +114,10 @@ async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<F
                 }
                 (&Method::POST, "start") => match c.restart().await {
                     Ok(()) => reply(StatusCode::OK, describe(c)),
-                    Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e.to_string()})),
+                    Err(e) => reply(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        json!({"error": e.to_string()}),
+                    ),
                 },
                 (&Method::POST, "drop-watches") => {
                     c.drop_watches();
@@ -115,22 +141,33 @@ async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<F
                     };
                     match query.get("code").map(String::as_str).unwrap_or("500") {
                         "500" => c.fail_next(count),
-                        "429" => c.throttle_next(count, num("retryAfter").map_or(1, |n| u32::try_from(n).unwrap_or(1))),
+                        "429" => c.throttle_next(
+                            count,
+                            num("retryAfter").map_or(1, |n| u32::try_from(n).unwrap_or(1)),
+                        ),
                         other => return bad(format!("code must be 500 or 429, not {other}")),
                     }
                     reply(StatusCode::OK, json!({"failNext": count}))
                 }
                 (&Method::POST, "rotate-token") => match c.rotate_admin_token() {
                     Ok(_) => reply(StatusCode::OK, describe(c)),
-                    Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e.to_string()})),
+                    Err(e) => reply(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        json!({"error": e.to_string()}),
+                    ),
                 },
                 (&Method::POST, "tokens") => {
-                    let Some((ns, sa)) = query.get("serviceAccount").and_then(|s| s.split_once('/')) else {
+                    let Some((ns, sa)) =
+                        query.get("serviceAccount").and_then(|s| s.split_once('/'))
+                    else {
                         return bad("serviceAccount=<namespace>/<name> is required".into());
                     };
                     let token = c.issue_service_account_token(ns, sa);
                     let user = format!("system:serviceaccount:{ns}:{sa}");
-                    reply(StatusCode::OK, json!({"user": user, "token": token, "kubeconfig": c.kubeconfig_for(&user, &token)}))
+                    reply(
+                        StatusCode::OK,
+                        json!({"user": user, "token": token, "kubeconfig": c.kubeconfig_for(&user, &token)}),
+                    )
                 }
                 (&Method::GET, "counters") => {
                     let list: Vec<Value> = c
@@ -141,9 +178,15 @@ async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<F
                     reply(StatusCode::OK, Value::Array(list))
                 }
                 (&Method::GET, "audit") => reply(StatusCode::OK, json!(c.audit())),
-                _ => reply(StatusCode::NOT_FOUND, json!({"error": format!("no action {action} for {method}")})),
+                _ => reply(
+                    StatusCode::NOT_FOUND,
+                    json!({"error": format!("no action {action} for {method}")}),
+                ),
             }
         }
-        _ => reply(StatusCode::NOT_FOUND, json!({"error": "see the kubesim control module docs for routes"})),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            json!({"error": "see the kubesim control module docs for routes"}),
+        ),
     }
 }

@@ -143,28 +143,53 @@ impl Drop for Sim {
 
 /// Starts every configured cluster (and the control endpoint).
 pub async fn start(config: SimConfig) -> Result<Sim, SimError> {
-    std::fs::create_dir_all(&config.dir)
-        .map_err(|source| SimError::Io { path: config.dir.display().to_string(), source })?;
-    let authority = if config.tls { Some(tls::Authority::generate()?) } else { None };
+    std::fs::create_dir_all(&config.dir).map_err(|source| SimError::Io {
+        path: config.dir.display().to_string(),
+        source,
+    })?;
+    let authority = if config.tls {
+        Some(tls::Authority::generate()?)
+    } else {
+        None
+    };
     let mut clusters: Vec<Arc<Cluster>> = Vec::new();
     for name in &config.clusters {
         if !validate::is_dns1123_label(name) {
-            return Err(SimError::Config(format!("cluster name {name:?} is not a DNS label")));
+            return Err(SimError::Config(format!(
+                "cluster name {name:?} is not a DNS label"
+            )));
         }
         if clusters.iter().any(|c| &c.name == name) {
             return Err(SimError::Config(format!("cluster {name:?} is named twice")));
         }
         let addr = SocketAddr::new(config.bind, 0);
-        clusters.push(Cluster::start(name, addr, authority.as_ref(), &config.dir, config.settings.clone()).await?);
+        clusters.push(
+            Cluster::start(
+                name,
+                addr,
+                authority.as_ref(),
+                &config.dir,
+                config.settings.clone(),
+            )
+            .await?,
+        );
     }
     let control = match config.control {
-        Some(addr) => Some(control::serve(addr, clusters.clone()).await.map_err(|source| SimError::Io {
-            path: addr.to_string(),
-            source,
-        })?),
+        Some(addr) => Some(
+            control::serve(addr, clusters.clone())
+                .await
+                .map_err(|source| SimError::Io {
+                    path: addr.to_string(),
+                    source,
+                })?,
+        ),
         None => None,
     };
-    Ok(Sim { clusters, control, dir: config.dir })
+    Ok(Sim {
+        clusters,
+        control,
+        dir: config.dir,
+    })
 }
 
 /// Loads an RBAC policy from YAML files or directories (every `*.yaml`/`*.yml` below them).
@@ -176,14 +201,20 @@ pub fn load_policy(paths: &[PathBuf]) -> Result<Policy, SimError> {
     }
     files.sort();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|source| SimError::Io { path: f.display().to_string(), source })?;
+        let text = std::fs::read_to_string(&f).map_err(|source| SimError::Io {
+            path: f.display().to_string(),
+            source,
+        })?;
         policy.add_yaml(&f.display().to_string(), &text)?;
     }
     Ok(policy)
 }
 
 fn collect_yaml(p: &Path, named: bool, out: &mut Vec<PathBuf>) -> Result<(), SimError> {
-    let io = |source| SimError::Io { path: p.display().to_string(), source };
+    let io = |source| SimError::Io {
+        path: p.display().to_string(),
+        source,
+    };
     if p.is_dir() {
         for entry in std::fs::read_dir(p).map_err(io)? {
             let entry = entry.map_err(io)?;

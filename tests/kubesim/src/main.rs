@@ -46,9 +46,14 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let args = Args::parse();
-    let (net, prefix) = args.service_cidr.split_once('/').context("--service-cidr must look like 10.96.0.0/12")?;
+    let (net, prefix) = args
+        .service_cidr
+        .split_once('/')
+        .context("--service-cidr must look like 10.96.0.0/12")?;
     let net: Ipv4Addr = net.parse().context("--service-cidr network")?;
     let prefix: u8 = prefix.parse().context("--service-cidr prefix length")?;
     if !(8..=30).contains(&prefix) {
@@ -64,22 +69,38 @@ async fn main() -> anyhow::Result<()> {
     let sim = kubesim::start(config).await?;
     for spec in &args.rbac {
         let (name, path) = spec.split_once('=').context("--rbac wants CLUSTER=PATH")?;
-        let cluster = sim.cluster(name).with_context(|| format!("--rbac names unknown cluster {name}"))?;
+        let cluster = sim
+            .cluster(name)
+            .with_context(|| format!("--rbac names unknown cluster {name}"))?;
         cluster.set_policy(Some(kubesim::load_policy(&[PathBuf::from(path)])?));
         println!("cluster {name}: RBAC enforced from {path}");
     }
     for spec in &args.service_account {
-        let (name, sa) = spec.split_once('=').context("--service-account wants CLUSTER=NAMESPACE/NAME")?;
-        let (ns, sa) = sa.split_once('/').context("--service-account wants CLUSTER=NAMESPACE/NAME")?;
-        let cluster = sim.cluster(name).with_context(|| format!("--service-account names unknown cluster {name}"))?;
+        let (name, sa) = spec
+            .split_once('=')
+            .context("--service-account wants CLUSTER=NAMESPACE/NAME")?;
+        let (ns, sa) = sa
+            .split_once('/')
+            .context("--service-account wants CLUSTER=NAMESPACE/NAME")?;
+        let cluster = sim
+            .cluster(name)
+            .with_context(|| format!("--service-account names unknown cluster {name}"))?;
         let token = cluster.issue_service_account_token(ns, sa);
         let path = args.dir.join(format!("{name}-{ns}-{sa}.kubeconfig"));
         let text = cluster.kubeconfig_for(&format!("system:serviceaccount:{ns}:{sa}"), &token);
         kubesim::tls::write_private(&path, &text)?;
-        println!("cluster {name}: ServiceAccount {ns}/{sa} kubeconfig {}", path.display());
+        println!(
+            "cluster {name}: ServiceAccount {ns}/{sa} kubeconfig {}",
+            path.display()
+        );
     }
     for c in sim.clusters() {
-        println!("cluster {}: {} kubeconfig {}", c.name, c.server_url(), c.kubeconfig_path().display());
+        println!(
+            "cluster {}: {} kubeconfig {}",
+            c.name,
+            c.server_url(),
+            c.kubeconfig_path().display()
+        );
     }
     if let Some(addr) = sim.control_addr() {
         println!("control: http://{addr}");

@@ -28,7 +28,9 @@ impl PatchType {
             "application/json-patch+json" => Some(PatchType::Json),
             "application/merge-patch+json" => Some(PatchType::Merge),
             "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(PatchType::Apply),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                Some(PatchType::Apply)
+            }
             _ => None,
         }
     }
@@ -46,17 +48,24 @@ pub fn apply_patch(
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     match ty {
         PatchType::Json => {
-            let ops: json_patch::Patch = serde_json::from_value(patch)
-                .map_err(|e| ApiError::bad_request(format!("the server rejected our request due to an error in our request: {e}")))?;
+            let ops: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "the server rejected our request due to an error in our request: {e}"
+                ))
+            })?;
             let mut out = target.clone();
             json_patch::patch(&mut out, &ops).map_err(|e| {
-                ApiError::invalid_patch(format!("the server rejected our request due to an error in our request: {e}"))
+                ApiError::invalid_patch(format!(
+                    "the server rejected our request due to an error in our request: {e}"
+                ))
             })?;
             Ok(out)
         }
         PatchType::Merge => {
             if !patch.is_object() {
-                return Err(ApiError::bad_request("json: cannot unmarshal non-object into Go value of type map[string]interface {}"));
+                return Err(ApiError::bad_request(
+                    "json: cannot unmarshal non-object into Go value of type map[string]interface {}",
+                ));
             }
             let mut out = target.clone();
             json_patch::merge(&mut out, &patch);
@@ -64,17 +73,26 @@ pub fn apply_patch(
         }
         PatchType::Strategic => {
             let Value::Object(p) = patch else {
-                return Err(ApiError::bad_request("json: cannot unmarshal non-object into Go value of type map[string]interface {}"));
+                return Err(ApiError::bad_request(
+                    "json: cannot unmarshal non-object into Go value of type map[string]interface {}",
+                ));
             };
             let mut out = target.clone();
             strategic(&mut out, &p, "", merge_key);
             Ok(out)
         }
-        PatchType::Apply => Err(ApiError::internal("apply patches go through server-side apply")),
+        PatchType::Apply => Err(ApiError::internal(
+            "apply patches go through server-side apply",
+        )),
     }
 }
 
-fn strategic(target: &mut Value, patch: &Map<String, Value>, path: &str, merge_key: &dyn Fn(&str) -> Option<&'static str>) {
+fn strategic(
+    target: &mut Value,
+    patch: &Map<String, Value>,
+    path: &str,
+    merge_key: &dyn Fn(&str) -> Option<&'static str>,
+) {
     if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
         let mut replaced = patch.clone();
         replaced.remove("$patch");
@@ -95,7 +113,11 @@ fn strategic(target: &mut Value, patch: &Map<String, Value>, path: &str, merge_k
             }
             continue;
         }
-        let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+        let child = if path.is_empty() {
+            k.clone()
+        } else {
+            format!("{path}.{k}")
+        };
         match v {
             Value::Null => {
                 t.remove(k);
@@ -105,7 +127,9 @@ fn strategic(target: &mut Value, patch: &Map<String, Value>, path: &str, merge_k
                 strategic(entry, pm, &child, merge_key);
             }
             Value::Array(items) => match (merge_key(&child), t.get_mut(k)) {
-                (Some(mk), Some(Value::Array(existing))) => merge_list(existing, items, mk, &child, merge_key),
+                (Some(mk), Some(Value::Array(existing))) => {
+                    merge_list(existing, items, mk, &child, merge_key)
+                }
                 _ => {
                     let kept: Vec<Value> = items
                         .iter()

@@ -7,7 +7,16 @@
 use serde_json::{Value, json};
 
 /// Verbs on a collection-or-item resource, in kube's discovery order.
-const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// One served resource.
 #[derive(Debug)]
@@ -44,7 +53,11 @@ impl ResourceDef {
 
     /// `v1` or `discovery.k8s.io/v1`.
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() { version.to_owned() } else { format!("{}/{version}", self.group) }
+        if self.group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{}/{version}", self.group)
+        }
     }
 
     /// Whether `version` has the status subresource.
@@ -262,7 +275,10 @@ pub fn api_group_doc(group: &str) -> Option<Value> {
 /// `GET /api/v1` or `GET /apis/<group>/<version>`, or None when nothing is served there.
 pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
-    for r in RESOURCES.iter().filter(|r| r.group == group && r.versions.contains(&version)) {
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.versions.contains(&version))
+    {
         let mut doc = json!({
             "name": r.plural,
             "singularName": r.singular,
@@ -290,8 +306,14 @@ pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
     if resources.is_empty() {
         return None;
     }
-    let group_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}))
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+    )
 }
 
 /// `GET /version`.
@@ -315,9 +337,16 @@ pub fn openapi_v3_root() -> Value {
     let mut seen: Vec<String> = Vec::new();
     for r in RESOURCES {
         for v in r.versions {
-            let key = if r.group.is_empty() { format!("api/{v}") } else { format!("apis/{}/{v}", r.group) };
+            let key = if r.group.is_empty() {
+                format!("api/{v}")
+            } else {
+                format!("apis/{}/{v}", r.group)
+            };
             if !seen.contains(&key) {
-                paths.insert(key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash=kubesim")}));
+                paths.insert(
+                    key.clone(),
+                    json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash=kubesim")}),
+                );
                 seen.push(key);
             }
         }
@@ -337,19 +366,38 @@ pub fn openapi_v3_group_version(group: &str, version: &str) -> Option<Value> {
         {"name": "force", "in": "query", "schema": {"type": "boolean"}},
     ]);
     let mut paths = serde_json::Map::new();
-    for r in RESOURCES.iter().filter(|r| r.group == group && r.versions.contains(&version)) {
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.versions.contains(&version))
+    {
         let gvk = json!({"group": r.group, "version": version, "kind": r.kind});
         let op = |id: &str| {
             json!({"operationId": format!("{id}{}", r.kind), "parameters": params, "x-kubernetes-group-version-kind": gvk,
                    "responses": {"200": {"description": "OK"}}})
         };
-        let base = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
-        let scope = if r.namespaced { "/namespaces/{namespace}" } else { "" };
-        paths.insert(format!("{base}{scope}/{}", r.plural), json!({"post": op("create")}));
-        paths.insert(format!("{base}{scope}/{}/{{name}}", r.plural), json!({"put": op("replace"), "patch": op("patch")}));
+        let base = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let scope = if r.namespaced {
+            "/namespaces/{namespace}"
+        } else {
+            ""
+        };
+        paths.insert(
+            format!("{base}{scope}/{}", r.plural),
+            json!({"post": op("create")}),
+        );
+        paths.insert(
+            format!("{base}{scope}/{}/{{name}}", r.plural),
+            json!({"put": op("replace"), "patch": op("patch")}),
+        );
     }
     if paths.is_empty() {
         return None;
     }
-    Some(json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": paths}))
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": paths}),
+    )
 }

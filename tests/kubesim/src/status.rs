@@ -26,7 +26,7 @@ pub struct ApiError {
     /// The message users see, e.g. in `kubectl` errors.
     pub message: String,
     /// `details.name`, `details.group`, `details.kind`.
-    pub details: Option<(String, String, String)>,
+    pub details: Option<Box<(String, String, String)>>,
     /// `details.causes`.
     pub causes: Vec<Cause>,
     /// `details.retryAfterSeconds`, also sent as `Retry-After`.
@@ -46,25 +46,41 @@ impl ApiError {
     }
 
     fn with_details(mut self, name: &str, group: &str, kind: &str) -> Self {
-        self.details = Some((name.to_owned(), group.to_owned(), kind.to_owned()));
+        self.details = Some(Box::new((
+            name.to_owned(),
+            group.to_owned(),
+            kind.to_owned(),
+        )));
         self
     }
 
     /// 404: `services "web" not found`.
     pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
-        ApiError::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, plural)))
-            .with_details(name, group, plural)
+        ApiError::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, plural)),
+        )
+        .with_details(name, group, plural)
     }
 
     /// 404 for a URL that names no resource: the bare `404 page not found` kube serves as Status.
     pub fn no_route() -> Self {
-        ApiError::new(404, "NotFound", "the server could not find the requested resource")
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     /// 409: `services "web" already exists`.
     pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
-        ApiError::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, plural)))
-            .with_details(name, group, plural)
+        ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, plural)),
+        )
+        .with_details(name, group, plural)
     }
 
     /// 409: a stale resourceVersion or a failed precondition.
@@ -72,13 +88,22 @@ impl ApiError {
         ApiError::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", qualified(group, plural)),
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                qualified(group, plural)
+            ),
         )
         .with_details(name, group, plural)
     }
 
     /// 409 from server-side apply, with one `FieldManagerConflict` cause per field.
-    pub fn apply_conflict(group: &str, plural: &str, name: &str, message: String, causes: Vec<Cause>) -> Self {
+    pub fn apply_conflict(
+        group: &str,
+        plural: &str,
+        name: &str,
+        message: String,
+        causes: Vec<Cause>,
+    ) -> Self {
         let mut e = ApiError::new(409, "Conflict", message).with_details(name, group, plural);
         e.causes = causes;
         e
@@ -86,10 +111,21 @@ impl ApiError {
 
     /// 422: `Service "web" is invalid: spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive`.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
-        let list: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
-        let joined = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
-        let mut e = ApiError::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {joined}"))
-            .with_details(name, group, kind);
+        let list: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let joined = if list.len() == 1 {
+            list[0].clone()
+        } else {
+            format!("[{}]", list.join(", "))
+        };
+        let mut e = ApiError::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {joined}"),
+        )
+        .with_details(name, group, kind);
         e.causes = causes;
         e
     }
@@ -106,7 +142,11 @@ impl ApiError {
 
     /// 413 for a body over kube's request size limit.
     pub fn too_large(limit: usize) -> Self {
-        ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
     }
 
     /// 401 for a missing or unknown token.
@@ -121,7 +161,11 @@ impl ApiError {
 
     /// 405 for a verb the resource does not support.
     pub fn method_not_allowed(method: &str) -> Self {
-        ApiError::new(405, "MethodNotAllowed", format!("the server does not allow this method on the requested resource ({method})"))
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )
     }
 
     /// 410 Gone, reason Expired: a resourceVersion or continue token older than the retained history.
@@ -136,14 +180,22 @@ impl ApiError {
 
     /// 429 with `Retry-After`.
     pub fn too_many_requests(retry_after: u32) -> Self {
-        let mut e = ApiError::new(429, "TooManyRequests", "Too many requests, please try again later.");
+        let mut e = ApiError::new(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        );
         e.retry_after = Some(retry_after);
         e
     }
 
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
-        ApiError::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
+        ApiError::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {}", message.into()),
+        )
     }
 
     /// 504 for a resourceVersion newer than the server has.
@@ -167,7 +219,9 @@ impl ApiError {
         ApiError::new(
             403,
             "Forbidden",
-            format!("unable to create new content in namespace {namespace} because it is being terminated"),
+            format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
         )
     }
 
@@ -183,7 +237,8 @@ impl ApiError {
             "code": self.code,
         });
         let mut details = serde_json::Map::new();
-        if let Some((name, group, kind)) = &self.details {
+        if let Some(d) = &self.details {
+            let (name, group, kind) = &**d;
             details.insert("name".into(), json!(name));
             if !group.is_empty() {
                 details.insert("group".into(), json!(group));
@@ -218,12 +273,20 @@ impl ApiError {
 
 /// `services` or `endpointslices.discovery.k8s.io`: how kube names a resource in messages.
 pub fn qualified(group: &str, plural: &str) -> String {
-    if group.is_empty() { plural.to_owned() } else { format!("{plural}.{group}") }
+    if group.is_empty() {
+        plural.to_owned()
+    } else {
+        format!("{plural}.{group}")
+    }
 }
 
 /// A `FieldValueRequired`/`FieldValueInvalid`… cause.
 pub fn cause(kind: &str, field: impl Into<String>, message: impl Into<String>) -> Cause {
-    Cause { kind: kind.to_owned(), message: message.into(), field: field.into() }
+    Cause {
+        kind: kind.to_owned(),
+        message: message.into(),
+        field: field.into(),
+    }
 }
 
 /// A `metav1.Status` with `status: Success`, as returned by an immediate delete.

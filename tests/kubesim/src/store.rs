@@ -44,13 +44,18 @@ impl Obj {
 
     /// `metadata.resourceVersion` parsed.
     pub fn resource_version(&self) -> u64 {
-        meta_str(&self.value, "resourceVersion").parse().unwrap_or(0)
+        meta_str(&self.value, "resourceVersion")
+            .parse()
+            .unwrap_or(0)
     }
 }
 
 /// `metadata.<field>` as a string, `""` when absent.
 pub fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
-    v.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+    v.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// The type of a watch event.
@@ -132,7 +137,10 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { history: 10_000, service_cidr: (Ipv4Addr::new(10, 96, 0, 0), 12) }
+        StoreConfig {
+            history: 10_000,
+            service_cidr: (Ipv4Addr::new(10, 96, 0, 0), 12),
+        }
     }
 }
 
@@ -180,7 +188,12 @@ fn remove_meta(v: &mut Value, field: &str) {
 fn finalizers(v: &Value) -> Vec<String> {
     v.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -199,7 +212,9 @@ impl Store {
     pub fn new(config: &StoreConfig) -> Store {
         let (tx, _) = broadcast::channel(1 << 16);
         let net = u32::from(config.service_cidr.0);
-        let size = 1u32.checked_shl(32 - u32::from(config.service_cidr.1.min(30))).unwrap_or(u32::MAX);
+        let size = 1u32
+            .checked_shl(32 - u32::from(config.service_cidr.1.min(30)))
+            .unwrap_or(u32::MAX);
         let mut store = Store {
             rv: 0,
             objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(),
@@ -250,12 +265,22 @@ impl Store {
 
     /// Objects of `res` (in `ns`, or everywhere when None) at `at`, sorted by namespace and name,
     /// with the resourceVersion of that state.
-    pub fn list(&self, res: usize, ns: Option<&str>, at: ReadAt) -> Result<(u64, Vec<Arc<Obj>>), ApiError> {
+    pub fn list(
+        &self,
+        res: usize,
+        ns: Option<&str>,
+        at: ReadAt,
+    ) -> Result<(u64, Vec<Arc<Obj>>), ApiError> {
         let in_ns = |k: &Key| ns.is_none_or(|n| k.0 == n);
         match at {
-            ReadAt::Latest => {
-                Ok((self.rv, self.objects[res].iter().filter(|(k, _)| in_ns(k)).map(|(_, o)| o.clone()).collect()))
-            }
+            ReadAt::Latest => Ok((
+                self.rv,
+                self.objects[res]
+                    .iter()
+                    .filter(|(k, _)| in_ns(k))
+                    .map(|(_, o)| o.clone())
+                    .collect(),
+            )),
             ReadAt::Exact(rv) => {
                 if rv > self.rv {
                     return Err(ApiError::too_large_resource_version(rv));
@@ -266,8 +291,11 @@ impl Store {
                         self.complete_after + 1
                     )));
                 }
-                let mut state: BTreeMap<Key, Arc<Obj>> =
-                    self.objects[res].iter().filter(|(k, _)| in_ns(k)).map(|(k, o)| (k.clone(), o.clone())).collect();
+                let mut state: BTreeMap<Key, Arc<Obj>> = self.objects[res]
+                    .iter()
+                    .filter(|(k, _)| in_ns(k))
+                    .map(|(k, o)| (k.clone(), o.clone()))
+                    .collect();
                 for change in self.history.iter().rev().take_while(|c| c.rv > rv) {
                     if change.res != res {
                         continue;
@@ -287,7 +315,13 @@ impl Store {
     }
 
     fn commit(&mut self, res: usize, kind: EventType, object: Arc<Obj>, prev: Option<Arc<Obj>>) {
-        let change = Arc::new(Change { rv: self.rv, res, kind, object, prev });
+        let change = Arc::new(Change {
+            rv: self.rv,
+            res,
+            kind,
+            object,
+            prev,
+        });
         self.history.push_back(change.clone());
         while self.history.len() > self.history_limit {
             if let Some(old) = self.history.pop_front() {
@@ -318,7 +352,9 @@ impl Store {
         let ns = meta_str(&v, "namespace").to_owned();
         let name = meta_str(&v, "name").to_owned();
         if !meta_str(&v, "resourceVersion").is_empty() {
-            return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+            return Err(ApiError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
         }
         self.check_namespace(res, &ns)?;
         if self.objects[res].contains_key(&key(&ns, &name)) {
@@ -366,7 +402,10 @@ impl Store {
         let deleting = old.value.pointer("/metadata/deletionTimestamp").cloned();
         if deleting.is_some() {
             let before = finalizers(&old.value);
-            let added: Vec<String> = finalizers(&v).into_iter().filter(|f| !before.contains(f)).collect();
+            let added: Vec<String> = finalizers(&v)
+                .into_iter()
+                .filter(|f| !before.contains(f))
+                .collect();
             if !added.is_empty() {
                 return Err(ApiError::invalid(
                     def.group,
@@ -375,7 +414,9 @@ impl Store {
                     vec![cause(
                         "FieldValueForbidden",
                         "metadata.finalizers",
-                        format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
+                        format!(
+                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                        ),
                     )],
                 ));
             }
@@ -397,9 +438,26 @@ impl Store {
             }
         }
         if def.generation {
-            let generation = old.value.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
-            let bumped = if spec_part(&v) != spec_part(&old.value) { generation + 1 } else { generation };
+            let generation = old
+                .value
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let bumped = if spec_part(&v) != spec_part(&old.value) {
+                generation + 1
+            } else {
+                generation
+            };
             set_meta(&mut v, "generation", json!(bumped));
+        }
+        // kube-apiserver skips the write when nothing changed: no new resourceVersion, no event.
+        set_meta(
+            &mut v,
+            "resourceVersion",
+            old.value["metadata"]["resourceVersion"].clone(),
+        );
+        if v == old.value {
+            return Ok(old);
         }
         self.rv += 1;
         set_meta(&mut v, "resourceVersion", json!(self.rv.to_string()));
@@ -465,7 +523,10 @@ impl Store {
             set_meta(&mut v, "deletionTimestamp", json!(now()));
             set_meta(&mut v, "deletionGracePeriodSeconds", json!(0));
             if RESOURCES[res].generation {
-                let generation = v.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+                let generation = v
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
                 set_meta(&mut v, "generation", json!(generation + 1));
             }
             self.rv += 1;
@@ -490,8 +551,8 @@ impl Store {
     }
 
     fn empty_namespace(&mut self, ns: &str) {
-        for res in 0..RESOURCES.len() {
-            if !RESOURCES[res].namespaced {
+        for (res, def) in RESOURCES.iter().enumerate() {
+            if !def.namespaced {
                 continue;
             }
             let names: Vec<(String, Arc<Obj>)> = self.objects[res]
@@ -507,19 +568,41 @@ impl Store {
 
     /// Starts a watch on `res`: from resourceVersion `from` (None = now), with the current state
     /// as initial events when `initial` is set.
-    pub fn watch(&self, res: usize, from: Option<u64>, initial: bool) -> Result<WatchStart, ApiError> {
+    pub fn watch(
+        &self,
+        res: usize,
+        from: Option<u64>,
+        initial: bool,
+    ) -> Result<WatchStart, ApiError> {
         let mut backlog = Vec::new();
         if let Some(rv) = from {
             if rv < self.complete_after {
-                return Err(ApiError::expired(format!("too old resource version: {rv} ({})", self.complete_after + 1)));
+                return Err(ApiError::expired(format!(
+                    "too old resource version: {rv} ({})",
+                    self.complete_after + 1
+                )));
             }
             if rv > self.rv {
                 return Err(ApiError::too_large_resource_version(rv));
             }
-            backlog = self.history.iter().filter(|c| c.rv > rv && c.res == res).cloned().collect();
+            backlog = self
+                .history
+                .iter()
+                .filter(|c| c.rv > rv && c.res == res)
+                .cloned()
+                .collect();
         }
-        let initial = if initial { self.objects[res].values().cloned().collect() } else { Vec::new() };
-        Ok(WatchStart { initial, backlog, rx: self.tx.subscribe(), rv: self.rv })
+        let initial = if initial {
+            self.objects[res].values().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        Ok(WatchStart {
+            initial,
+            backlog,
+            rx: self.tx.subscribe(),
+            rv: self.rv,
+        })
     }
 
     /// Forgets all history: every resourceVersion handed out so far becomes too old to watch
@@ -534,10 +617,19 @@ impl Store {
         if res != SERVICES {
             return;
         }
-        if let Some(ip) = v.pointer("/spec/clusterIP").and_then(Value::as_str).and_then(|s| s.parse::<Ipv4Addr>().ok()) {
+        if let Some(ip) = v
+            .pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<Ipv4Addr>().ok())
+        {
             self.ips.remove(&u32::from(ip));
         }
-        for p in v.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
+        for p in v
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(np) = p.get("nodePort").and_then(Value::as_u64) {
                 self.node_ports.remove(&(np as u16));
             }
@@ -548,42 +640,81 @@ impl Store {
     /// `patchAllocatedValues` does).
     fn allocate(&mut self, v: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         let name = meta_str(v, "name").to_owned();
-        let ty = v.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP").to_owned();
+        let ty = v
+            .pointer("/spec/type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP")
+            .to_owned();
         if ty == "ExternalName" {
             return Ok(());
         }
-        let old_ip = old.and_then(|o| o.pointer("/spec/clusterIP")).and_then(Value::as_str).unwrap_or("").to_owned();
-        let mut ip = v.pointer("/spec/clusterIP").and_then(Value::as_str).unwrap_or("").to_owned();
+        let old_ip = old
+            .and_then(|o| o.pointer("/spec/clusterIP"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let mut ip = v
+            .pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         if ip.is_empty() && !old_ip.is_empty() {
             ip = old_ip.clone();
         }
         if ip.is_empty() {
-            ip = self.next_free_ip().ok_or_else(|| {
-                ApiError::internal("failed to allocate a serviceIP: range is full")
-            })?.to_string();
-            self.ips.insert(u32::from(ip.parse::<Ipv4Addr>().map_err(|e| ApiError::internal(e.to_string()))?));
+            ip = self
+                .next_free_ip()
+                .ok_or_else(|| ApiError::internal("failed to allocate a serviceIP: range is full"))?
+                .to_string();
+            self.ips.insert(u32::from(
+                ip.parse::<Ipv4Addr>()
+                    .map_err(|e| ApiError::internal(e.to_string()))?,
+            ));
         } else if ip != "None" && ip != old_ip {
             let addr: Ipv4Addr = ip.parse().map_err(|_| {
-                ApiError::invalid("", "Service", &name, vec![cause(
-                    "FieldValueInvalid",
-                    "spec.clusterIPs[0]",
-                    format!("Invalid value: \"{ip}\": must be empty, 'None', or a valid IP address"),
-                )])
+                ApiError::invalid(
+                    "",
+                    "Service",
+                    &name,
+                    vec![cause(
+                        "FieldValueInvalid",
+                        "spec.clusterIPs[0]",
+                        format!(
+                            "Invalid value: \"{ip}\": must be empty, 'None', or a valid IP address"
+                        ),
+                    )],
+                )
             })?;
             let n = u32::from(addr);
             if n.wrapping_sub(self.cidr.0) >= self.cidr.1 {
-                return Err(ApiError::invalid("", "Service", &name, vec![cause(
-                    "FieldValueInvalid",
-                    "spec.clusterIPs",
-                    format!("Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}/{}", Ipv4Addr::from(self.cidr.0), 32 - self.cidr.1.trailing_zeros()),
-                )]));
+                return Err(ApiError::invalid(
+                    "",
+                    "Service",
+                    &name,
+                    vec![cause(
+                        "FieldValueInvalid",
+                        "spec.clusterIPs",
+                        format!(
+                            "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}/{}",
+                            Ipv4Addr::from(self.cidr.0),
+                            32 - self.cidr.1.trailing_zeros()
+                        ),
+                    )],
+                ));
             }
             if !self.ips.insert(n) {
-                return Err(ApiError::invalid("", "Service", &name, vec![cause(
-                    "FieldValueInvalid",
-                    "spec.clusterIPs",
-                    format!("Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"),
-                )]));
+                return Err(ApiError::invalid(
+                    "",
+                    "Service",
+                    &name,
+                    vec![cause(
+                        "FieldValueInvalid",
+                        "spec.clusterIPs",
+                        format!(
+                            "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
+                        ),
+                    )],
+                ));
             }
         }
         let spec = &mut v["spec"];
@@ -594,19 +725,28 @@ impl Store {
             spec["ipFamilyPolicy"] = json!("SingleStack");
         }
         if ty == "NodePort" || ty == "LoadBalancer" {
-            let old_ports = old.and_then(|o| o.pointer("/spec/ports")).and_then(Value::as_array).cloned().unwrap_or_default();
+            let old_ports = old
+                .and_then(|o| o.pointer("/spec/ports"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             let mut taken = Vec::new();
             if let Some(Value::Array(ports)) = spec.get_mut("ports") {
                 for p in ports.iter_mut() {
                     if p.get("nodePort").and_then(Value::as_u64).is_some() {
                         continue;
                     }
-                    let same = old_ports.iter().find(|o| o.get("port") == p.get("port") && o.get("protocol") == p.get("protocol"));
+                    let same = old_ports.iter().find(|o| {
+                        o.get("port") == p.get("port") && o.get("protocol") == p.get("protocol")
+                    });
                     let np = match same.and_then(|o| o.get("nodePort")).and_then(Value::as_u64) {
                         Some(np) => np as u16,
                         None => {
-                            let free = (30000u16..=32767).find(|n| !self.node_ports.contains(n) && !taken.contains(n));
-                            free.ok_or_else(|| ApiError::internal("failed to allocate a nodePort: range is full"))?
+                            let free = (30000u16..=32767)
+                                .find(|n| !self.node_ports.contains(n) && !taken.contains(n));
+                            free.ok_or_else(|| {
+                                ApiError::internal("failed to allocate a nodePort: range is full")
+                            })?
                         }
                     };
                     taken.push(np);
@@ -615,10 +755,11 @@ impl Store {
             }
             self.node_ports.extend(taken);
         }
-        if old.is_some() && ip != old_ip {
-            if let Ok(o) = old_ip.parse::<Ipv4Addr>() {
-                self.ips.remove(&u32::from(o));
-            }
+        if old.is_some()
+            && ip != old_ip
+            && let Ok(o) = old_ip.parse::<Ipv4Addr>()
+        {
+            self.ips.remove(&u32::from(o));
         }
         Ok(())
     }
@@ -627,7 +768,11 @@ impl Store {
         let usable = self.cidr.1.saturating_sub(2);
         for _ in 0..usable {
             let offset = self.next_ip;
-            self.next_ip = if self.next_ip + 1 >= self.cidr.1 - 1 { 1 } else { self.next_ip + 1 };
+            self.next_ip = if self.next_ip + 1 >= self.cidr.1 - 1 {
+                1
+            } else {
+                self.next_ip + 1
+            };
             let n = self.cidr.0 + offset;
             if !self.ips.contains(&n) {
                 return Some(Ipv4Addr::from(n));

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// Errors while making certificates or writing kubeconfigs.
@@ -40,20 +42,36 @@ impl Authority {
     /// Generates a fresh CA.
     pub fn generate() -> Result<Authority, TlsError> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name.push(DnType::CommonName, "kubesim-ca");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "kubesim-ca");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let key = KeyPair::generate()?;
         let cert = params.self_signed(&key)?;
         let ca_pem = cert.pem();
-        Ok(Authority { issuer: Issuer::new(params, key), ca_pem })
+        Ok(Authority {
+            issuer: Issuer::new(params, key),
+            ca_pem,
+        })
     }
 
     /// A rustls server configuration for a cluster reached at `ip` (and `localhost`).
-    pub fn server_config(&self, cluster: &str, ip: IpAddr) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        let mut params = CertificateParams::new(vec!["localhost".to_owned(), format!("{cluster}.kubesim")])?;
+    pub fn server_config(
+        &self,
+        cluster: &str,
+        ip: IpAddr,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_owned(), format!("{cluster}.kubesim")])?;
         params.subject_alt_names.push(SanType::IpAddress(ip));
-        params.distinguished_name.push(DnType::CommonName, format!("kubesim-{cluster}"));
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("kubesim-{cluster}"));
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.issuer)?;
         let chain = vec![CertificateDer::from(cert.der().to_vec())];
@@ -70,7 +88,14 @@ impl Authority {
 }
 
 /// Kubeconfig text for one cluster and one bearer token. `ca_pem` is None for plain HTTP.
-pub fn kubeconfig(cluster: &str, server: &str, ca_pem: Option<&str>, user: &str, token: &str, namespace: &str) -> String {
+pub fn kubeconfig(
+    cluster: &str,
+    server: &str,
+    ca_pem: Option<&str>,
+    user: &str,
+    token: &str,
+    namespace: &str,
+) -> String {
     let ca = match ca_pem {
         Some(pem) => format!(
             "    certificate-authority-data: {}\n",
@@ -87,7 +112,16 @@ pub fn kubeconfig(cluster: &str, server: &str, ca_pem: Option<&str>, user: &str,
 pub fn write_private(path: &Path, text: &str) -> Result<(), TlsError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| TlsError::Write { path: path.display().to_string(), source };
-    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(path).map_err(err)?;
+    let err = |source| TlsError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(err)?;
     f.write_all(text.as_bytes()).map_err(err)
 }

@@ -99,13 +99,22 @@ struct LinkStatus {
 /// Fields a Link version does not have (the CRD schemas only add fields from version to version).
 fn link_fields_missing_in(version: &str) -> &'static [&'static str] {
     match version {
-        "v1alpha1" => &["spec.federatedServiceSelector", "spec.excludedAnnotations", "spec.excludedLabels", "status"],
+        "v1alpha1" => &[
+            "spec.federatedServiceSelector",
+            "spec.excludedAnnotations",
+            "spec.excludedLabels",
+            "status",
+        ],
         "v1alpha2" => &["spec.excludedAnnotations", "spec.excludedLabels"],
         _ => &[],
     }
 }
 
-fn roundtrip<T: DeserializeOwned + Serialize>(def: &ResourceDef, version: &str, body: &Value) -> Result<Value, ApiError> {
+fn roundtrip<T: DeserializeOwned + Serialize>(
+    def: &ResourceDef,
+    version: &str,
+    body: &Value,
+) -> Result<Value, ApiError> {
     let typed: T = serde_path_to_error::deserialize(body).map_err(|e| {
         ApiError::bad_request(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: {}: {}",
@@ -122,7 +131,9 @@ fn roundtrip<T: DeserializeOwned + Serialize>(def: &ResourceDef, version: &str, 
 pub fn decode(res: usize, version: &str, mut body: Value) -> Result<Decoded, ApiError> {
     let def = &RESOURCES[res];
     let Value::Object(map) = &mut body else {
-        return Err(ApiError::bad_request("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"));
+        return Err(ApiError::bad_request(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        ));
     };
     let want = def.api_version(version);
     match map.get("apiVersion").and_then(Value::as_str) {
@@ -151,8 +162,12 @@ pub fn decode(res: usize, version: &str, mut body: Value) -> Result<Decoded, Api
         ("", "Secret") => roundtrip::<api::core::v1::Secret>(def, version, &body)?,
         ("", "ConfigMap") => roundtrip::<api::core::v1::ConfigMap>(def, version, &body)?,
         ("", "Event") => roundtrip::<api::core::v1::Event>(def, version, &body)?,
-        ("discovery.k8s.io", _) => roundtrip::<api::discovery::v1::EndpointSlice>(def, version, &body)?,
-        ("coordination.k8s.io", _) => roundtrip::<api::coordination::v1::Lease>(def, version, &body)?,
+        ("discovery.k8s.io", _) => {
+            roundtrip::<api::discovery::v1::EndpointSlice>(def, version, &body)?
+        }
+        ("coordination.k8s.io", _) => {
+            roundtrip::<api::coordination::v1::Lease>(def, version, &body)?
+        }
         ("events.k8s.io", _) => roundtrip::<api::events::v1::Event>(def, version, &body)?,
         ("multicluster.linkerd.io", _) => roundtrip::<Link>(def, version, &body)?,
         _ => body.clone(),
@@ -195,7 +210,11 @@ fn unknown_fields(orig: &Value, kept: &Value, prefix: &str, out: &mut Vec<String
     match (orig, kept) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in a {
-                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 match b.get(k) {
                     None if !v.is_null() => out.push(path),
                     Some(kv) => unknown_fields(v, kv, &path, out),
@@ -228,7 +247,11 @@ pub fn default(res: usize, object: &mut Value) {
     let def = &RESOURCES[res];
     match (def.group, def.kind) {
         ("", "Namespace") => {
-            let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             let meta = obj(object, "metadata");
             if !meta.get("labels").is_some_and(Value::is_object) {
                 meta.insert("labels".into(), json!({}));
@@ -237,17 +260,25 @@ pub fn default(res: usize, object: &mut Value) {
                 labels.insert("kubernetes.io/metadata.name".into(), json!(name));
             }
             let spec = obj(object, "spec");
-            spec.entry("finalizers").or_insert_with(|| json!(["kubernetes"]));
-            obj(object, "status").entry("phase").or_insert_with(|| json!("Active"));
+            spec.entry("finalizers")
+                .or_insert_with(|| json!(["kubernetes"]));
+            obj(object, "status")
+                .entry("phase")
+                .or_insert_with(|| json!("Active"));
         }
         ("", "Service") => default_service(object),
         ("", "Secret") => {
-            if let Some(Value::Object(string_data)) = object.as_object_mut().and_then(|m| m.remove("stringData")) {
+            if let Some(Value::Object(string_data)) =
+                object.as_object_mut().and_then(|m| m.remove("stringData"))
+            {
                 use base64::Engine;
                 let data = obj(object, "data");
                 for (k, v) in string_data {
                     let text = v.as_str().unwrap_or_default();
-                    data.insert(k, json!(base64::engine::general_purpose::STANDARD.encode(text)));
+                    data.insert(
+                        k,
+                        json!(base64::engine::general_purpose::STANDARD.encode(text)),
+                    );
                 }
             }
             if let Value::Object(m) = object {
@@ -265,7 +296,9 @@ pub fn default(res: usize, object: &mut Value) {
         ("multicluster.linkerd.io", _) => {
             if let Some(Value::Object(probe)) = object.pointer_mut("/spec/probeSpec") {
                 probe.entry("timeout").or_insert_with(|| json!("30s"));
-                probe.entry("failureThreshold").or_insert_with(|| json!("3"));
+                probe
+                    .entry("failureThreshold")
+                    .or_insert_with(|| json!("3"));
             }
         }
         _ => {}
@@ -274,17 +307,26 @@ pub fn default(res: usize, object: &mut Value) {
 
 fn default_service(object: &mut Value) {
     let spec = obj(object, "spec");
-    let ty = spec.entry("type").or_insert_with(|| json!("ClusterIP")).as_str().unwrap_or("ClusterIP").to_owned();
+    let ty = spec
+        .entry("type")
+        .or_insert_with(|| json!("ClusterIP"))
+        .as_str()
+        .unwrap_or("ClusterIP")
+        .to_owned();
     if ty == "ExternalName" {
         return;
     }
-    spec.entry("sessionAffinity").or_insert_with(|| json!("None"));
-    spec.entry("internalTrafficPolicy").or_insert_with(|| json!("Cluster"));
+    spec.entry("sessionAffinity")
+        .or_insert_with(|| json!("None"));
+    spec.entry("internalTrafficPolicy")
+        .or_insert_with(|| json!("Cluster"));
     if ty == "LoadBalancer" || ty == "NodePort" {
-        spec.entry("externalTrafficPolicy").or_insert_with(|| json!("Cluster"));
+        spec.entry("externalTrafficPolicy")
+            .or_insert_with(|| json!("Cluster"));
     }
     if ty == "LoadBalancer" {
-        spec.entry("allocateLoadBalancerNodePorts").or_insert_with(|| json!(true));
+        spec.entry("allocateLoadBalancerNodePorts")
+            .or_insert_with(|| json!(true));
     }
     if let Some(Value::Array(ports)) = spec.get_mut("ports") {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
@@ -301,7 +343,8 @@ fn default_service(object: &mut Value) {
 pub fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -326,7 +369,11 @@ fn check_name(res: usize, name: &str, out: &mut Vec<Cause>) {
         _ => (is_dns1123_subdomain(name), SUBDOMAIN_MSG),
     };
     if !ok {
-        out.push(cause("FieldValueInvalid", "metadata.name", format!("Invalid value: \"{name}\": {msg}")));
+        out.push(cause(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!("Invalid value: \"{name}\": {msg}"),
+        ));
     }
 }
 
@@ -334,10 +381,17 @@ fn check_name(res: usize, name: &str, out: &mut Vec<Cause>) {
 /// object on update. Returns kube's 422 Invalid with every problem found.
 pub fn validate(res: usize, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
     let def = &RESOURCES[res];
-    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let mut causes = Vec::new();
     if name.is_empty() {
-        causes.push(cause("FieldValueRequired", "metadata.name", "Required value: name or generateName is required"));
+        causes.push(cause(
+            "FieldValueRequired",
+            "metadata.name",
+            "Required value: name or generateName is required",
+        ));
     } else {
         check_name(res, name, &mut causes);
     }
@@ -346,12 +400,19 @@ pub fn validate(res: usize, object: &Value, old: Option<&Value>) -> Result<(), A
         ("discovery.k8s.io", _) => validate_slice(object, old, &mut causes),
         _ => {}
     }
-    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(def.group, def.kind, name, causes)) }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(def.group, def.kind, name, causes))
+    }
 }
 
 fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     let spec = object.get("spec").cloned().unwrap_or(json!({}));
-    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP");
+    let ty = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP");
     if !["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"].contains(&ty) {
         causes.push(cause(
             "FieldValueNotSupported",
@@ -364,15 +425,30 @@ fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
         causes.push(cause(
             "FieldValueInvalid",
             "spec.clusterIPs[0]",
-            format!("Invalid value: \"{cluster_ip}\": must be empty, 'None', or a valid IP address"),
+            format!(
+                "Invalid value: \"{cluster_ip}\": must be empty, 'None', or a valid IP address"
+            ),
         ));
     }
     if ty == "ExternalName" {
-        if spec.get("externalName").and_then(Value::as_str).unwrap_or("").is_empty() {
-            causes.push(cause("FieldValueRequired", "spec.externalName", "Required value"));
+        if spec
+            .get("externalName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+        {
+            causes.push(cause(
+                "FieldValueRequired",
+                "spec.externalName",
+                "Required value",
+            ));
         }
     } else {
-        let ports = spec.get("ports").and_then(Value::as_array).cloned().unwrap_or_default();
+        let ports = spec
+            .get("ports")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         if ports.is_empty() && cluster_ip != "None" {
             causes.push(cause("FieldValueRequired", "spec.ports", "Required value"));
         }
@@ -385,16 +461,28 @@ fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
                 causes.push(cause("FieldValueRequired", at("name"), "Required value"));
             } else if !port_name.is_empty() {
                 if !is_dns1123_label(port_name) {
-                    causes.push(cause("FieldValueInvalid", at("name"), format!("Invalid value: \"{port_name}\": {LABEL_MSG}")));
+                    causes.push(cause(
+                        "FieldValueInvalid",
+                        at("name"),
+                        format!("Invalid value: \"{port_name}\": {LABEL_MSG}"),
+                    ));
                 }
                 if names.contains(&port_name) {
-                    causes.push(cause("FieldValueDuplicate", at("name"), format!("Duplicate value: \"{port_name}\"")));
+                    causes.push(cause(
+                        "FieldValueDuplicate",
+                        at("name"),
+                        format!("Duplicate value: \"{port_name}\""),
+                    ));
                 }
                 names.push(port_name);
             }
             let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
             if !(1..=65535).contains(&port) {
-                causes.push(cause("FieldValueInvalid", at("port"), format!("Invalid value: {port}: must be between 1 and 65535, inclusive")));
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    at("port"),
+                    format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
+                ));
             }
             let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
             if !["TCP", "UDP", "SCTP"].contains(&proto) {
@@ -416,7 +504,11 @@ fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
                 Some(Value::Number(n)) => {
                     let t = n.as_i64().unwrap_or(0);
                     if !(1..=65535).contains(&t) {
-                        causes.push(cause("FieldValueInvalid", at("targetPort"), format!("Invalid value: {t}: must be between 1 and 65535, inclusive")));
+                        causes.push(cause(
+                            "FieldValueInvalid",
+                            at("targetPort"),
+                            format!("Invalid value: {t}: must be between 1 and 65535, inclusive"),
+                        ));
                     }
                 }
                 Some(Value::String(s)) if !is_iana_svc_name(s) => {
@@ -427,7 +519,10 @@ fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
         }
     }
     if let Some(old) = old {
-        let old_ip = old.pointer("/spec/clusterIP").and_then(Value::as_str).unwrap_or("");
+        let old_ip = old
+            .pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if !old_ip.is_empty() && old_ip != cluster_ip && ty != "ExternalName" {
             causes.push(cause(
                 "FieldValueInvalid",
@@ -441,7 +536,8 @@ fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
 fn is_iana_svc_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 15
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && s.bytes().any(|b| b.is_ascii_lowercase())
         && !s.starts_with('-')
         && !s.ends_with('-')
@@ -449,7 +545,10 @@ fn is_iana_svc_name(s: &str) -> bool {
 }
 
 fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
-    let ty = object.get("addressType").and_then(Value::as_str).unwrap_or("");
+    let ty = object
+        .get("addressType")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let check: fn(&str) -> bool = match ty {
         "IPv4" => |a| a.parse::<Ipv4Addr>().is_ok(),
         "IPv6" => |a| a.parse::<Ipv6Addr>().is_ok(),
@@ -462,17 +561,34 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
             causes.push(cause(
                 "FieldValueNotSupported",
                 "addressType",
-                format!("Unsupported value: \"{other}\": supported values: \"FQDN\", \"IPv4\", \"IPv6\""),
+                format!(
+                    "Unsupported value: \"{other}\": supported values: \"FQDN\", \"IPv4\", \"IPv6\""
+                ),
             ));
             |_| true
         }
     };
-    let endpoints = object.get("endpoints").and_then(Value::as_array).cloned().unwrap_or_default();
+    let endpoints = object
+        .get("endpoints")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if endpoints.len() > 1000 {
-        causes.push(cause("FieldValueTooMany", "endpoints", format!("Too many: {}: must have at most 1000 items", endpoints.len())));
+        causes.push(cause(
+            "FieldValueTooMany",
+            "endpoints",
+            format!(
+                "Too many: {}: must have at most 1000 items",
+                endpoints.len()
+            ),
+        ));
     }
     for (i, e) in endpoints.iter().enumerate() {
-        let addrs = e.get("addresses").and_then(Value::as_array).cloned().unwrap_or_default();
+        let addrs = e
+            .get("addresses")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         if addrs.is_empty() || addrs.len() > 100 {
             causes.push(cause(
                 "FieldValueRequired",
@@ -491,18 +607,30 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
             }
         }
     }
-    let ports = object.get("ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    let ports = object
+        .get("ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     for (i, p) in ports.iter().enumerate() {
         if let Some(port) = p.get("port").and_then(Value::as_i64)
             && !(1..=65535).contains(&port)
         {
-            causes.push(cause("FieldValueInvalid", format!("ports[{i}].port"), format!("Invalid value: {port}: must be between 1 and 65535, inclusive")));
+            causes.push(cause(
+                "FieldValueInvalid",
+                format!("ports[{i}].port"),
+                format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
+            ));
         }
     }
     if let Some(old) = old {
         let old_ty = old.get("addressType").and_then(Value::as_str).unwrap_or("");
         if old_ty != ty {
-            causes.push(cause("FieldValueInvalid", "addressType", format!("Invalid value: \"{ty}\": field is immutable")));
+            causes.push(cause(
+                "FieldValueInvalid",
+                "addressType",
+                format!("Invalid value: \"{ty}\": field is immutable"),
+            ));
         }
     }
 }
