@@ -572,18 +572,15 @@ impl Req {
         if self.t.sub.is_some() {
             return Err(ApiError::no_route());
         }
-        let (label, field) = selectors(self.t.res, &self.query)?;
-        let label = if let Some(name) = &self.t.name {
+        let (label, mut field) = selectors(self.t.res, &self.query)?;
+        if let Some(name) = &self.t.name {
             // A watch on an item URL is a watch filtered to that name.
-            let f = FieldSelector::parse(
+            field = FieldSelector::parse(
                 &format!("metadata.name={name}"),
                 RESOURCES[self.t.res].field_selectors,
             )
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-            return self.watch_with(label, f);
-        } else {
-            label
-        };
+        }
         self.watch_with(label, field)
     }
 
