@@ -48,10 +48,18 @@ pub fn apply_patch(
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     match ty {
         PatchType::Json => {
+            // kube decodes any list of objects and fails bad operations when applying them (422).
+            let applied_later = patch
+                .as_array()
+                .is_some_and(|ops| ops.iter().all(Value::is_object));
             let ops: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
-                ApiError::bad_request(format!(
-                    "the server rejected our request due to an error in our request: {e}"
-                ))
+                let message =
+                    format!("the server rejected our request due to an error in our request: {e}");
+                if applied_later {
+                    ApiError::invalid_patch(message)
+                } else {
+                    ApiError::bad_request(message)
+                }
             })?;
             let mut out = target.clone();
             json_patch::patch(&mut out, &ops).map_err(|e| {
@@ -63,9 +71,10 @@ pub fn apply_patch(
         }
         PatchType::Merge => {
             if !patch.is_object() {
-                return Err(ApiError::bad_request(
-                    "json: cannot unmarshal non-object into Go value of type map[string]interface {}",
-                ));
+                return Err(ApiError::bad_request(format!(
+                    "error decoding patch: {}",
+                    not_a_map(&patch)
+                )));
             }
             let mut out = target.clone();
             json_patch::merge(&mut out, &patch);
@@ -73,9 +82,7 @@ pub fn apply_patch(
         }
         PatchType::Strategic => {
             let Value::Object(p) = patch else {
-                return Err(ApiError::bad_request(
-                    "json: cannot unmarshal non-object into Go value of type map[string]interface {}",
-                ));
+                return Err(ApiError::bad_request(not_a_map(&patch)));
             };
             let mut out = target.clone();
             strategic(&mut out, &p, "", merge_key);
@@ -85,6 +92,18 @@ pub fn apply_patch(
             "apply patches go through server-side apply",
         )),
     }
+}
+
+/// Go's `json.Unmarshal` error for a non-object patch decoded into a map.
+fn not_a_map(patch: &Value) -> String {
+    let kind = match patch {
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null | Value::Object(_) => "object",
+    };
+    format!("json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}")
 }
 
 fn strategic(
@@ -146,6 +165,11 @@ fn strategic(
     }
 }
 
+/// What identifies a merge-list element: its merge key, or itself for a primitive.
+fn list_key<'a>(v: &'a Value, mk: &str) -> Option<&'a Value> {
+    if v.is_object() { v.get(mk) } else { Some(v) }
+}
+
 fn merge_list(
     existing: &mut Vec<Value>,
     items: &[Value],
@@ -153,15 +177,22 @@ fn merge_list(
     path: &str,
     merge_key: &dyn Fn(&str) -> Option<&'static str>,
 ) {
+    // Deletions first, as kube's mergeSliceWithSpecialElements does; the rest is ordered
+    // relative to what is left.
+    for item in items {
+        if item.get("$patch").and_then(Value::as_str) == Some("delete")
+            && let Some(kv) = item.get(mk)
+        {
+            existing.retain(|e| e.get(mk) != Some(kv));
+        }
+    }
+    let original = existing.clone();
     for item in items {
         match item {
             Value::Object(pm) => {
                 let Some(kv) = pm.get(mk) else { continue };
                 let pos = existing.iter().position(|e| e.get(mk) == Some(kv));
                 if pm.get("$patch").and_then(Value::as_str) == Some("delete") {
-                    if let Some(i) = pos {
-                        existing.remove(i);
-                    }
                     continue;
                 }
                 match pos {
@@ -181,6 +212,33 @@ fn merge_list(
             }
         }
     }
+    // kube's normalizeElementOrder: the patch's elements in patch order, the others in their
+    // old order, each of those before the first patch element it came before in the old list
+    // (so elements new to the list come ahead of the old ones that follow them).
+    let patch_keys: Vec<&Value> = items
+        .iter()
+        .filter(|i| i.get("$patch").is_none())
+        .filter_map(|i| list_key(i, mk))
+        .collect();
+    let (mut from_patch, server_only): (Vec<Value>, Vec<Value>) = std::mem::take(existing)
+        .into_iter()
+        .partition(|e| list_key(e, mk).is_some_and(|k| patch_keys.contains(&k)));
+    from_patch
+        .sort_by_key(|e| list_key(e, mk).and_then(|k| patch_keys.iter().position(|p| *p == k)));
+    let old_pos = |e: &Value| {
+        list_key(e, mk).and_then(|k| original.iter().position(|o| list_key(o, mk) == Some(k)))
+    };
+    let mut left = server_only.into_iter().peekable();
+    let mut right = from_patch.into_iter().peekable();
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => matches!((old_pos(l), old_pos(r)), (Some(a), Some(b)) if a < b),
+        };
+        existing.extend(if take_left { left.next() } else { right.next() });
+    }
 }
 
 /// Strategic-merge keys of the built-in kinds kubesim serves (from their OpenAPI
@@ -190,6 +248,10 @@ pub fn merge_key_for(kind: &str, path: &str) -> Option<&'static str> {
         (_, "metadata.ownerReferences") => Some("uid"),
         (_, "metadata.finalizers") => Some("$set"),
         ("Service", "spec.ports") => Some("port"),
+        ("Service" | "Namespace", "status.conditions") => Some("type"),
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -197,6 +197,16 @@ fn finalizers(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The `spec.ports[].nodePort` values of a Service.
+fn node_ports_of(v: Option<&Value>) -> Vec<u64> {
+    v.and_then(|v| v.pointer("/spec/ports"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("nodePort").and_then(Value::as_u64))
+        .collect()
+}
+
 /// Everything but metadata and status: what a generation counts.
 fn spec_part(v: &Value) -> Value {
     let mut c = v.clone();
@@ -286,10 +296,10 @@ impl Store {
                     return Err(ApiError::too_large_resource_version(rv));
                 }
                 if rv < self.complete_after {
-                    return Err(ApiError::expired(format!(
-                        "too old resource version: {rv} ({})",
-                        self.complete_after + 1
-                    )));
+                    // kube reads an exact resourceVersion from etcd, which words a compacted one so.
+                    return Err(ApiError::expired(
+                        "The resourceVersion for the provided list is too old.",
+                    ));
                 }
                 let mut state: BTreeMap<Key, Arc<Obj>> = self.objects[res]
                     .iter()
@@ -402,11 +412,13 @@ impl Store {
         let deleting = old.value.pointer("/metadata/deletionTimestamp").cloned();
         if deleting.is_some() {
             let before = finalizers(&old.value);
-            let added: Vec<String> = finalizers(&v)
+            let added: BTreeSet<String> = finalizers(&v)
                 .into_iter()
                 .filter(|f| !before.contains(f))
                 .collect();
             if !added.is_empty() {
+                // kube prints the sorted set with Go's `%#v`: `[]string{"a", "b"}`.
+                let added: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
                 return Err(ApiError::invalid(
                     def.group,
                     def.kind,
@@ -415,7 +427,8 @@ impl Store {
                         "FieldValueForbidden",
                         "metadata.finalizers",
                         format!(
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                            added.join(", ")
                         ),
                     )],
                 ));
@@ -515,13 +528,21 @@ impl Store {
         }
         if res == NAMESPACES {
             self.empty_namespace(name);
-        } else if !finalizers(&old.value).is_empty() {
+        }
+        if !finalizers(&old.value).is_empty() {
             if old.value.pointer("/metadata/deletionTimestamp").is_some() {
                 return Ok(Deleted::Pending(old));
             }
             let mut v = old.value.clone();
             set_meta(&mut v, "deletionTimestamp", json!(now()));
             set_meta(&mut v, "deletionGracePeriodSeconds", json!(0));
+            if res == NAMESPACES {
+                // What kube's namespace lifecycle shows while finalizers hold it.
+                if !v.get("status").is_some_and(Value::is_object) {
+                    v["status"] = json!({});
+                }
+                v["status"]["phase"] = json!("Terminating");
+            }
             if RESOURCES[res].generation {
                 let generation = v
                     .pointer("/metadata/generation")
@@ -579,7 +600,7 @@ impl Store {
             if rv < self.complete_after {
                 return Err(ApiError::expired(format!(
                     "too old resource version: {rv} ({})",
-                    self.complete_after + 1
+                    self.complete_after
                 )));
             }
             if rv > self.rv {
@@ -661,15 +682,15 @@ impl Store {
         if ip.is_empty() && !old_ip.is_empty() {
             ip = old_ip.clone();
         }
+        // An address this call takes, given back if the node ports cannot be had.
+        let mut fresh_ip = None;
         if ip.is_empty() {
-            ip = self
-                .next_free_ip()
-                .ok_or_else(|| ApiError::internal("failed to allocate a serviceIP: range is full"))?
-                .to_string();
-            self.ips.insert(u32::from(
-                ip.parse::<Ipv4Addr>()
-                    .map_err(|e| ApiError::internal(e.to_string()))?,
-            ));
+            let addr = self.next_free_ip().ok_or_else(|| {
+                ApiError::internal("failed to allocate a serviceIP: range is full")
+            })?;
+            self.ips.insert(u32::from(addr));
+            fresh_ip = Some(u32::from(addr));
+            ip = addr.to_string();
         } else if ip != "None" && ip != old_ip {
             let addr: Ipv4Addr = ip.parse().map_err(|_| {
                 ApiError::invalid(
@@ -716,6 +737,7 @@ impl Store {
                     )],
                 ));
             }
+            fresh_ip = Some(n);
         }
         let spec = &mut v["spec"];
         spec["clusterIP"] = json!(ip);
@@ -724,6 +746,7 @@ impl Store {
         if spec.get("ipFamilyPolicy").is_none() {
             spec["ipFamilyPolicy"] = json!("SingleStack");
         }
+        let old_node_ports = node_ports_of(old);
         if ty == "NodePort" || ty == "LoadBalancer" {
             let old_ports = old
                 .and_then(|o| o.pointer("/spec/ports"))
@@ -732,8 +755,36 @@ impl Store {
                 .unwrap_or_default();
             let mut taken = Vec::new();
             if let Some(Value::Array(ports)) = spec.get_mut("ports") {
-                for p in ports.iter_mut() {
-                    if p.get("nodePort").and_then(Value::as_u64).is_some() {
+                for (i, p) in ports.iter_mut().enumerate() {
+                    if let Some(np) = p.get("nodePort").and_then(Value::as_u64) {
+                        // A requested port: this Service's own, or free and in range.
+                        let problem = if old_node_ports.contains(&np) {
+                            None
+                        } else if !(30000..=32767).contains(&np) {
+                            Some(
+                                "provided port is not in the valid range. The range of valid ports is 30000-32767",
+                            )
+                        } else if self.node_ports.contains(&(np as u16)) {
+                            Some("provided port is already allocated")
+                        } else {
+                            None
+                        };
+                        if let Some(why) = problem {
+                            if let Some(n) = fresh_ip {
+                                self.ips.remove(&n);
+                            }
+                            return Err(ApiError::invalid(
+                                "",
+                                "Service",
+                                &name,
+                                vec![cause(
+                                    "FieldValueInvalid",
+                                    format!("spec.ports[{i}].nodePort"),
+                                    format!("Invalid value: {np}: {why}"),
+                                )],
+                            ));
+                        }
+                        taken.push(np as u16);
                         continue;
                     }
                     let same = old_ports.iter().find(|o| {
@@ -744,9 +795,17 @@ impl Store {
                         None => {
                             let free = (30000u16..=32767)
                                 .find(|n| !self.node_ports.contains(n) && !taken.contains(n));
-                            free.ok_or_else(|| {
-                                ApiError::internal("failed to allocate a nodePort: range is full")
-                            })?
+                            match free {
+                                Some(n) => n,
+                                None => {
+                                    if let Some(n) = fresh_ip {
+                                        self.ips.remove(&n);
+                                    }
+                                    return Err(ApiError::internal(
+                                        "failed to allocate a nodePort: range is full",
+                                    ));
+                                }
+                            }
                         }
                     };
                     taken.push(np);
@@ -754,6 +813,13 @@ impl Store {
                 }
             }
             self.node_ports.extend(taken);
+        }
+        // Node ports the updated Service no longer uses go back to the pool.
+        let kept = node_ports_of(Some(v));
+        for np in old_node_ports {
+            if !kept.contains(&np) {
+                self.node_ports.remove(&(np as u16));
+            }
         }
         if old.is_some()
             && ip != old_ip
@@ -781,3 +847,6 @@ impl Store {
         None
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -313,11 +313,29 @@ fn default_service(object: &mut Value) {
         .as_str()
         .unwrap_or("ClusterIP")
         .to_owned();
+    // kube's SetDefaults_Service: sessionAffinity and ports for every type, the rest not for
+    // ExternalName.
+    spec.entry("sessionAffinity")
+        .or_insert_with(|| json!("None"));
+    if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.entry("protocol").or_insert_with(|| json!("TCP"));
+            // An absent, 0 or "" targetPort is the port.
+            let unset = match p.get("targetPort") {
+                None | Some(Value::Null) => true,
+                Some(Value::Number(n)) => n.as_i64() == Some(0),
+                Some(Value::String(s)) => s.is_empty(),
+                Some(_) => false,
+            };
+            if unset {
+                let port = p.get("port").cloned().unwrap_or(Value::Null);
+                p.insert("targetPort".into(), port);
+            }
+        }
+    }
     if ty == "ExternalName" {
         return;
     }
-    spec.entry("sessionAffinity")
-        .or_insert_with(|| json!("None"));
     spec.entry("internalTrafficPolicy")
         .or_insert_with(|| json!("Cluster"));
     if ty == "LoadBalancer" || ty == "NodePort" {
@@ -327,15 +345,6 @@ fn default_service(object: &mut Value) {
     if ty == "LoadBalancer" {
         spec.entry("allocateLoadBalancerNodePorts")
             .or_insert_with(|| json!(true));
-    }
-    if let Some(Value::Array(ports)) = spec.get_mut("ports") {
-        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-            p.entry("protocol").or_insert_with(|| json!("TCP"));
-            if !p.contains_key("targetPort") {
-                let port = p.get("port").cloned().unwrap_or(Value::Null);
-                p.insert("targetPort".into(), port);
-            }
-        }
     }
 }
 
@@ -493,10 +502,11 @@ fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
                 ));
             }
             if keys.contains(&(port, proto)) {
+                // kube's key is a ServicePort with only Protocol and Port set, printed with `%#v`.
                 causes.push(cause(
                     "FieldValueDuplicate",
                     format!("spec.ports[{i}]"),
-                    format!("Duplicate value: core.ServicePort{{Name:\"{port_name}\", Protocol:\"{proto}\", Port:{port}}}"),
+                    format!("Duplicate value: core.ServicePort{{Name:\"\", Protocol:\"{proto}\", AppProtocol:(*string)(nil), Port:{port}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}"),
                 ));
             }
             keys.push((port, proto));
@@ -589,11 +599,17 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        if addrs.is_empty() || addrs.len() > 100 {
+        if addrs.is_empty() {
             causes.push(cause(
                 "FieldValueRequired",
                 format!("endpoints[{i}].addresses"),
                 "Required value: must contain at least 1 address",
+            ));
+        } else if addrs.len() > 100 {
+            causes.push(cause(
+                "FieldValueTooMany",
+                format!("endpoints[{i}].addresses"),
+                format!("Too many: {}: must have at most 100 items", addrs.len()),
             ));
         }
         for (j, a) in addrs.iter().enumerate() {
@@ -634,3 +650,6 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

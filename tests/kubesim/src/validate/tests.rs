@@ -1,0 +1,950 @@
+use serde_json::json;
+
+use super::*;
+use crate::resources::{ENDPOINTSLICES, LINKS, NAMESPACES, SERVICES, find};
+
+type Failure = (u16, &'static str, String);
+
+/// Ok, or the 422's message and causes.
+type Checked = Result<(), (String, Vec<Cause>)>;
+
+fn res(group: &str, plural: &str) -> usize {
+    let version = if group == "multicluster.linkerd.io" {
+        "v1alpha3"
+    } else {
+        "v1"
+    };
+    find(group, version, plural).expect("served")
+}
+
+fn fail(code: u16, reason: &'static str, message: &str) -> Failure {
+    (code, reason, message.to_owned())
+}
+
+/// The 422 a single cause gives: its reason, field and message, and the Status message.
+fn invalid(kind: &str, name: &str, causes: &[(&str, &str, &str)]) -> Checked {
+    let list: Vec<String> = causes.iter().map(|(_, f, m)| format!("{f}: {m}")).collect();
+    let joined = if list.len() == 1 {
+        list[0].clone()
+    } else {
+        format!("[{}]", list.join(", "))
+    };
+    Err((
+        format!("{kind} \"{name}\" is invalid: {joined}"),
+        causes.iter().map(|(k, f, m)| cause(k, *f, *m)).collect(),
+    ))
+}
+
+fn validated(res: usize, object: &Value, old: Option<&Value>) -> Checked {
+    validate(res, object, old).map_err(|e| {
+        assert_eq!((e.code, e.reason), (422, "Invalid"), "{}", e.message);
+        (e.message, e.causes)
+    })
+}
+
+fn link(version: &str) -> Value {
+    json!({
+        "apiVersion": format!("multicluster.linkerd.io/{version}"), "kind": "Link",
+        "metadata": {"name": "east", "namespace": "linkerd-multicluster"},
+        "spec": {
+            "targetClusterName": "east",
+            "clusterCredentialsSecret": "cluster-credentials-east",
+            "gatewayAddress": "203.0.113.10", "gatewayPort": "4143",
+            "probeSpec": {"path": "/ready", "port": "4191", "period": "3s"},
+            "selector": {"matchLabels": {"mirror.linkerd.io/exported": "true"}},
+            "federatedServiceSelector": {"matchLabels": {"mirror.linkerd.io/federated": "member"}},
+            "excludedAnnotations": ["a/*"],
+            "excludedLabels": ["b/*"]
+        },
+        "status": {"mirrorServices": [{"name": "web-east"}]}
+    })
+}
+
+#[test]
+fn decode_refuses_bodies_it_cannot_read() {
+    let cases: Vec<(&str, usize, &str, Value, Failure)> = vec![
+        (
+            "not an object",
+            SERVICES,
+            "v1",
+            json!([{"kind": "Service"}]),
+            fail(
+                400,
+                "BadRequest",
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+            ),
+        ),
+        (
+            "another apiVersion",
+            SERVICES,
+            "v1",
+            json!({"apiVersion": "apps/v1", "kind": "Service", "metadata": {"name": "web"}}),
+            fail(
+                400,
+                "BadRequest",
+                "the API version in the data (apps/v1) does not match the expected API version (v1)",
+            ),
+        ),
+        (
+            "a Link in another version than the URL's",
+            LINKS,
+            "v1alpha2",
+            link("v1alpha3"),
+            fail(
+                400,
+                "BadRequest",
+                "the API version in the data (multicluster.linkerd.io/v1alpha3) does not match the expected API version (multicluster.linkerd.io/v1alpha2)",
+            ),
+        ),
+        (
+            "another kind",
+            SERVICES,
+            "v1",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}}),
+            fail(
+                400,
+                "BadRequest",
+                "the kind in the data (Pod) does not match the expected kind (Service)",
+            ),
+        ),
+        (
+            "a port as a string",
+            SERVICES,
+            "v1",
+            json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}, {"port": "443"}]}}),
+            fail(
+                400,
+                "BadRequest",
+                "Service in version \"v1\" cannot be handled as a Service: spec.ports[1].port: invalid type: string \"443\", expected i32",
+            ),
+        ),
+        (
+            "a label that is not a string",
+            res("", "configmaps"),
+            "v1",
+            json!({"metadata": {"name": "c", "labels": {"n": 1}}}),
+            fail(
+                400,
+                "BadRequest",
+                "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: metadata.labels.n: invalid type: integer `1`, expected a string",
+            ),
+        ),
+        (
+            "Secret data that is not base64",
+            res("", "secrets"),
+            "v1",
+            json!({"metadata": {"name": "s"}, "data": {"k": "not base64!"}}),
+            fail(
+                400,
+                "BadRequest",
+                "Secret in version \"v1\" cannot be handled as a Secret: data.k: Invalid symbol 32, offset 3.",
+            ),
+        ),
+        (
+            "endpoints that are not a list",
+            ENDPOINTSLICES,
+            "v1",
+            json!({"metadata": {"name": "s"}, "addressType": "IPv4", "endpoints": {"addresses": []}}),
+            fail(
+                400,
+                "BadRequest",
+                "EndpointSlice in version \"v1\" cannot be handled as a EndpointSlice: endpoints: invalid type: map, expected a sequence",
+            ),
+        ),
+        (
+            "a Link port as a number: every Link scalar is a string",
+            LINKS,
+            "v1alpha3",
+            json!({"metadata": {"name": "east"}, "spec": {"gatewayPort": 4143}}),
+            fail(
+                400,
+                "BadRequest",
+                "Link in version \"v1alpha3\" cannot be handled as a Link: spec.gatewayPort: invalid type: integer `4143`, expected a string",
+            ),
+        ),
+    ];
+    for (case, res, version, body, want) in cases {
+        let got = decode(res, version, body).map_err(|e| (e.code, e.reason, e.message));
+        assert_eq!(got.err(), Some(want), "{case}");
+    }
+}
+
+#[test]
+fn decode_reports_fields_the_schema_does_not_have() {
+    let cases: Vec<(&str, usize, &str, Value, Vec<&str>)> = vec![
+        (
+            "a clean Service",
+            SERVICES,
+            "v1",
+            json!({"metadata": {"name": "web", "labels": {"a": "b"}},
+                   "spec": {"ports": [{"name": "http", "port": 80, "targetPort": "http"}],
+                            "selector": {"app": "web"}}}),
+            vec![],
+        ),
+        (
+            "unknown fields at every depth",
+            SERVICES,
+            "v1",
+            json!({"extra": 1, "metadata": {"name": "web", "labelz": {"a": "b"}},
+                   "spec": {"foo": "bar", "ports": [{"port": 80}, {"port": 81, "bogus": true}]}}),
+            vec![
+                "extra",
+                "metadata.labelz",
+                "spec.foo",
+                "spec.ports[1].bogus",
+            ],
+        ),
+        (
+            "an unknown field set to null is not reported",
+            SERVICES,
+            "v1",
+            json!({"metadata": {"name": "web"}, "spec": {"foo": null, "ports": [{"port": 80}]}}),
+            vec![],
+        ),
+        (
+            "spec on a ConfigMap",
+            res("", "configmaps"),
+            "v1",
+            json!({"metadata": {"name": "c"}, "data": {"a": "b"}, "spec": {}}),
+            vec!["spec"],
+        ),
+        (
+            "an EndpointSlice field misspelt",
+            ENDPOINTSLICES,
+            "v1",
+            json!({"metadata": {"name": "s"}, "addressType": "IPv4",
+                   "endpoints": [{"addresses": ["10.0.0.1"], "condition": {"ready": true}}]}),
+            vec!["endpoints[0].condition"],
+        ),
+        (
+            "a v1alpha3 Link has every field",
+            LINKS,
+            "v1alpha3",
+            link("v1alpha3"),
+            vec![],
+        ),
+        (
+            "v1alpha2 prunes the exclusions",
+            LINKS,
+            "v1alpha2",
+            link("v1alpha2"),
+            vec!["spec.excludedAnnotations", "spec.excludedLabels"],
+        ),
+        (
+            "v1alpha1 also prunes the federated selector and status",
+            LINKS,
+            "v1alpha1",
+            link("v1alpha1"),
+            vec![
+                "spec.excludedAnnotations",
+                "spec.excludedLabels",
+                "spec.federatedServiceSelector",
+                "status",
+            ],
+        ),
+        (
+            "unknown Link spec fields",
+            LINKS,
+            "v1alpha3",
+            json!({"metadata": {"name": "east"}, "spec": {"targetClusterName": "east", "gatewayPorts": "1"}}),
+            vec!["spec.gatewayPorts"],
+        ),
+    ];
+    for (case, res, version, body, want) in cases {
+        let decoded = decode(res, version, body).unwrap_or_else(|e| panic!("{case}: {e:?}"));
+        assert_eq!(decoded.unknown, want, "{case}");
+        // What is reported is what was dropped.
+        for path in &decoded.unknown {
+            let pointer = format!("/{}", path.replace(['.', '['], "/").replace(']', ""));
+            assert_eq!(
+                decoded.object.pointer(&pointer),
+                None,
+                "{case}: {path} kept"
+            );
+        }
+        assert_eq!(
+            decoded.object["apiVersion"],
+            RESOURCES[res].api_version(version),
+            "{case}"
+        );
+        assert_eq!(decoded.object["kind"], RESOURCES[res].kind, "{case}");
+    }
+}
+
+#[test]
+fn links_are_pruned_to_their_version() {
+    let stored = decode(LINKS, "v1alpha3", link("v1alpha3")).unwrap().object;
+    let spec_keys =
+        |v: &Value| -> Vec<String> { v["spec"].as_object().unwrap().keys().cloned().collect() };
+    assert_eq!(
+        spec_keys(&stored),
+        [
+            "clusterCredentialsSecret",
+            "excludedAnnotations",
+            "excludedLabels",
+            "federatedServiceSelector",
+            "gatewayAddress",
+            "gatewayPort",
+            "probeSpec",
+            "selector",
+            "targetClusterName"
+        ]
+    );
+    // (version read in, spec keys gone, status kept)
+    let cases = [
+        ("v1alpha3", vec![], true),
+        (
+            "v1alpha2",
+            vec!["excludedAnnotations", "excludedLabels"],
+            true,
+        ),
+        (
+            "v1alpha1",
+            vec![
+                "excludedAnnotations",
+                "excludedLabels",
+                "federatedServiceSelector",
+            ],
+            false,
+        ),
+    ];
+    for (version, gone, status) in cases {
+        let mut read = stored.clone();
+        prune_for_version(LINKS, version, &mut read);
+        let want: Vec<String> = spec_keys(&stored)
+            .into_iter()
+            .filter(|k| !gone.contains(&k.as_str()))
+            .collect();
+        assert_eq!(spec_keys(&read), want, "{version}");
+        assert_eq!(read.get("status").is_some(), status, "{version}: status");
+        assert_eq!(
+            read["spec"]["probeSpec"], stored["spec"]["probeSpec"],
+            "{version}"
+        );
+    }
+    // Built-in kinds are never pruned.
+    let mut svc = json!({"spec": {"excludedLabels": ["x"]}, "status": {}});
+    prune_for_version(SERVICES, "v1alpha1", &mut svc);
+    assert_eq!(
+        svc,
+        json!({"spec": {"excludedLabels": ["x"]}, "status": {}})
+    );
+}
+
+#[test]
+fn defaults() {
+    let cases: Vec<(&str, usize, Value, Value)> = vec![
+        (
+            "a Namespace",
+            NAMESPACES,
+            json!({"metadata": {"name": "shop"}}),
+            json!({"metadata": {"name": "shop", "labels": {"kubernetes.io/metadata.name": "shop"}},
+                   "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+        ),
+        (
+            "a Namespace keeps its labels and phase, the name label is forced",
+            NAMESPACES,
+            json!({"metadata": {"name": "shop", "labels": {"a": "b", "kubernetes.io/metadata.name": "x"}},
+                   "spec": {"finalizers": []}, "status": {"phase": "Terminating"}}),
+            json!({"metadata": {"name": "shop", "labels": {"a": "b", "kubernetes.io/metadata.name": "shop"}},
+                   "spec": {"finalizers": []}, "status": {"phase": "Terminating"}}),
+        ),
+        (
+            "a ClusterIP Service",
+            SERVICES,
+            json!({"spec": {"ports": [{"port": 80}, {"port": 53, "protocol": "UDP", "targetPort": "dns"}]}}),
+            json!({"spec": {"type": "ClusterIP", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80},
+                                      {"port": 53, "protocol": "UDP", "targetPort": "dns"}]}}),
+        ),
+        (
+            "a targetPort of 0 or \"\" is the port",
+            SERVICES,
+            json!({"spec": {"ports": [{"port": 80, "targetPort": 0}, {"port": 81, "targetPort": ""}]}}),
+            json!({"spec": {"type": "ClusterIP", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80},
+                                      {"port": 81, "protocol": "TCP", "targetPort": 81}]}}),
+        ),
+        (
+            "a NodePort Service",
+            SERVICES,
+            json!({"spec": {"type": "NodePort", "ports": [{"port": 80}]}}),
+            json!({"spec": {"type": "NodePort", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+                            "externalTrafficPolicy": "Cluster",
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}}),
+        ),
+        (
+            "a LoadBalancer Service",
+            SERVICES,
+            json!({"spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}}),
+            json!({"spec": {"type": "LoadBalancer", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+                            "externalTrafficPolicy": "Local", "allocateLoadBalancerNodePorts": true,
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}}),
+        ),
+        (
+            "an ExternalName Service gets sessionAffinity and port defaults only",
+            SERVICES,
+            json!({"spec": {"type": "ExternalName", "externalName": "example.com", "ports": [{"port": 80}]}}),
+            json!({"spec": {"type": "ExternalName", "externalName": "example.com", "sessionAffinity": "None",
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}}),
+        ),
+        (
+            "Secret stringData goes into data, base64",
+            res("", "secrets"),
+            json!({"data": {"a": "b2xk", "keep": "eA=="}, "stringData": {"a": "new", "b": "two words"}}),
+            json!({"data": {"a": "bmV3", "keep": "eA==", "b": "dHdvIHdvcmRz"}, "type": "Opaque"}),
+        ),
+        (
+            "a Secret keeps its type",
+            res("", "secrets"),
+            json!({"type": "kubernetes.io/tls"}),
+            json!({"type": "kubernetes.io/tls"}),
+        ),
+        (
+            "EndpointSlice ports get a name and protocol",
+            ENDPOINTSLICES,
+            json!({"addressType": "IPv4", "ports": [{"port": 80}, {"name": "dns", "protocol": "UDP", "port": 53}]}),
+            json!({"addressType": "IPv4", "ports": [{"name": "", "protocol": "TCP", "port": 80},
+                                                    {"name": "dns", "protocol": "UDP", "port": 53}]}),
+        ),
+        (
+            "a Link probeSpec gets timeout and failureThreshold",
+            LINKS,
+            json!({"spec": {"probeSpec": {"path": "/ready", "timeout": "5s"}}}),
+            json!({"spec": {"probeSpec": {"path": "/ready", "timeout": "5s", "failureThreshold": "3"}}}),
+        ),
+        (
+            "a Link without probeSpec gets none",
+            LINKS,
+            json!({"spec": {"targetClusterName": "east"}}),
+            json!({"spec": {"targetClusterName": "east"}}),
+        ),
+        (
+            "a ConfigMap has no defaults",
+            res("", "configmaps"),
+            json!({"metadata": {"name": "c"}}),
+            json!({"metadata": {"name": "c"}}),
+        ),
+    ];
+    for (case, res, mut object, want) in cases {
+        default(res, &mut object);
+        assert_eq!(object, want, "{case}");
+    }
+}
+
+#[test]
+fn service_validation() {
+    let dns1035 = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+    let label = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+    let bad_name = format!("Invalid value: \"1web\": {dns1035}");
+    let bad_port_name = format!("Invalid value: \"HTTP\": {label}");
+    // (case, name, spec before defaulting, expected)
+    let cases: Vec<(&str, &str, Value, Checked)> = vec![
+        (
+            "one unnamed port",
+            "web",
+            json!({"ports": [{"port": 80}]}),
+            Ok(()),
+        ),
+        (
+            "two ports need names",
+            "web",
+            json!({"ports": [{"port": 80}, {"port": 443}]}),
+            invalid(
+                "Service",
+                "web",
+                &[
+                    ("FieldValueRequired", "spec.ports[0].name", "Required value"),
+                    ("FieldValueRequired", "spec.ports[1].name", "Required value"),
+                ],
+            ),
+        ),
+        (
+            "duplicate port names",
+            "web",
+            json!({"ports": [{"name": "http", "port": 80}, {"name": "http", "port": 8080}]}),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueDuplicate",
+                    "spec.ports[1].name",
+                    "Duplicate value: \"http\"",
+                )],
+            ),
+        ),
+        (
+            "duplicate port and protocol",
+            "web",
+            json!({"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 80, "targetPort": 81}]}),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueDuplicate",
+                    "spec.ports[1]",
+                    "Duplicate value: core.ServicePort{Name:\"\", Protocol:\"TCP\", AppProtocol:(*string)(nil), Port:80, TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}",
+                )],
+            ),
+        ),
+        (
+            "the same port over TCP and UDP",
+            "dns",
+            json!({"ports": [{"name": "tcp", "port": 53}, {"name": "udp", "port": 53, "protocol": "UDP"}]}),
+            Ok(()),
+        ),
+        (
+            "a protocol kube does not know",
+            "web",
+            json!({"ports": [{"port": 80, "protocol": "HTTP"}]}),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueNotSupported",
+                    "spec.ports[0].protocol",
+                    "Unsupported value: \"HTTP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+                )],
+            ),
+        ),
+        (
+            "a port out of range",
+            "web",
+            json!({"ports": [{"port": 70000, "targetPort": 80}]}),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueInvalid",
+                    "spec.ports[0].port",
+                    "Invalid value: 70000: must be between 1 and 65535, inclusive",
+                )],
+            ),
+        ),
+        (
+            "a target port out of range",
+            "web",
+            json!({"ports": [{"port": 80, "targetPort": 65536}]}),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueInvalid",
+                    "spec.ports[0].targetPort",
+                    "Invalid value: 65536: must be between 1 and 65535, inclusive",
+                )],
+            ),
+        ),
+        (
+            "a named target port",
+            "web",
+            json!({"ports": [{"port": 80, "targetPort": "http-alt"}]}),
+            Ok(()),
+        ),
+        (
+            "a target port name that is not an IANA name",
+            "web",
+            json!({"ports": [{"port": 80, "targetPort": "bad_name"}]}),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueInvalid",
+                    "spec.ports[0].targetPort",
+                    "Invalid value: \"bad_name\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                )],
+            ),
+        ),
+        (
+            "no ports",
+            "web",
+            json!({"selector": {"app": "web"}}),
+            invalid(
+                "Service",
+                "web",
+                &[("FieldValueRequired", "spec.ports", "Required value")],
+            ),
+        ),
+        (
+            "headless without ports",
+            "web",
+            json!({"clusterIP": "None"}),
+            Ok(()),
+        ),
+        (
+            "an ExternalName needs externalName",
+            "web",
+            json!({"type": "ExternalName"}),
+            invalid(
+                "Service",
+                "web",
+                &[("FieldValueRequired", "spec.externalName", "Required value")],
+            ),
+        ),
+        (
+            "an ExternalName without ports",
+            "web",
+            json!({"type": "ExternalName", "externalName": "db.example.com"}),
+            Ok(()),
+        ),
+        (
+            "a type kube does not know",
+            "web",
+            json!({"type": "Internal", "ports": [{"port": 80}]}),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueNotSupported",
+                    "spec.type",
+                    "Unsupported value: \"Internal\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"",
+                )],
+            ),
+        ),
+        (
+            "a clusterIP that is not an address",
+            "web",
+            json!({"clusterIP": "10.96.0.300", "ports": [{"port": 80}]}),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueInvalid",
+                    "spec.clusterIPs[0]",
+                    "Invalid value: \"10.96.0.300\": must be empty, 'None', or a valid IP address",
+                )],
+            ),
+        ),
+        (
+            "a Service name must be a DNS-1035 label, and every problem is listed",
+            "1web",
+            json!({"ports": [{"name": "HTTP", "port": 80, "protocol": "ICMP"}]}),
+            invalid(
+                "Service",
+                "1web",
+                &[
+                    ("FieldValueInvalid", "metadata.name", bad_name.as_str()),
+                    (
+                        "FieldValueInvalid",
+                        "spec.ports[0].name",
+                        bad_port_name.as_str(),
+                    ),
+                    (
+                        "FieldValueNotSupported",
+                        "spec.ports[0].protocol",
+                        "Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+                    ),
+                ],
+            ),
+        ),
+    ];
+    for (case, name, spec, want) in cases {
+        let mut object = json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec});
+        default(SERVICES, &mut object);
+        assert_eq!(validated(SERVICES, &object, None), want, "{case}");
+    }
+}
+
+#[test]
+fn service_updates_keep_the_cluster_ip() {
+    let old = json!({"metadata": {"name": "web"},
+                     "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "ports": [{"port": 80}]}});
+    let with = |spec: Value| json!({"metadata": {"name": "web"}, "spec": spec});
+    let cases: Vec<(&str, Value, Checked)> = vec![
+        (
+            "the same address",
+            with(json!({"clusterIP": "10.96.0.10", "ports": [{"port": 80}]})),
+            Ok(()),
+        ),
+        (
+            "another address",
+            with(json!({"clusterIP": "10.96.0.11", "ports": [{"port": 80}]})),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueInvalid",
+                    "spec.clusterIPs[0]",
+                    "Invalid value: []string{\"10.96.0.11\"}: may not change once set",
+                )],
+            ),
+        ),
+        (
+            "becoming headless",
+            with(json!({"clusterIP": "None", "ports": [{"port": 80}]})),
+            invalid(
+                "Service",
+                "web",
+                &[(
+                    "FieldValueInvalid",
+                    "spec.clusterIPs[0]",
+                    "Invalid value: []string{\"None\"}: may not change once set",
+                )],
+            ),
+        ),
+        (
+            "becoming an ExternalName drops it",
+            with(json!({"type": "ExternalName", "externalName": "db.example.com"})),
+            Ok(()),
+        ),
+    ];
+    for (case, object, want) in cases {
+        assert_eq!(validated(SERVICES, &object, Some(&old)), want, "{case}");
+    }
+}
+
+#[test]
+fn endpoint_slice_validation() {
+    let slice = |ty: Option<&str>, endpoints: Value, ports: Value| {
+        let mut v = json!({"metadata": {"name": "web-x"}, "endpoints": endpoints, "ports": ports});
+        if let Some(ty) = ty {
+            v["addressType"] = json!(ty);
+        }
+        v
+    };
+    let one = |a: &str| json!([{"addresses": [a]}]);
+    let many_addresses: Vec<String> = (0..101)
+        .map(|i| format!("10.0.{}.{}", i / 200, i % 200 + 1))
+        .collect();
+    let many_endpoints: Vec<Value> = (0..1001)
+        .map(|i| json!({"addresses": [format!("10.1.{}.{}", i / 200, i % 200 + 1)]}))
+        .collect();
+    let p80 = json!([{"name": "http", "port": 80, "protocol": "TCP"}]);
+    let cases: Vec<(&str, Value, Checked)> = vec![
+        (
+            "IPv4 addresses",
+            slice(Some("IPv4"), one("10.0.0.1"), p80.clone()),
+            Ok(()),
+        ),
+        (
+            "IPv6 addresses",
+            slice(Some("IPv6"), one("fd00::1"), p80.clone()),
+            Ok(()),
+        ),
+        (
+            "FQDN addresses",
+            slice(Some("FQDN"), one("db.example.com"), p80.clone()),
+            Ok(()),
+        ),
+        (
+            "an IPv6 address in an IPv4 slice",
+            slice(
+                Some("IPv4"),
+                json!([{"addresses": ["10.0.0.1", "fd00::1"]}]),
+                p80.clone(),
+            ),
+            invalid(
+                "EndpointSlice",
+                "web-x",
+                &[(
+                    "FieldValueInvalid",
+                    "endpoints[0].addresses[1]",
+                    "Invalid value: \"fd00::1\": must be a valid IPv4 address",
+                )],
+            ),
+        ),
+        (
+            "an IPv4 address in an IPv6 slice",
+            slice(
+                Some("IPv6"),
+                json!([{"addresses": ["fd00::1"]}, {"addresses": ["10.0.0.1"]}]),
+                p80.clone(),
+            ),
+            invalid(
+                "EndpointSlice",
+                "web-x",
+                &[(
+                    "FieldValueInvalid",
+                    "endpoints[1].addresses[0]",
+                    "Invalid value: \"10.0.0.1\": must be a valid IPv6 address",
+                )],
+            ),
+        ),
+        (
+            "no addressType",
+            slice(None, one("10.0.0.1"), p80.clone()),
+            invalid(
+                "EndpointSlice",
+                "web-x",
+                &[("FieldValueRequired", "addressType", "Required value")],
+            ),
+        ),
+        (
+            "an addressType kube does not know",
+            slice(Some("IPX"), one("10.0.0.1"), p80.clone()),
+            invalid(
+                "EndpointSlice",
+                "web-x",
+                &[(
+                    "FieldValueNotSupported",
+                    "addressType",
+                    "Unsupported value: \"IPX\": supported values: \"FQDN\", \"IPv4\", \"IPv6\"",
+                )],
+            ),
+        ),
+        (
+            "an endpoint without addresses",
+            slice(Some("IPv4"), json!([{"addresses": []}]), p80.clone()),
+            invalid(
+                "EndpointSlice",
+                "web-x",
+                &[(
+                    "FieldValueRequired",
+                    "endpoints[0].addresses",
+                    "Required value: must contain at least 1 address",
+                )],
+            ),
+        ),
+        (
+            "an endpoint with 101 addresses",
+            slice(
+                Some("IPv4"),
+                json!([{"addresses": many_addresses}]),
+                p80.clone(),
+            ),
+            invalid(
+                "EndpointSlice",
+                "web-x",
+                &[(
+                    "FieldValueTooMany",
+                    "endpoints[0].addresses",
+                    "Too many: 101: must have at most 100 items",
+                )],
+            ),
+        ),
+        (
+            "1001 endpoints",
+            slice(Some("IPv4"), Value::Array(many_endpoints), p80.clone()),
+            invalid(
+                "EndpointSlice",
+                "web-x",
+                &[(
+                    "FieldValueTooMany",
+                    "endpoints",
+                    "Too many: 1001: must have at most 1000 items",
+                )],
+            ),
+        ),
+        (
+            "a port out of range",
+            slice(
+                Some("IPv4"),
+                one("10.0.0.1"),
+                json!([{"name": "a", "port": 0}, {"name": "b", "port": 65536}]),
+            ),
+            invalid(
+                "EndpointSlice",
+                "web-x",
+                &[
+                    (
+                        "FieldValueInvalid",
+                        "ports[0].port",
+                        "Invalid value: 0: must be between 1 and 65535, inclusive",
+                    ),
+                    (
+                        "FieldValueInvalid",
+                        "ports[1].port",
+                        "Invalid value: 65536: must be between 1 and 65535, inclusive",
+                    ),
+                ],
+            ),
+        ),
+        (
+            "no endpoints and no ports",
+            json!({"metadata": {"name": "web-x"}, "addressType": "IPv4"}),
+            Ok(()),
+        ),
+    ];
+    for (case, object, want) in cases {
+        assert_eq!(validated(ENDPOINTSLICES, &object, None), want, "{case}");
+    }
+
+    // addressType is immutable.
+    let old = slice(Some("IPv4"), one("10.0.0.1"), p80.clone());
+    assert_eq!(
+        validated(
+            ENDPOINTSLICES,
+            &slice(Some("IPv4"), one("10.0.0.2"), p80.clone()),
+            Some(&old)
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        validated(
+            ENDPOINTSLICES,
+            &slice(Some("IPv6"), one("fd00::2"), p80),
+            Some(&old)
+        ),
+        invalid(
+            "EndpointSlice",
+            "web-x",
+            &[(
+                "FieldValueInvalid",
+                "addressType",
+                "Invalid value: \"IPv6\": field is immutable"
+            )],
+        )
+    );
+}
+
+#[test]
+fn names() {
+    let subdomain = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    let label = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+    let configmaps = res("", "configmaps");
+    // (resource, name, None = valid, Some(message after `Invalid value: "<name>": `))
+    let cases: Vec<(usize, &str, Option<&str>)> = vec![
+        (configmaps, "a.b-c", None),
+        (configmaps, "A", Some(subdomain)),
+        (configmaps, "a..b", Some(subdomain)),
+        (configmaps, "-a", Some(subdomain)),
+        (NAMESPACES, "shop-1", None),
+        (NAMESPACES, "1shop", None),
+        (NAMESPACES, "a.b", Some(label)),
+        (ENDPOINTSLICES, "web-abc12.x", None),
+        (LINKS, "east", None),
+        (LINKS, "East", Some(subdomain)),
+    ];
+    for (res, name, want) in cases {
+        let object = json!({"metadata": {"name": name}, "addressType": "IPv4"});
+        let kind = RESOURCES[res].kind;
+        let want = match want {
+            None => Ok(()),
+            Some(msg) => {
+                let message = format!("Invalid value: \"{name}\": {msg}");
+                invalid(
+                    kind,
+                    name,
+                    &[("FieldValueInvalid", "metadata.name", message.as_str())],
+                )
+            }
+        };
+        assert_eq!(validated(res, &object, None), want, "{kind} {name:?}");
+    }
+    assert_eq!(
+        validated(configmaps, &json!({"metadata": {}}), None),
+        invalid(
+            "ConfigMap",
+            "",
+            &[(
+                "FieldValueRequired",
+                "metadata.name",
+                "Required value: name or generateName is required",
+            )],
+        )
+    );
+    let (long63, long64) = ("a".repeat(63), "a".repeat(64));
+    for (s, ok) in [
+        ("a", true),
+        ("a-1", true),
+        ("1", true),
+        ("", false),
+        ("a-", false),
+        ("a_b", false),
+        ("a.b", false),
+        (long63.as_str(), true),
+        (long64.as_str(), false),
+    ] {
+        assert_eq!(is_dns1123_label(s), ok, "{s:?}");
+    }
+}
