@@ -364,7 +364,7 @@ fn encode_as(res: usize, version: &str, obj: &Obj) -> Bytes {
     if version == def.storage_version() {
         return obj.json.clone();
     }
-    let mut v = obj.value.clone();
+    let mut v = obj.value();
     v["apiVersion"] = json!(def.api_version(version));
     validate::prune_for_version(res, version, &mut v);
     Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
@@ -375,7 +375,7 @@ fn selectors(
     q: &HashMap<String, String>,
 ) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let label = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
-        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let field = FieldSelector::parse(
         q.get("fieldSelector").map(String::as_str).unwrap_or(""),
         RESOURCES[res].field_selectors,
@@ -386,13 +386,9 @@ fn selectors(
 
 fn matches(obj: &Obj, ns: Option<&str>, label: &LabelSelector, field: &FieldSelector) -> bool {
     ns.is_none_or(|n| obj.namespace() == n)
-        && label.matches(
-            obj.value
-                .get("metadata")
-                .and_then(|m| m.get("labels"))
-                .and_then(Value::as_object),
-        )
-        && field.matches(&obj.value)
+        && label.matches(obj.labels())
+        // Only a field selector needs the decoded object.
+        && (field.is_empty() || field.matches(&obj.value()))
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -858,17 +854,18 @@ impl Req {
     fn store_update(&self, old: &Arc<Obj>, mut new: Value) -> Result<Response<Body>, ApiError> {
         let def = self.def();
         let manager = self.manager()?;
-        self.reset_fields(&old.value, &mut new);
+        let old_value = old.value();
+        self.reset_fields(&old_value, &mut new);
         // managedFields absent = keep; present = the client's (an empty list clears them).
         if new.pointer("/metadata/managedFields").is_none()
-            && let Some(mf) = old.value.pointer("/metadata/managedFields")
+            && let Some(mf) = old_value.pointer("/metadata/managedFields")
         {
             new["metadata"]["managedFields"] = mf.clone();
         }
         validate::default(self.t.res, &mut new);
-        validate::validate(self.t.res, &new, Some(&old.value))?;
+        validate::validate(self.t.res, &new, Some(&old_value))?;
         let new = ssa::update(
-            Some(&old.value),
+            Some(&old_value),
             &new,
             &manager,
             &def.api_version(&self.t.version),
@@ -996,8 +993,9 @@ impl Req {
             return Err(ApiError::not_found(def.group, def.plural, self.name()));
         }
         let schema = ssa::Schema::for_kind(def.group, def.kind);
+        let old_value = old.as_ref().map(|o| o.value());
         let mut merged = ssa::apply(
-            old.as_ref().map(|o| &o.value),
+            old_value.as_ref(),
             &config,
             &manager,
             force,
@@ -1025,10 +1023,9 @@ impl Req {
                 Ok(self.respond(201, &obj))
             }
             Some(old) => {
-                merged["metadata"]["resourceVersion"] =
-                    json!(meta_str(&old.value, "resourceVersion"));
+                merged["metadata"]["resourceVersion"] = json!(old.resource_version().to_string());
                 validate::default(self.t.res, &mut merged);
-                validate::validate(self.t.res, &merged, Some(&old.value))?;
+                validate::validate(self.t.res, &merged, old_value.as_ref())?;
                 if self.dry_run() {
                     return Ok(value_response(200, &merged, &self.warnings));
                 }
@@ -1078,7 +1075,7 @@ impl Req {
                     obj.name(),
                     def.group,
                     def.plural,
-                    meta_str(&obj.value, "uid"),
+                    meta_str(&obj.value(), "uid"),
                 ),
                 &[],
             ),
@@ -1093,11 +1090,11 @@ impl Req {
         let mut out = Vec::new();
         for obj in items.iter().filter(|o| matches(o, None, &label, &field)) {
             if self.dry_run() {
-                out.push(obj.value.clone());
+                out.push(obj.value());
                 continue;
             }
             match store.delete(self.t.res, obj.namespace(), obj.name(), None, None)? {
-                Deleted::Gone(o) | Deleted::Pending(o) => out.push(o.value.clone()),
+                Deleted::Gone(o) | Deleted::Pending(o) => out.push(o.value()),
             }
         }
         let rv = store.resource_version();

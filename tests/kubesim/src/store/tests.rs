@@ -65,7 +65,7 @@ fn fail(code: u16, reason: &'static str, message: &str) -> Failure {
 /// `ns/name@rv`, with `=data` for ConfigMaps.
 fn show(o: &Obj) -> String {
     let mut s = format!("{}/{}@{}", o.namespace(), o.name(), o.resource_version());
-    if let Some(d) = o.value.pointer("/data/k").and_then(Value::as_str) {
+    if let Some(d) = o.value().pointer("/data/k").and_then(Value::as_str) {
         s.push('=');
         s.push_str(d);
     }
@@ -120,10 +120,13 @@ fn a_new_store_has_the_built_in_objects() {
     );
     let kubernetes = s.get(SERVICES, "default", "kubernetes").unwrap();
     assert_eq!(kubernetes.resource_version(), 5);
-    assert_eq!(kubernetes.value["spec"]["clusterIP"], "10.96.0.1");
-    assert_eq!(kubernetes.value["spec"]["clusterIPs"], json!(["10.96.0.1"]));
+    assert_eq!(kubernetes.value()["spec"]["clusterIP"], "10.96.0.1");
     assert_eq!(
-        s.get(NAMESPACES, "", "default").unwrap().value["status"]["phase"],
+        kubernetes.value()["spec"]["clusterIPs"],
+        json!(["10.96.0.1"])
+    );
+    assert_eq!(
+        s.get(NAMESPACES, "", "default").unwrap().value()["status"]["phase"],
         "Active"
     );
 }
@@ -210,7 +213,7 @@ fn create_sets_server_fields_and_refuses_bad_creates() {
         match (got, want) {
             (Ok(obj), Ok((id, generation))) => {
                 assert_eq!(show(&obj), id, "{case}");
-                let meta = &obj.value["metadata"];
+                let meta = &obj.value()["metadata"];
                 assert_eq!(
                     meta.get("generation").and_then(Value::as_i64),
                     generation,
@@ -533,8 +536,8 @@ fn update_checks_preconditions_and_skips_no_op_writes() {
     let cms = configmaps();
     let mut s = store();
     let created = s.create(cms, cm("default", "a", "v1")).unwrap(); // 6
-    let uid = created.value["metadata"]["uid"].clone();
-    let ts = created.value["metadata"]["creationTimestamp"].clone();
+    let uid = created.value()["metadata"]["uid"].clone();
+    let ts = created.value()["metadata"]["creationTimestamp"].clone();
     let with = |data: &str, rv: Option<&str>| {
         let mut v = cm("default", "a", data);
         if let Some(rv) = rv {
@@ -612,9 +615,10 @@ fn update_checks_preconditions_and_skips_no_op_writes() {
         assert_eq!(got, want.map(str::to_owned), "{case}");
         assert_eq!(drain(&mut rx), strs(&events), "{case}: events");
         let stored = s.get(cms, "default", "a").unwrap();
-        assert_eq!(stored.value["metadata"]["uid"], uid, "{case}: uid");
+        assert_eq!(stored.value()["metadata"]["uid"], uid, "{case}: uid");
         assert_eq!(
-            stored.value["metadata"]["creationTimestamp"], ts,
+            stored.value()["metadata"]["creationTimestamp"],
+            ts,
             "{case}: creationTimestamp"
         );
     }
@@ -650,7 +654,7 @@ fn generation_counts_spec_changes_only() {
         assert_eq!(
             (
                 got.resource_version(),
-                got.value["metadata"]["generation"].as_i64().unwrap()
+                got.value()["metadata"]["generation"].as_i64().unwrap()
             ),
             want,
             "{case}"
@@ -737,17 +741,18 @@ fn finalizers_hold_a_deleted_object_until_removed() {
         let got = got.map_err(failure).map(|(how, o)| {
             // Once marked, the deletion fields stay whatever the client sends.
             assert!(
-                o.value["metadata"]["deletionTimestamp"].is_string(),
+                o.value()["metadata"]["deletionTimestamp"].is_string(),
                 "{case}: deletionTimestamp"
             );
             assert_eq!(
-                o.value["metadata"]["deletionGracePeriodSeconds"], 0,
+                o.value()["metadata"]["deletionGracePeriodSeconds"],
+                0,
                 "{case}"
             );
             (
                 how,
                 o.resource_version(),
-                o.value["metadata"]["generation"].as_i64().unwrap(),
+                o.value()["metadata"]["generation"].as_i64().unwrap(),
             )
         });
         assert_eq!(got, want, "{case}");
@@ -764,7 +769,7 @@ fn finalizers_hold_a_deleted_object_until_removed() {
 fn delete_honours_preconditions() {
     let cms = configmaps();
     let mut s = store();
-    let uid = s.create(cms, cm("default", "a", "v1")).unwrap().value["metadata"]["uid"]
+    let uid = s.create(cms, cm("default", "a", "v1")).unwrap().value()["metadata"]["uid"]
         .as_str()
         .unwrap()
         .to_owned(); // 6
@@ -853,7 +858,7 @@ fn deleting_a_namespace_deletes_its_contents() {
             svc("shop", "web", json!({"ports": [{"port": 80}]})),
         )
         .unwrap(); // 8
-    assert_eq!(web.value["spec"]["clusterIP"], "10.96.0.2");
+    assert_eq!(web.value()["spec"]["clusterIP"], "10.96.0.2");
     s.create(cms, cm("shop", "a", "v1")).unwrap(); // 9
     s.create(cms, cm("default", "keep", "v1")).unwrap(); // 10
     let mut rx = s.watch(NAMESPACES, None, false).unwrap().rx;
@@ -888,7 +893,7 @@ fn deleting_a_namespace_deletes_its_contents() {
             ),
         )
         .unwrap();
-    assert_eq!(again.value["spec"]["clusterIP"], "10.96.0.2");
+    assert_eq!(again.value()["spec"]["clusterIP"], "10.96.0.2");
 }
 
 #[test]
@@ -905,8 +910,8 @@ fn a_namespace_with_finalizers_terminates_until_they_are_removed() {
         Deleted::Gone(o) => panic!("deleted at once: {}", show(&o)),
     };
     assert_eq!(show(&pending), "/shop@9");
-    assert_eq!(pending.value["status"]["phase"], "Terminating");
-    assert!(pending.value["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(pending.value()["status"]["phase"], "Terminating");
+    assert!(pending.value()["metadata"]["deletionTimestamp"].is_string());
     assert_eq!(
         drain(&mut rx),
         [
@@ -923,7 +928,7 @@ fn a_namespace_with_finalizers_terminates_until_they_are_removed() {
         ))
     );
 
-    let mut released = pending.value.clone();
+    let mut released = pending.value();
     released["metadata"]["finalizers"] = json!([]);
     let last = s.update(NAMESPACES, released).unwrap();
     assert_eq!(show(&last), "/shop@10");
@@ -948,7 +953,7 @@ fn cluster_ips_come_from_the_service_cidr() {
     // A /29: 10.96.0.1 to 10.96.0.6 are usable, and kubernetes has .1.
     let mut s = store_with(1000, (Ipv4Addr::new(10, 96, 0, 3), 29));
     assert_eq!(
-        s.get(SERVICES, "default", "kubernetes").unwrap().value["spec"]["clusterIP"],
+        s.get(SERVICES, "default", "kubernetes").unwrap().value()["spec"]["clusterIP"],
         "10.96.0.1"
     );
 
@@ -1045,7 +1050,7 @@ fn cluster_ips_come_from_the_service_cidr() {
                 }),
         };
         let got = got.map_err(failure).map(|o| {
-            let spec = &o.value["spec"];
+            let spec = &o.value()["spec"];
             let ip = spec["clusterIP"].as_str().unwrap_or("").to_owned();
             if !ip.is_empty() {
                 assert_eq!(spec["clusterIPs"], json!([ip]), "{case}");
@@ -1182,7 +1187,7 @@ fn node_ports_are_allocated_kept_and_released() {
                 }),
         };
         let got = got.map_err(failure).map(|o| {
-            let spec = &o.value["spec"];
+            let spec = &o.value()["spec"];
             let ports: Vec<u64> = spec["ports"]
                 .as_array()
                 .unwrap()
