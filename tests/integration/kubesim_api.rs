@@ -555,6 +555,19 @@ async fn server_side_apply_owns_fields_and_reports_conflicts() {
         e.message
     );
     assert!(e.message.contains(".metadata.labels.app"), "{}", e.message);
+    let cause = &e.details.as_ref().expect("details").causes[0];
+    assert_eq!(
+        (
+            cause.reason.as_str(),
+            cause.message.as_str(),
+            cause.field.as_str()
+        ),
+        (
+            "FieldManagerConflict",
+            "conflict with \"mirror\"",
+            ".metadata.labels.app"
+        )
+    );
 
     // force takes the field over.
     let forced = svcs

@@ -1115,7 +1115,7 @@ fn ssa_error<'a>(
                 .into_iter()
                 .map(|c| Cause {
                     kind: "FieldManagerConflict".into(),
-                    message: format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+                    message: format!("conflict with {}", c.owner),
                     field: c.field,
                 })
                 .collect();

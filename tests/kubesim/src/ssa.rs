@@ -145,6 +145,9 @@ pub struct Conflict {
     pub api_version: String,
     /// The field, as kube-apiserver prints it, e.g. `.spec.ports[port=80,protocol="TCP"].targetPort`.
     pub field: String,
+    /// The owner as kube's messages name it: `"ctrl"` for an applier, `"ctrl" using v1` for an
+    /// updater, with ` with subresource "status"` when it wrote through one.
+    pub owner: String,
 }
 
 /// Why an apply or update could not be recorded.
@@ -776,6 +779,7 @@ fn conflict_error(mut conflicts: Vec<(String, &Entry, Set)>) -> SsaError {
                 manager: entry.manager.clone(),
                 api_version: entry.api_version.clone(),
                 field: p.clone(),
+                owner: key.describe(),
             });
         }
         groups.push((key.describe(), paths));

@@ -996,14 +996,16 @@ fn update_scenarios() {
 
 #[test]
 fn apply_errors() {
-    let conflicts = |message: &str, list: &[(&str, &str)]| SsaError::Conflicts {
+    // (manager, field, how messages name the owner)
+    let conflicts = |message: &str, list: &[(&str, &str, &str)]| SsaError::Conflicts {
         message: message.to_owned(),
         conflicts: list
             .iter()
-            .map(|(m, f)| Conflict {
+            .map(|(m, f, o)| Conflict {
                 manager: (*m).to_owned(),
                 api_version: "v1".to_owned(),
                 field: (*f).to_owned(),
+                owner: (*o).to_owned(),
             })
             .collect(),
     };
@@ -1014,7 +1016,7 @@ fn apply_errors() {
             "changing a field an updater owns",
             svc(),
             vec![create("kubectl", T0, service()), apply("helm", T1, named("Service", json!({"spec": {"type": "NodePort"}})))],
-            conflicts(r#"Apply failed with 1 conflict: conflict with "kubectl" using v1: .spec.type"#, &[("kubectl", ".spec.type")]),
+            conflicts(r#"Apply failed with 1 conflict: conflict with "kubectl" using v1: .spec.type"#, &[("kubectl", ".spec.type", r#""kubectl" using v1"#)]),
         ),
         (
             "several fields of one manager",
@@ -1026,7 +1028,10 @@ fn apply_errors() {
             ],
             conflicts(
                 "Apply failed with 2 conflicts: conflicts with \"kubectl\" using v1:\n- .spec.type\n- .spec.ports[port=80,protocol=\"TCP\"].targetPort",
-                &[("kubectl", ".spec.type"), ("kubectl", ".spec.ports[port=80,protocol=\"TCP\"].targetPort")],
+                &[
+                    ("kubectl", ".spec.type", r#""kubectl" using v1"#),
+                    ("kubectl", ".spec.ports[port=80,protocol=\"TCP\"].targetPort", r#""kubectl" using v1"#),
+                ],
             ),
         ),
         (
@@ -1039,7 +1044,7 @@ fn apply_errors() {
             ],
             conflicts(
                 "Apply failed with 2 conflicts: conflicts with \"ctrl\":\n- .metadata.labels.tier\nconflicts with \"kubectl\" using v1:\n- .spec.type",
-                &[("ctrl", ".metadata.labels.tier"), ("kubectl", ".spec.type")],
+                &[("ctrl", ".metadata.labels.tier", r#""ctrl""#), ("kubectl", ".spec.type", r#""kubectl" using v1"#)],
             ),
         ),
         (
@@ -1049,7 +1054,7 @@ fn apply_errors() {
                 apply("a", T0, named("Service", json!({"spec": {"sessionAffinity": "None"}}))),
                 apply("b", T1, null_affinity()),
             ],
-            conflicts(r#"Apply failed with 1 conflict: conflict with "a": .spec.sessionAffinity"#, &[("a", ".spec.sessionAffinity")]),
+            conflicts(r#"Apply failed with 1 conflict: conflict with "a": .spec.sessionAffinity"#, &[("a", ".spec.sessionAffinity", r#""a""#)]),
         ),
         (
             "a status field another status applier owns",
@@ -1061,7 +1066,7 @@ fn apply_errors() {
             ],
             conflicts(
                 r#"Apply failed with 1 conflict: conflict with "ctrl" with subresource "status": .status.conditions[type="Ready"].status"#,
-                &[("ctrl", ".status.conditions[type=\"Ready\"].status")],
+                &[("ctrl", ".status.conditions[type=\"Ready\"].status", r#""ctrl" with subresource "status""#)],
             ),
         ),
         (
