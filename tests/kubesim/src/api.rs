@@ -487,7 +487,7 @@ impl Req {
                     let want = parse_rv(rv)?;
                     let have = self.cluster.store().resource_version();
                     if want > have {
-                        return Err(ApiError::too_large_resource_version(want));
+                        return Err(ApiError::too_large_resource_version(want, have));
                     }
                     ReadAt::Latest
                 }

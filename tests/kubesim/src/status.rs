@@ -199,11 +199,11 @@ impl ApiError {
     }
 
     /// 504 for a resourceVersion newer than the server has.
-    pub fn too_large_resource_version(rv: u64) -> Self {
+    pub fn too_large_resource_version(rv: u64, current: u64) -> Self {
         let mut e = ApiError::new(
             504,
             "Timeout",
-            format!("Too large resource version: {rv}, current: (unknown)"),
+            format!("Timeout: Too large resource version: {rv}, current: {current}"),
         );
         e.causes.push(Cause {
             kind: "ResourceVersionTooLarge".into(),

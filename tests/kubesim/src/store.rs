@@ -320,7 +320,7 @@ impl Store {
             )),
             ReadAt::Exact(rv) => {
                 if rv > self.rv {
-                    return Err(ApiError::too_large_resource_version(rv));
+                    return Err(ApiError::too_large_resource_version(rv, self.rv));
                 }
                 if rv < self.complete_after {
                     // kube reads an exact resourceVersion from etcd, which words a compacted one so.
@@ -635,7 +635,7 @@ impl Store {
                 )));
             }
             if rv > self.rv {
-                return Err(ApiError::too_large_resource_version(rv));
+                return Err(ApiError::too_large_resource_version(rv, self.rv));
             }
             backlog = self
                 .history

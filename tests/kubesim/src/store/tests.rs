@@ -315,7 +315,7 @@ fn list_reconstructs_any_retained_resource_version() {
             Err(fail(
                 504,
                 "Timeout",
-                "Too large resource version: 14, current: (unknown)",
+                "Timeout: Too large resource version: 14, current: 13",
             )),
         ),
     ];
@@ -497,7 +497,7 @@ fn watch_start_yields_initial_state_backlog_and_live_changes() {
             Err(fail(
                 504,
                 "Timeout",
-                "Too large resource version: 11, current: (unknown)",
+                "Timeout: Too large resource version: 11, current: 10",
             )),
         ),
     ];
