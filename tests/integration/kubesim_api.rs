@@ -796,3 +796,46 @@ async fn links_are_served_in_three_versions() {
     );
     assert_eq!(e.code, 404);
 }
+
+#[tokio::test]
+async fn kube_discovery_finds_every_served_group() {
+    let (sim, _dir) = sim(&["east"], |_| {}).await;
+    let c = client(sim.cluster("east").unwrap()).await;
+    let discovery = kube::discovery::Discovery::new(c.clone())
+        .run()
+        .await
+        .expect("discovery runs");
+    let links = discovery
+        .get("multicluster.linkerd.io")
+        .expect("the Link group is discovered");
+    assert_eq!(links.preferred_version_or_latest(), "v1alpha3");
+    let (ar, caps) = links.recommended_kind("Link").expect("Link kind");
+    assert_eq!(
+        (ar.plural.as_str(), ar.version.as_str()),
+        ("links", "v1alpha3")
+    );
+    assert!(caps.supports_operation(kube::discovery::verbs::WATCH));
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(sub, _)| sub.plural == "links/status" || sub.plural == "status"),
+        "{:?}",
+        caps.subresources
+    );
+    for (group, kind) in [
+        ("", "Service"),
+        ("discovery.k8s.io", "EndpointSlice"),
+        ("coordination.k8s.io", "Lease"),
+        ("events.k8s.io", "Event"),
+    ] {
+        let g = discovery
+            .get(group)
+            .unwrap_or_else(|| panic!("group {group:?} discovered"));
+        assert!(g.recommended_kind(kind).is_some(), "{kind} in {group:?}");
+    }
+    let version = c.apiserver_version().await.expect("/version");
+    assert_eq!(
+        (version.major.as_str(), version.minor.as_str()),
+        ("1", "33")
+    );
+}
