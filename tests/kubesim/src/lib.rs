@@ -21,6 +21,7 @@
 pub mod api;
 pub mod cluster;
 pub mod control;
+pub mod kubemsg;
 pub mod patch;
 pub mod rbac;
 pub mod resources;
@@ -154,7 +155,7 @@ pub async fn start(config: SimConfig) -> Result<Sim, SimError> {
     };
     let mut clusters: Vec<Arc<Cluster>> = Vec::new();
     for name in &config.clusters {
-        if !validate::is_dns1123_label(name) {
+        if !kubemsg::dns1123_label_errors(name).is_empty() {
             return Err(SimError::Config(format!(
                 "cluster name {name:?} is not a DNS label"
             )));

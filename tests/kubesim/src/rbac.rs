@@ -16,10 +16,11 @@ use k8s_openapi::api::rbac::v1 as rbacv1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use serde_json::{Map, Value};
 
-use crate::selector::{
-    LabelSelector, aggregate, dns1123_label_errors, dns1123_subdomain_errors, go_quote,
-    go_string_slice, invalid, label_key_errors, label_value_errors,
+use crate::kubemsg::{
+    aggregate, dns1123_label_errors, dns1123_subdomain_errors, go_quote, go_string_slice, invalid,
+    label_key_errors, label_value_errors,
 };
+use crate::selector::LabelSelector;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const BUILTIN_SOURCE: &str = "builtin";

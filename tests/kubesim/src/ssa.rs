@@ -25,6 +25,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+use crate::kubemsg::go_quote;
+
 /// How a list or map at a path merges (structured-merge-diff "list-type"/"map-type").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListType {
@@ -1237,31 +1239,6 @@ fn cmp_field_lists(a: &[(String, Value)], b: &[(String, Value)]) -> Ordering {
 /// SMD equality: `1` equals `1.0`.
 fn value_eq(a: &Value, b: &Value) -> bool {
     cmp_values(a, b) == Ordering::Equal
-}
-
-/// Go's `%q`.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Go's `%v` of a float64: shortest digits, exponent form below 1e-4 and from 1e6 on.

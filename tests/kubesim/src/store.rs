@@ -14,6 +14,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+use crate::kubemsg::go_string_slice;
 use crate::resources::{NAMESPACES, RESOURCES, SERVICES};
 use crate::status::{ApiError, cause};
 
@@ -440,13 +441,14 @@ impl Store {
         let deleting = old_value.pointer("/metadata/deletionTimestamp").cloned();
         if deleting.is_some() {
             let before = finalizers(&old_value);
-            let added: BTreeSet<String> = finalizers(&v)
+            let mut added: Vec<String> = finalizers(&v)
                 .into_iter()
                 .filter(|f| !before.contains(f))
                 .collect();
             if !added.is_empty() {
-                // kube prints the sorted set with Go's `%#v`: `[]string{"a", "b"}`.
-                let added: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                // kube prints the sorted set with Go's `%#v`.
+                added.sort();
+                added.dedup();
                 return Err(ApiError::invalid(
                     def.group,
                     def.kind,
@@ -455,8 +457,8 @@ impl Store {
                         "FieldValueForbidden",
                         "metadata.finalizers",
                         format!(
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                            added.join(", ")
+                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {}",
+                            go_string_slice(&added)
                         ),
                     )],
                 ));

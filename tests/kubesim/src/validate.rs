@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::kubemsg;
 use crate::resources::{RESOURCES, ResourceDef};
 use crate::status::{ApiError, Cause, cause};
 
@@ -348,40 +349,18 @@ fn default_service(object: &mut Value) {
     }
 }
 
-/// kube's DNS-1123 label check.
-pub fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-fn is_dns1035_label(s: &str) -> bool {
-    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
-}
-
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
-
 fn check_name(res: usize, name: &str, out: &mut Vec<Cause>) {
     let def = &RESOURCES[res];
-    let (ok, msg) = match (def.group, def.kind) {
-        ("", "Service") => (is_dns1035_label(name), DNS1035_MSG),
-        ("", "Namespace") => (is_dns1123_label(name), LABEL_MSG),
-        _ => (is_dns1123_subdomain(name), SUBDOMAIN_MSG),
+    let errors = match (def.group, def.kind) {
+        ("", "Service") => kubemsg::dns1035_label_errors(name),
+        ("", "Namespace") => kubemsg::dns1123_label_errors(name),
+        _ => kubemsg::dns1123_subdomain_errors(name),
     };
-    if !ok {
+    for msg in errors {
         out.push(cause(
             "FieldValueInvalid",
             "metadata.name",
-            format!("Invalid value: \"{name}\": {msg}"),
+            format!("Invalid value: {}: {msg}", kubemsg::go_quote(name)),
         ));
     }
 }
@@ -469,11 +448,11 @@ fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
             if ports.len() > 1 && port_name.is_empty() {
                 causes.push(cause("FieldValueRequired", at("name"), "Required value"));
             } else if !port_name.is_empty() {
-                if !is_dns1123_label(port_name) {
+                for msg in kubemsg::dns1123_label_errors(port_name) {
                     causes.push(cause(
                         "FieldValueInvalid",
                         at("name"),
-                        format!("Invalid value: \"{port_name}\": {LABEL_MSG}"),
+                        format!("Invalid value: {}: {msg}", kubemsg::go_quote(port_name)),
                     ));
                 }
                 if names.contains(&port_name) {
@@ -562,7 +541,7 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
     let check: fn(&str) -> bool = match ty {
         "IPv4" => |a| a.parse::<Ipv4Addr>().is_ok(),
         "IPv6" => |a| a.parse::<Ipv6Addr>().is_ok(),
-        "FQDN" => is_dns1123_subdomain,
+        "FQDN" => |a| kubemsg::dns1123_subdomain_errors(a).is_empty(),
         "" => {
             causes.push(cause("FieldValueRequired", "addressType", "Required value"));
             |_| true

@@ -900,7 +900,9 @@ fn names() {
         (configmaps, "-a", Some(subdomain)),
         (NAMESPACES, "shop-1", None),
         (NAMESPACES, "1shop", None),
-        (NAMESPACES, "a.b", Some(label)),
+        // kube 1.33's IsDNS1123Label: a valid subdomain that is not a label "must not contain dots".
+        (NAMESPACES, "a.b", Some("must not contain dots")),
+        (NAMESPACES, "Shop", Some(label)),
         (ENDPOINTSLICES, "web-abc12.x", None),
         (LINKS, "east", None),
         (LINKS, "East", Some(subdomain)),
@@ -945,6 +947,10 @@ fn names() {
         (long63.as_str(), true),
         (long64.as_str(), false),
     ] {
-        assert_eq!(is_dns1123_label(s), ok, "{s:?}");
+        assert_eq!(
+            crate::kubemsg::dns1123_label_errors(s).is_empty(),
+            ok,
+            "{s:?}"
+        );
     }
 }
