@@ -73,21 +73,7 @@ fn ok(kubeconfig: &Path, args: &[&str]) -> String {
 
 /// Whether kubesim's control endpoint has counted a watch on east's EndpointSlices.
 fn watch_counted(control: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(control) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let req = "GET /clusters/east/counters HTTP/1.1\r\nHost: kubesim\r\nConnection: close\r\n\r\n";
-    if s.write_all(req.as_bytes()).is_err() {
-        return false;
-    }
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    let Some((_, body)) = text.split_once("\r\n\r\n") else {
-        return false;
-    };
-    let counters: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    let (_, counters) = crate::kubesim_faults::control(control, "GET", "/clusters/east/counters");
     counters.as_array().into_iter().flatten().any(|c| {
         c["verb"] == "watch"
             && c["resource"] == "endpointslices.discovery.k8s.io"

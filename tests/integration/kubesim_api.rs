@@ -55,7 +55,18 @@ pub async fn client(cluster: &kubesim::Cluster) -> Client {
     client_from(&text).await
 }
 
-fn service(name: &str, labels: serde_json::Value) -> Service {
+/// Creates a namespace (objects go only into namespaces that exist).
+pub async fn create_namespace(c: &Client, name: &str) {
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
+}
+
+/// A Service with one port and these labels.
+pub fn service(name: &str, labels: serde_json::Value) -> Service {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "labels": labels},
@@ -64,7 +75,8 @@ fn service(name: &str, labels: serde_json::Value) -> Service {
     .expect("service")
 }
 
-fn api_error(e: kube::Error) -> kube::core::Status {
+/// The Status of a failed request (panics on any other error).
+pub fn api_error(e: kube::Error) -> kube::core::Status {
     match e {
         kube::Error::Api(s) => *s,
         other => panic!("expected a Status error, got {other:?}"),
@@ -215,13 +227,7 @@ async fn typed_api_create_get_list_update_delete() {
 async fn selectors_and_pagination() {
     let (sim, _dir) = sim(&["east"], |_| {}).await;
     let c = client(sim.cluster("east").unwrap()).await;
-    let ns: Api<Namespace> = Api::all(c.clone());
-    ns.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    create_namespace(&c, "shop").await;
     let svcs: Api<Service> = Api::namespaced(c.clone(), "shop");
     for (name, tier) in [
         ("a", "web"),
@@ -688,13 +694,7 @@ async fn finalizers_preconditions_and_generate_name() {
 async fn links_are_served_in_three_versions() {
     let (sim, _dir) = sim(&["local"], |_| {}).await;
     let c = client(sim.cluster("local").unwrap()).await;
-    let ns: Api<Namespace> = Api::all(c.clone());
-    ns.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "linkerd-multicluster"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    create_namespace(&c, "linkerd-multicluster").await;
     let link_api = |version: &str| {
         let gvk = GroupVersionKind::gvk("multicluster.linkerd.io", version, "Link");
         Api::<DynamicObject>::namespaced_with(

@@ -8,21 +8,8 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::kubesim_api::{client, client_from, client_without_retry, sim};
-
-fn service(name: &str) -> Service {
-    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}}))
-        .expect("service")
-}
-
-fn status_of(e: kube::Error) -> kube::core::Status {
-    match e {
-        kube::Error::Api(s) => *s,
-        other => panic!("expected a Status error, got {other:?}"),
-    }
-}
+use crate::kubesim_api::{api_error, client, client_from, client_without_retry, service, sim};
 
 /// Waits for a watch stream to end (None) or fail, skipping bookmarks.
 async fn watch_ends<S>(stream: &mut S) -> bool
@@ -39,21 +26,22 @@ where
     false
 }
 
-/// One plain HTTP/1.1 request to the control endpoint; returns (status, body).
-async fn control(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, serde_json::Value) {
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("control endpoint");
+/// One plain HTTP/1.1 request to kubesim's control endpoint; returns (status, JSON body).
+/// Blocking on purpose: the kubectl test, which has no runtime, uses it too.
+pub fn control(
+    addr: impl std::net::ToSocketAddrs,
+    method: &str,
+    path: &str,
+) -> (u16, serde_json::Value) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("control endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let req = format!(
         "{method} {path} HTTP/1.1\r\nHost: kubesim\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
-        .await
-        .expect("reply")
-        .unwrap();
-    let text = String::from_utf8(buf).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("reply");
     let (head, body) = text.split_once("\r\n\r\n").expect("http response");
     let code = head
         .split(' ')
@@ -72,7 +60,7 @@ async fn stop_refuses_connections_and_cuts_watches_restart_keeps_data() {
     let east = sim.cluster("east").unwrap();
     let c = client(east).await;
     let svcs: Api<Service> = Api::namespaced(c.clone(), "default");
-    svcs.create(&PostParams::default(), &service("web"))
+    svcs.create(&PostParams::default(), &service("web", json!({})))
         .await
         .unwrap();
     let slices: Api<EndpointSlice> = Api::namespaced(c.clone(), "default");
@@ -143,7 +131,8 @@ async fn drop_watches_ends_streams_but_serves_requests() {
     }
 }
 
-#[tokio::test]
+// Multi-threaded: the blocking control-endpoint client must not starve the server it asks.
+#[tokio::test(flavor = "multi_thread")]
 async fn latency_failures_and_throttling() {
     let (sim, _dir) = sim(&["east"], |_| {}).await;
     let east = sim.cluster("east").unwrap();
@@ -161,7 +150,7 @@ async fn latency_failures_and_throttling() {
 
     east.fail_next(2);
     for _ in 0..2 {
-        let e = status_of(svcs.get("kubernetes").await.unwrap_err());
+        let e = api_error(svcs.get("kubernetes").await.unwrap_err());
         assert_eq!((e.code, e.reason.as_str()), (500, "InternalError"));
     }
     svcs.get("kubernetes")
@@ -204,17 +193,16 @@ async fn latency_failures_and_throttling() {
         addr,
         "POST",
         "/clusters/west/fail?count=1&code=429&retryAfter=3",
-    )
-    .await;
+    );
     assert_eq!(code, 200);
-    let e = status_of(
+    let e = api_error(
         Api::<Service>::namespaced(west.clone(), "default")
             .get("kubernetes")
             .await
             .unwrap_err(),
     );
     assert_eq!((e.code, e.reason.as_str()), (429, "TooManyRequests"));
-    let (code, _) = control(addr, "POST", "/clusters/west/stop").await;
+    let (code, _) = control(addr, "POST", "/clusters/west/stop");
     assert_eq!(code, 200);
     assert!(
         Api::<Service>::namespaced(west.clone(), "default")
@@ -222,13 +210,13 @@ async fn latency_failures_and_throttling() {
             .await
             .is_err()
     );
-    let (code, body) = control(addr, "POST", "/clusters/west/start").await;
+    let (code, body) = control(addr, "POST", "/clusters/west/start");
     assert_eq!((code, body["running"].as_bool()), (200, Some(true)));
     Api::<Service>::namespaced(west.clone(), "default")
         .get("kubernetes")
         .await
         .expect("serving again");
-    let (code, counters) = control(addr, "GET", "/clusters/west/counters").await;
+    let (code, counters) = control(addr, "GET", "/clusters/west/counters");
     assert_eq!(code, 200);
     assert!(
         counters
@@ -240,7 +228,7 @@ async fn latency_failures_and_throttling() {
                 && c["count"].as_u64() >= Some(2)),
         "{counters}"
     );
-    let (code, _) = control(addr, "POST", "/clusters/nope/stop").await;
+    let (code, _) = control(addr, "POST", "/clusters/nope/stop");
     assert_eq!(code, 404);
 }
 
@@ -254,7 +242,7 @@ async fn tokens_rotation_and_anonymous() {
         .await
         .unwrap();
     east.rotate_admin_token().unwrap();
-    let e = status_of(
+    let e = api_error(
         Api::<Service>::namespaced(old.clone(), "default")
             .get("kubernetes")
             .await
@@ -270,7 +258,7 @@ async fn tokens_rotation_and_anonymous() {
         .await
         .expect("the rewritten kubeconfig works");
     let anon = client_from(&east.kubeconfig_for("nobody", "not-a-token")).await;
-    let e = status_of(
+    let e = api_error(
         Api::<Service>::namespaced(anon, "default")
             .get("kubernetes")
             .await
@@ -290,7 +278,7 @@ async fn counters_and_audit_log_record_each_request() {
     let east = sim.cluster("east").unwrap();
     let c = client(east).await;
     let svcs: Api<Service> = Api::namespaced(c.clone(), "default");
-    svcs.create(&PostParams::default(), &service("web"))
+    svcs.create(&PostParams::default(), &service("web", json!({})))
         .await
         .unwrap();
     svcs.get("web").await.unwrap();
@@ -353,7 +341,7 @@ async fn rbac_allows_exactly_what_is_bound() {
         .collect();
     assert_eq!(names, ["kubernetes"]);
 
-    let e = status_of(
+    let e = api_error(
         Api::<EndpointSlice>::namespaced(reader.clone(), "default")
             .list(&ListParams::default())
             .await
@@ -366,8 +354,8 @@ async fn rbac_allows_exactly_what_is_bound() {
             "endpointslices.discovery.k8s.io is forbidden: User \"{user}\" cannot list resource \"endpointslices\" in API group \"discovery.k8s.io\" in the namespace \"default\""
         )
     );
-    let e = status_of(
-        svcs.create(&PostParams::default(), &service("web"))
+    let e = api_error(
+        svcs.create(&PostParams::default(), &service("web", json!({})))
             .await
             .unwrap_err(),
     );
@@ -378,14 +366,14 @@ async fn rbac_allows_exactly_what_is_bound() {
             "services is forbidden: User \"{user}\" cannot create resource \"services\" in API group \"\" in the namespace \"default\""
         )
     );
-    let e = status_of(svcs.get("kubernetes").await.unwrap_err());
+    let e = api_error(svcs.get("kubernetes").await.unwrap_err());
     assert_eq!(
         e.message,
         format!(
             "services \"kubernetes\" is forbidden: User \"{user}\" cannot get resource \"services\" in API group \"\" in the namespace \"default\""
         )
     );
-    let e = status_of(
+    let e = api_error(
         Api::<Service>::namespaced(reader.clone(), "kube-system")
             .list(&ListParams::default())
             .await
