@@ -311,6 +311,37 @@ async fn selectors_and_pagination() {
         "the page after the create still shows the state of the first page"
     );
 
+    // Pages across namespaces follow etcd's key order: "a-b/x" sorts before "a/x".
+    for ns in ["a", "a-b"] {
+        create_namespace(&c, ns).await;
+        Api::<Service>::namespaced(c.clone(), ns)
+            .create(&PostParams::default(), &service("x", json!({"page": "1"})))
+            .await
+            .unwrap();
+    }
+    let everywhere: Api<Service> = Api::all(c.clone());
+    let mut paged = Vec::new();
+    let mut next: Option<String> = None;
+    for _ in 0..5 {
+        let mut params = ListParams::default().labels("page=1").limit(1);
+        if let Some(t) = &next {
+            params = params.continue_token(t);
+        }
+        let page = everywhere.list(&params).await.unwrap();
+        paged.extend(page.items.iter().map(|s| {
+            format!(
+                "{}/{}",
+                s.metadata.namespace.as_deref().unwrap_or(""),
+                s.metadata.name.as_deref().unwrap_or("")
+            )
+        }));
+        next = page.metadata.continue_;
+        if next.is_none() {
+            break;
+        }
+    }
+    assert_eq!(paged, ["a-b/x", "a/x"]);
+
     // An expired continue token is 410 Expired.
     sim.cluster("east").unwrap().expire_history();
     let expired = api_error(

@@ -28,7 +28,7 @@ use crate::resources::{self, RESOURCES, SERVICES};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::ssa;
 use crate::status::{ApiError, Cause, success};
-use crate::store::{Change, Deleted, EventType, Obj, ReadAt, meta_str, now};
+use crate::store::{self, Change, Deleted, EventType, Obj, ReadAt, meta_str, now};
 use crate::validate;
 
 /// Response body type.
@@ -511,13 +511,7 @@ impl Req {
             }
             Err(e) => return Err(e),
         };
-        let key_of = |o: &Obj| {
-            if def.namespaced {
-                format!("{}/{}", o.namespace(), o.name())
-            } else {
-                o.name().to_owned()
-            }
-        };
+        let key_of = |o: &Obj| store::key(o.namespace(), o.name());
         let after = start.trim_end_matches('\0').to_owned();
         let mut selected = Vec::new();
         let mut remaining = 0usize;

@@ -172,7 +172,9 @@ impl Default for StoreConfig {
     }
 }
 
-type Key = (String, String);
+/// Objects are keyed as etcd keys them (`<namespace>/<name>`, or `<name>` when cluster-scoped),
+/// so lists come out in kube's order and continue tokens compare the same way.
+type Key = String;
 
 /// One cluster's objects and history.
 #[derive(Debug)]
@@ -196,8 +198,13 @@ pub fn now() -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-fn key(ns: &str, name: &str) -> Key {
-    (ns.to_owned(), name.to_owned())
+/// The storage key of an object, also the `start` of a continue token.
+pub fn key(ns: &str, name: &str) -> Key {
+    if ns.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{ns}/{name}")
+    }
 }
 
 fn set_meta(v: &mut Value, field: &str, value: Value) {
@@ -309,14 +316,14 @@ impl Store {
         ns: Option<&str>,
         at: ReadAt,
     ) -> Result<(u64, Vec<Arc<Obj>>), ApiError> {
-        let in_ns = |k: &Key| ns.is_none_or(|n| k.0 == n);
+        let in_ns = |o: &Obj| ns.is_none_or(|n| o.namespace() == n);
         match at {
             ReadAt::Latest => Ok((
                 self.rv,
                 self.objects[res]
-                    .iter()
-                    .filter(|(k, _)| in_ns(k))
-                    .map(|(_, o)| o.clone())
+                    .values()
+                    .filter(|o| in_ns(o))
+                    .cloned()
                     .collect(),
             )),
             ReadAt::Exact(rv) => {
@@ -331,17 +338,17 @@ impl Store {
                 }
                 let mut state: BTreeMap<Key, Arc<Obj>> = self.objects[res]
                     .iter()
-                    .filter(|(k, _)| in_ns(k))
+                    .filter(|(_, o)| in_ns(o))
                     .map(|(k, o)| (k.clone(), o.clone()))
                     .collect();
                 for change in self.history.iter().rev().take_while(|c| c.rv > rv) {
                     if change.res != res {
                         continue;
                     }
-                    let k = key(change.object.namespace(), change.object.name());
-                    if !in_ns(&k) {
+                    if !in_ns(&change.object) {
                         continue;
                     }
+                    let k = key(change.object.namespace(), change.object.name());
                     match &change.prev {
                         Some(prev) => state.insert(k, prev.clone()),
                         None => state.remove(&k),
@@ -609,10 +616,11 @@ impl Store {
             if !def.namespaced {
                 continue;
             }
+            let prefix = key(ns, "");
             let names: Vec<(String, Arc<Obj>)> = self.objects[res]
-                .range(key(ns, "")..)
-                .take_while(|(k, _)| k.0 == ns)
-                .map(|(k, o)| (k.1.clone(), o.clone()))
+                .range(prefix.clone()..)
+                .take_while(|(k, _)| k.starts_with(&prefix))
+                .map(|(_, o)| (o.name().to_owned(), o.clone()))
                 .collect();
             for (name, old) in names {
                 self.remove(res, ns, &name, old);
