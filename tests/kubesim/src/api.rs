@@ -140,7 +140,7 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn parse_query(q: Option<&str>) -> HashMap<String, String> {
+pub(crate) fn parse_query(q: Option<&str>) -> HashMap<String, String> {
     q.unwrap_or("")
         .split('&')
         .filter(|p| !p.is_empty())
@@ -774,9 +774,6 @@ impl Req {
         {
             m.remove("status");
         }
-        if self.t.res == SERVICES {
-            v["status"] = json!({"loadBalancer": {}});
-        }
         if let Some(Value::Object(m)) = v.get_mut("metadata") {
             m.remove("managedFields");
         }
@@ -1004,9 +1001,6 @@ impl Req {
             None => {
                 if let Some(Value::Object(m)) = merged.get_mut("metadata") {
                     m.remove("resourceVersion");
-                }
-                if self.t.res == SERVICES {
-                    merged["status"] = json!({"loadBalancer": {}});
                 }
                 validate::default(self.t.res, &mut merged);
                 validate::validate(self.t.res, &merged, None)?;

@@ -331,12 +331,7 @@ impl Cluster {
     /// Every change committed from now on, as watchers get them (for tests and benchmarks that
     /// need to know when a write has landed).
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<crate::store::Change>> {
-        let store = self.store();
-        match store.watch(crate::resources::NAMESPACES, None, false) {
-            Ok(start) => start.rx,
-            // A watch from "now" cannot be refused; keep the type total anyway.
-            Err(_) => tokio::sync::broadcast::channel(1).1,
-        }
+        self.store().subscribe()
     }
 
     /// Adds `latency` before every request.

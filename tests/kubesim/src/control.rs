@@ -71,14 +71,7 @@ fn describe(c: &Cluster) -> Value {
 }
 
 async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<Full<Bytes>> {
-    let query: HashMap<String, String> = req
-        .uri()
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter_map(|p| p.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.replace("%2F", "/").replace("%2f", "/")))
-        .collect();
+    let query: HashMap<String, String> = crate::api::parse_query(req.uri().query());
     let segs: Vec<String> = req
         .uri()
         .path()

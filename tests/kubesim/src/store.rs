@@ -662,9 +662,14 @@ impl Store {
         Ok(WatchStart {
             initial,
             backlog,
-            rx: self.tx.subscribe(),
+            rx: self.subscribe(),
             rv: self.rv,
         })
+    }
+
+    /// Every change committed from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.tx.subscribe()
     }
 
     /// Forgets all history: every resourceVersion handed out so far becomes too old to watch

@@ -307,6 +307,10 @@ pub fn default(res: usize, object: &mut Value) {
 }
 
 fn default_service(object: &mut Value) {
+    // A Service's status is a struct in kube: it is always there, `loadBalancer: {}` at least.
+    obj(object, "status")
+        .entry("loadBalancer")
+        .or_insert_with(|| json!({}));
     let spec = obj(object, "spec");
     let ty = spec
         .entry("type")

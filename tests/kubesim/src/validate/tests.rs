@@ -355,7 +355,8 @@ fn defaults() {
             json!({"spec": {"ports": [{"port": 80}, {"port": 53, "protocol": "UDP", "targetPort": "dns"}]}}),
             json!({"spec": {"type": "ClusterIP", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
                             "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80},
-                                      {"port": 53, "protocol": "UDP", "targetPort": "dns"}]}}),
+                                      {"port": 53, "protocol": "UDP", "targetPort": "dns"}]},
+                  "status": {"loadBalancer": {}}}),
         ),
         (
             "a targetPort of 0 or \"\" is the port",
@@ -363,7 +364,8 @@ fn defaults() {
             json!({"spec": {"ports": [{"port": 80, "targetPort": 0}, {"port": 81, "targetPort": ""}]}}),
             json!({"spec": {"type": "ClusterIP", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
                             "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80},
-                                      {"port": 81, "protocol": "TCP", "targetPort": 81}]}}),
+                                      {"port": 81, "protocol": "TCP", "targetPort": 81}]},
+                  "status": {"loadBalancer": {}}}),
         ),
         (
             "a NodePort Service",
@@ -371,7 +373,8 @@ fn defaults() {
             json!({"spec": {"type": "NodePort", "ports": [{"port": 80}]}}),
             json!({"spec": {"type": "NodePort", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
                             "externalTrafficPolicy": "Cluster",
-                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}}),
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]},
+                  "status": {"loadBalancer": {}}}),
         ),
         (
             "a LoadBalancer Service",
@@ -379,14 +382,16 @@ fn defaults() {
             json!({"spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}}),
             json!({"spec": {"type": "LoadBalancer", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
                             "externalTrafficPolicy": "Local", "allocateLoadBalancerNodePorts": true,
-                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}}),
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]},
+                  "status": {"loadBalancer": {}}}),
         ),
         (
             "an ExternalName Service gets sessionAffinity and port defaults only",
             SERVICES,
             json!({"spec": {"type": "ExternalName", "externalName": "example.com", "ports": [{"port": 80}]}}),
             json!({"spec": {"type": "ExternalName", "externalName": "example.com", "sessionAffinity": "None",
-                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}}),
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]},
+                  "status": {"loadBalancer": {}}}),
         ),
         (
             "Secret stringData goes into data, base64",
