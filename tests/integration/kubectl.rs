@@ -128,7 +128,13 @@ spec:
 fn kubectl_against_the_kubesim_binary() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(kubesim_binary())
-        .args(["--clusters", "east,west", "--dir"])
+        .args([
+            "--clusters",
+            "east,west",
+            "--service-account",
+            "east=default/reader",
+            "--dir",
+        ])
         .arg(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -230,6 +236,34 @@ fn kubectl_against_the_kubesim_binary() {
         assert!(!applied, "an unknown field is refused");
         assert!(stderr.contains("unknown field \"spec.bogus\""), "{stderr}");
     }
+
+    // --service-account wrote a kubeconfig whose token is that ServiceAccount's.
+    let reader = dir.path().join("east-default-reader.kubeconfig");
+    let whoami = ok(
+        &reader,
+        &[
+            "config",
+            "view",
+            "--minify",
+            "-o",
+            "jsonpath={.users[0].name}",
+        ],
+    );
+    assert_eq!(whoami, "system:serviceaccount:default:reader");
+    assert!(ok(&reader, &["get", "svc", "web", "-o", "name"]).contains("service/web"));
+    let control_addr = printed
+        .iter()
+        .find_map(|l| l.strip_prefix("control: http://"))
+        .expect("control address");
+    let (_, audit) = crate::kubesim_faults::control(control_addr, "GET", "/clusters/east/audit");
+    assert!(
+        audit
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|a| a["user"] == "system:serviceaccount:default:reader" && a["verb"] == "get"),
+        "the reader's request is audited as the ServiceAccount"
+    );
 
     // The clusters are separate.
     let (found, _, stderr) = kubectl(&west, &["get", "svc", "web"]);

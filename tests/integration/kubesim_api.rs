@@ -870,3 +870,68 @@ async fn kube_discovery_finds_every_served_group() {
         ("1", "33")
     );
 }
+
+#[tokio::test]
+async fn dry_run_field_validation_warnings_and_deletecollection() {
+    let (sim, _dir) = sim(&["east"], |_| {}).await;
+    let c = client(sim.cluster("east").unwrap()).await;
+    let svcs: Api<Service> = Api::namespaced(c.clone(), "default");
+
+    // dryRun=All validates and answers, but stores nothing.
+    let dry = svcs
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &service("dry", json!({})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(dry.metadata.name.as_deref(), Some("dry"));
+    assert_eq!(api_error(svcs.get("dry").await.unwrap_err()).code, 404);
+
+    // fieldValidation=Warn keeps the object and says which field was dropped.
+    let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "warned"},
+                      "spec": {"ports": [{"port": 80}], "bogus": 1}});
+    let req = http::Request::post("/api/v1/namespaces/default/services?fieldValidation=Warn")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let resp = c.send(req.map(kube::client::Body::from)).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let warning = resp
+        .headers()
+        .get("warning")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    assert_eq!(warning, r#"299 - "unknown field \"spec.bogus\"""#);
+    assert!(svcs.get("warned").await.is_ok());
+
+    // deletecollection removes exactly what the selector matches.
+    for (name, team) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        svcs.create(
+            &PostParams::default(),
+            &service(name, json!({"team": team})),
+        )
+        .await
+        .unwrap();
+    }
+    svcs.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("team=x"),
+    )
+    .await
+    .unwrap();
+    let mut left: Vec<String> = svcs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    left.sort();
+    assert_eq!(left, ["c", "kubernetes", "warned"]);
+}
