@@ -187,10 +187,14 @@ async fn run(slices: usize, watchers: usize, updates: usize) {
     // Commit times, from an in-process subscriber to east's changes.
     let mut commits_rx = east.subscribe();
     let commits = tokio::spawn(async move {
+        // The patches are the only writes to east in this phase: stop after the last one.
         let mut at = std::collections::HashMap::new();
-        while let Ok(Ok(change)) =
-            tokio::time::timeout(Duration::from_secs(5), commits_rx.recv()).await
-        {
+        while at.len() < updates {
+            let Ok(Ok(change)) =
+                tokio::time::timeout(Duration::from_secs(30), commits_rx.recv()).await
+            else {
+                break;
+            };
             at.insert(change.rv, Instant::now());
         }
         at
