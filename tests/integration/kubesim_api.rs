@@ -75,6 +75,14 @@ pub fn service(name: &str, labels: serde_json::Value) -> Service {
     .expect("service")
 }
 
+/// The names of listed objects, in list order.
+pub fn names_of<K: kube::Resource>(items: Vec<K>) -> Vec<String> {
+    items
+        .into_iter()
+        .filter_map(|o| o.meta().name.clone())
+        .collect()
+}
+
 /// The Status of a failed request (panics on any other error).
 pub fn api_error(e: kube::Error) -> kube::core::Status {
     match e {
@@ -199,14 +207,7 @@ async fn typed_api_create_get_list_update_delete() {
         deleted.is_right(),
         "an immediate delete answers a Success Status"
     );
-    let names: Vec<String> = svcs
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|s| s.metadata.name)
-        .collect();
+    let names: Vec<String> = names_of(svcs.list(&ListParams::default()).await.unwrap().items);
     assert_eq!(names, ["db", "kubernetes"]);
 
     // Objects only go into namespaces that exist.
@@ -243,12 +244,7 @@ async fn selectors_and_pagination() {
         .await
         .unwrap();
     }
-    let names = |l: kube::core::ObjectList<Service>| {
-        l.items
-            .into_iter()
-            .filter_map(|s| s.metadata.name)
-            .collect::<Vec<_>>()
-    };
+    let names = |l: kube::core::ObjectList<Service>| names_of(l.items);
     for (selector, want) in [
         ("tier=web", vec!["a", "b", "e"]),
         ("tier!=web", vec!["c", "d"]),
@@ -924,14 +920,7 @@ async fn dry_run_field_validation_warnings_and_deletecollection() {
     )
     .await
     .unwrap();
-    let mut left: Vec<String> = svcs
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|s| s.metadata.name)
-        .collect();
+    let mut left: Vec<String> = names_of(svcs.list(&ListParams::default()).await.unwrap().items);
     left.sort();
     assert_eq!(left, ["c", "kubernetes", "warned"]);
 }

@@ -9,7 +9,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
-use crate::kubesim_api::{api_error, client, client_from, client_without_retry, service, sim};
+use crate::kubesim_api::{
+    api_error, client, client_from, client_without_retry, names_of, service, sim,
+};
 
 /// Waits for a watch stream to end (None) or fail, skipping bookmarks.
 async fn watch_ends<S>(stream: &mut S) -> bool
@@ -331,14 +333,7 @@ async fn rbac_allows_exactly_what_is_bound() {
     let user = "system:serviceaccount:default:reader";
 
     let svcs: Api<Service> = Api::namespaced(reader.clone(), "default");
-    let names: Vec<String> = svcs
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|s| s.metadata.name)
-        .collect();
+    let names: Vec<String> = names_of(svcs.list(&ListParams::default()).await.unwrap().items);
     assert_eq!(names, ["kubernetes"]);
 
     let e = api_error(
