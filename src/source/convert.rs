@@ -12,9 +12,10 @@ use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::selector::Selectors;
 use crate::model::names::is_dns_label;
 use crate::model::objects::{
-    Endpoint, ExportMode, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
+    Endpoint, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
 };
 
 /// `mirror.linkerd.io/exported`.
@@ -186,11 +187,13 @@ fn cluster_ips(svc: &K8sService) -> Result<(bool, Vec<IpAddr>), ConvertError> {
     Ok((false, ips))
 }
 
-/// Classifies and converts a Service. `local` tells whether it lives in the
-/// local cluster (only there are mirror Services meaningful).
+/// Classifies and converts a Service with the cluster's export
+/// `selectors`. `local` tells whether it lives in the local cluster (only
+/// there are mirror Services meaningful).
 pub fn convert_service(
     svc: &K8sService,
     local: bool,
+    selectors: &Selectors,
 ) -> Result<Converted<ServiceKind>, ConvertError> {
     let meta = &svc.metadata;
     let key = key(meta)?;
@@ -253,27 +256,21 @@ pub fn convert_service(
         );
     }
 
-    let export = match label(meta, LABEL_EXPORTED) {
-        None => None,
-        Some("true") => Some(ExportMode::Gateway),
-        Some("remote-discovery") => Some(ExportMode::Flat),
-        Some(other) => {
+    let labels = meta.labels.clone().unwrap_or_default();
+    let (export, federated) = selectors.classify(&labels);
+    if *selectors == Selectors::linkerd_defaults() {
+        // Under the defaults an unmatched value is most likely a typo.
+        if let Some(other) = label(meta, LABEL_EXPORTED).filter(|_| export.is_none()) {
             warnings.push(format!(
                 "label {LABEL_EXPORTED}={other:?} is neither \"true\" (gateway mode) nor \"remote-discovery\" (flat mode); not exported"
             ));
-            None
         }
-    };
-    let federated = match label(meta, LABEL_FEDERATED) {
-        None => false,
-        Some("member") => true,
-        Some(other) => {
+        if let Some(other) = label(meta, LABEL_FEDERATED).filter(|_| !federated) {
             warnings.push(format!(
                 "label {LABEL_FEDERATED}={other:?} is not \"member\"; not federated"
             ));
-            false
         }
-    };
+    }
     if export.is_none() && !federated {
         return done(ServiceKind::Ignored, warnings);
     }

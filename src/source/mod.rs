@@ -7,6 +7,8 @@
 
 pub mod convert;
 pub mod file;
+pub mod selector;
+pub mod spec;
 pub mod watch;
 
 use crate::model::Event;

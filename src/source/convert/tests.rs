@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::objects::ExportMode;
 use serde_json::json;
 
 fn svc(v: serde_json::Value) -> K8sService {
@@ -6,7 +7,7 @@ fn svc(v: serde_json::Value) -> K8sService {
 }
 
 fn kind(v: serde_json::Value, local: bool) -> Result<ServiceKind, String> {
-    convert_service(&svc(v), local)
+    convert_service(&svc(v), local, &Selectors::linkerd_defaults())
         .map(|c| c.value)
         .map_err(|e| e.to_string())
 }
@@ -47,6 +48,7 @@ fn export_labels_decide_the_mode() {
     let c = convert_service(
         &svc(base(json!({"mirror.linkerd.io/exported": "yes"}))),
         false,
+        &Selectors::linkerd_defaults(),
     )
     .expect("converts");
     assert_eq!(c.value, ServiceKind::Ignored);
@@ -105,7 +107,7 @@ fn the_gateway_is_recognised() {
         "spec": {"type": "LoadBalancer", "ports": [{"name": "mc-gateway", "port": 4143}, {"name": "mc-probe", "port": 4191}]},
         "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}, {"hostname": "gw.example.com"}]}}
     });
-    let c = convert_service(&svc(gw), false).expect("converts");
+    let c = convert_service(&svc(gw), false, &Selectors::linkerd_defaults()).expect("converts");
     assert_eq!(
         c.value,
         ServiceKind::Gateway(Gateway {
