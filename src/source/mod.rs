@@ -5,10 +5,15 @@
 //! - [`file`]: reading and diffing the zones directory (pure but for file reads);
 //! - [`watch`]: the task that keeps the file source current.
 
+pub mod api;
+pub mod clusters_file;
 pub mod convert;
 pub mod file;
+pub mod link;
+pub mod probe;
 pub mod selector;
 pub mod spec;
+pub mod state;
 pub mod watch;
 
 use crate::model::Event;

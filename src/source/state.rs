@@ -1,0 +1,639 @@
+//! What one cluster's watches have delivered, and the model events that
+//! follow from each delivery: the pure core of a live cluster watch.
+//!
+//! Owns the merge of several Service watches (one per export selector, since
+//! a label selector cannot express "or"), the rule that only slices of
+//! exported services are kept (memory follows exported endpoints), the
+//! targeted slice list when a service becomes exported after the slice watch
+//! started, relist bookkeeping (objects missing from a relist are deleted),
+//! and carrying state across a restart (new credentials or selectors) so the
+//! old data is served until the new watches have listed. It must not do I/O.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service as K8sService;
+use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
+
+use super::convert::{ServiceKind, convert_service, convert_slice};
+use super::selector::Selectors;
+use crate::model::Event;
+use crate::model::objects::ObjectKey;
+
+/// Something the shell must do for the state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// List the EndpointSlices of this service (it became exported after the
+    /// slice watch started) and hand them to [`ClusterState::slices_listed`].
+    ListSlices(ObjectKey),
+}
+
+/// The result of one delivery.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Model events.
+    pub events: Vec<Event>,
+    /// Work for the shell.
+    pub actions: Vec<Action>,
+    /// Objects skipped (conversion failed), for logs and counters.
+    pub skipped: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Held {
+    /// Which Service watches currently hold it.
+    mask: u32,
+    kind: ServiceKind,
+}
+
+#[derive(Debug, Clone)]
+struct HeldSlice {
+    service: ObjectKey,
+    endpoints: usize,
+}
+
+/// Counts for status pages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Exported or federated services.
+    pub services: usize,
+    /// Mirror Services (local cluster).
+    pub mirrors: usize,
+    /// EndpointSlices held.
+    pub slices: usize,
+    /// Endpoint addresses held.
+    pub endpoints: usize,
+}
+
+/// One cluster's delivered state.
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    name: Arc<str>,
+    local: bool,
+    selectors: Selectors,
+    services: HashMap<ObjectKey, Held>,
+    /// Service watches that have not listed since the last (re)start; held
+    /// services no watch confirmed are deleted when this reaches zero.
+    unconfirmed: usize,
+    service_lists_done: Vec<bool>,
+    service_relists: Vec<Option<HashSet<ObjectKey>>>,
+    slices: HashMap<ObjectKey, HeldSlice>,
+    by_service: HashMap<ObjectKey, HashSet<ObjectKey>>,
+    slice_started: bool,
+    slice_listed: bool,
+    slice_relist: Option<HashSet<ObjectKey>>,
+    /// Targeted lists in flight: the slices the watch touched since.
+    pending: HashMap<ObjectKey, HashSet<ObjectKey>>,
+    gateway_listed: bool,
+    gateway_seen: bool,
+    has_gateway: bool,
+    synced: bool,
+}
+
+impl ClusterState {
+    /// An empty state for `service_watches` Service watches.
+    pub fn new(name: Arc<str>, local: bool, selectors: Selectors, service_watches: usize) -> Self {
+        Self {
+            name,
+            local,
+            selectors,
+            services: HashMap::new(),
+            unconfirmed: service_watches,
+            service_lists_done: vec![false; service_watches],
+            service_relists: vec![None; service_watches],
+            slices: HashMap::new(),
+            by_service: HashMap::new(),
+            slice_started: false,
+            slice_listed: false,
+            slice_relist: None,
+            pending: HashMap::new(),
+            gateway_listed: true,
+            gateway_seen: false,
+            has_gateway: false,
+            synced: false,
+        }
+    }
+
+    /// The state for new watches (new credentials, selectors or watch set):
+    /// what is held stays and is served until the new watches have listed;
+    /// whatever they do not confirm is then deleted. A cluster that had
+    /// synced stays synced.
+    pub fn restart(self, selectors: Selectors, service_watches: usize) -> Self {
+        let mut next = Self::new(self.name, self.local, selectors, service_watches);
+        next.services = self
+            .services
+            .into_iter()
+            .map(|(k, h)| (k, Held { mask: 0, ..h }))
+            .collect();
+        next.slices = self.slices;
+        next.by_service = self.by_service;
+        next.has_gateway = self.has_gateway;
+        next.synced = self.synced;
+        next
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// Every watch has listed once (and no targeted list from that first
+    /// sync is outstanding). Stays true once reached.
+    pub fn synced(&self) -> bool {
+        self.synced
+    }
+
+    /// Every Service watch has listed since the last (re)start: the slice
+    /// watch may start.
+    pub fn services_listed(&self) -> bool {
+        self.service_lists_done.iter().all(|d| *d)
+    }
+
+    /// Counts of what is held.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts {
+            slices: self.slices.len(),
+            endpoints: self.slices.values().map(|s| s.endpoints).sum(),
+            ..Counts::default()
+        };
+        for h in self.services.values() {
+            match h.kind {
+                ServiceKind::Mirror(_) => c.mirrors += 1,
+                _ => c.services += 1,
+            }
+        }
+        c
+    }
+
+    /// Declares whether a gateway watch runs (the remote `linkerd-gateway`
+    /// Service); sync then waits for its list.
+    pub fn set_gateway_watch(&mut self, on: bool) {
+        self.gateway_listed = !on;
+    }
+
+    fn exported(&self, key: &ObjectKey) -> bool {
+        self.services
+            .get(key)
+            .is_some_and(|h| matches!(h.kind, ServiceKind::Exported(_)))
+    }
+
+    fn check_synced(&mut self) {
+        if !self.synced
+            && self.services_listed()
+            && self.slice_listed
+            && self.gateway_listed
+            && self.pending.is_empty()
+        {
+            self.synced = true;
+        }
+    }
+
+    // ---- Services ---------------------------------------------------------
+
+    /// Service watch `w` starts a list.
+    pub fn service_init(&mut self, w: usize) {
+        if let Some(r) = self.service_relists.get_mut(w) {
+            *r = Some(HashSet::new());
+        }
+    }
+
+    /// One page of Service watch `w`'s list.
+    pub fn service_page(&mut self, w: usize, items: Vec<K8sService>, out: &mut Output) {
+        for svc in items {
+            self.service_apply(w, &svc, out);
+        }
+    }
+
+    /// Service watch `w`'s list is complete.
+    pub fn service_init_done(&mut self, w: usize, out: &mut Output) {
+        let Some(seen) = self.service_relists.get_mut(w).and_then(Option::take) else {
+            return;
+        };
+        let bit = 1u32 << w;
+        let gone: Vec<ObjectKey> = self
+            .services
+            .iter()
+            .filter(|(k, h)| h.mask & bit != 0 && !seen.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in gone {
+            self.release(w, &key, out);
+        }
+        if let Some(done) = self.service_lists_done.get_mut(w)
+            && !*done
+        {
+            *done = true;
+            self.unconfirmed = self.unconfirmed.saturating_sub(1);
+            if self.unconfirmed == 0 {
+                let orphans: Vec<ObjectKey> = self
+                    .services
+                    .iter()
+                    .filter(|(_, h)| h.mask == 0)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for key in orphans {
+                    self.remove_service(&key, out);
+                }
+            }
+        }
+        self.check_synced();
+    }
+
+    /// Service watch `w` saw `svc` added or changed.
+    pub fn service_apply(&mut self, w: usize, svc: &K8sService, out: &mut Output) {
+        let kind = match convert_service(svc, self.local, &self.selectors) {
+            Ok(c) => {
+                out.skipped.extend(c.warnings.into_iter().map(|w| {
+                    format!(
+                        "Service {}: {w}",
+                        display_name(
+                            svc.metadata.namespace.as_deref(),
+                            svc.metadata.name.as_deref()
+                        )
+                    )
+                }));
+                c.value
+            }
+            Err(e) => {
+                // Keep whatever was known: a bad edit must not drop a name.
+                out.skipped.push(format!(
+                    "Service {}: {e}",
+                    display_name(
+                        svc.metadata.namespace.as_deref(),
+                        svc.metadata.name.as_deref()
+                    )
+                ));
+                if let Some(key) = meta_key(
+                    svc.metadata.namespace.as_deref(),
+                    svc.metadata.name.as_deref(),
+                ) && let Some(seen) = self.service_relists.get_mut(w).and_then(Option::as_mut)
+                {
+                    seen.insert(key);
+                }
+                return;
+            }
+        };
+        let key = match &kind {
+            ServiceKind::Exported(s) => s.key.clone(),
+            ServiceKind::Mirror(m) => m.key.clone(),
+            ServiceKind::Gateway(_) | ServiceKind::Ignored => {
+                // Not ours to hold (a selector matching the gateway, an
+                // ExternalName service): as if this watch did not hold it.
+                if let Some(key) = meta_key(
+                    svc.metadata.namespace.as_deref(),
+                    svc.metadata.name.as_deref(),
+                ) {
+                    self.release(w, &key, out);
+                }
+                return;
+            }
+        };
+        if let Some(seen) = self.service_relists.get_mut(w).and_then(Option::as_mut) {
+            seen.insert(key.clone());
+        }
+        let was_exported = self.exported(&key);
+        let bit = 1u32 << w;
+        let changed = match self.services.get_mut(&key) {
+            Some(h) => {
+                h.mask |= bit;
+                let changed = h.kind != kind;
+                h.kind = kind.clone();
+                changed
+            }
+            None => {
+                self.services.insert(
+                    key.clone(),
+                    Held {
+                        mask: bit,
+                        kind: kind.clone(),
+                    },
+                );
+                true
+            }
+        };
+        if !changed {
+            return;
+        }
+        let cluster = self.name.clone();
+        match kind {
+            ServiceKind::Exported(service) => {
+                out.events.push(Event::ServiceApplied { cluster, service });
+                if !was_exported {
+                    self.became_exported(&key, out);
+                }
+            }
+            ServiceKind::Mirror(mirror) => {
+                if was_exported {
+                    out.events.push(Event::ServiceDeleted {
+                        cluster: cluster.clone(),
+                        key: key.clone(),
+                    });
+                    self.drop_slices_of(&key, out);
+                }
+                out.events.push(Event::MirrorApplied { cluster, mirror });
+            }
+            ServiceKind::Gateway(_) | ServiceKind::Ignored => {}
+        }
+    }
+
+    /// Service watch `w` saw `svc` deleted (or leave its selector).
+    pub fn service_delete(&mut self, w: usize, svc: &K8sService, out: &mut Output) {
+        if let Some(key) = meta_key(
+            svc.metadata.namespace.as_deref(),
+            svc.metadata.name.as_deref(),
+        ) {
+            self.release(w, &key, out);
+        }
+    }
+
+    /// Watch `w` no longer holds `key`; the service goes when no watch does.
+    fn release(&mut self, w: usize, key: &ObjectKey, out: &mut Output) {
+        let Some(h) = self.services.get_mut(key) else {
+            return;
+        };
+        h.mask &= !(1u32 << w);
+        if h.mask == 0 && self.unconfirmed == 0 {
+            self.remove_service(key, out);
+        }
+    }
+
+    fn remove_service(&mut self, key: &ObjectKey, out: &mut Output) {
+        let Some(h) = self.services.remove(key) else {
+            return;
+        };
+        let cluster = self.name.clone();
+        match h.kind {
+            ServiceKind::Exported(_) => {
+                out.events.push(Event::ServiceDeleted {
+                    cluster,
+                    key: key.clone(),
+                });
+                self.drop_slices_of(key, out);
+            }
+            ServiceKind::Mirror(_) => {
+                out.events.push(Event::MirrorDeleted {
+                    cluster,
+                    key: key.clone(),
+                });
+            }
+            ServiceKind::Gateway(_) | ServiceKind::Ignored => {}
+        }
+    }
+
+    fn became_exported(&mut self, key: &ObjectKey, out: &mut Output) {
+        // Before the slice watch starts, its own list brings the slices.
+        if self.slice_started && !self.pending.contains_key(key) {
+            self.pending.insert(key.clone(), HashSet::new());
+            out.actions.push(Action::ListSlices(key.clone()));
+        }
+    }
+
+    fn drop_slices_of(&mut self, service: &ObjectKey, out: &mut Output) {
+        self.pending.remove(service);
+        for slice in self.by_service.remove(service).into_iter().flatten() {
+            self.slices.remove(&slice);
+            out.events.push(Event::SliceDeleted {
+                cluster: self.name.clone(),
+                key: slice,
+            });
+        }
+    }
+
+    // ---- EndpointSlices ---------------------------------------------------
+
+    /// The slice watch starts a list.
+    pub fn slice_init(&mut self) {
+        self.slice_started = true;
+        self.slice_relist = Some(HashSet::new());
+    }
+
+    /// One page of the slice list.
+    pub fn slice_page(&mut self, items: Vec<K8sSlice>, out: &mut Output) {
+        for s in items {
+            self.slice_apply(&s, out);
+        }
+    }
+
+    /// The slice list is complete.
+    pub fn slice_init_done(&mut self, out: &mut Output) {
+        let Some(seen) = self.slice_relist.take() else {
+            return;
+        };
+        let gone: Vec<ObjectKey> = self
+            .slices
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.remove_slice(&key, out);
+        }
+        self.slice_listed = true;
+        self.check_synced();
+    }
+
+    /// The slice watch saw `slice` added or changed.
+    pub fn slice_apply(&mut self, slice: &K8sSlice, out: &mut Output) {
+        let converted = match convert_slice(slice) {
+            Ok(c) => c,
+            Err(e) => {
+                out.skipped.push(format!(
+                    "EndpointSlice {}: {e}",
+                    display_name(
+                        slice.metadata.namespace.as_deref(),
+                        slice.metadata.name.as_deref()
+                    )
+                ));
+                // Keep the last good version.
+                if let Some(key) = meta_key_any(slice)
+                    && let Some(seen) = self.slice_relist.as_mut()
+                {
+                    seen.insert(key);
+                }
+                return;
+            }
+        };
+        let Some(s) = converted.value else {
+            // FQDN slices: nothing to serve; drop an older version.
+            if let Some(key) = meta_key_any(slice) {
+                self.remove_slice(&key, out);
+            }
+            return;
+        };
+        let service = ObjectKey {
+            namespace: s.key.namespace.clone(),
+            name: s.service.clone(),
+        };
+        if let Some(touched) = self.pending.get_mut(&service) {
+            touched.insert(s.key.clone());
+        }
+        if !self.exported(&service) {
+            return;
+        }
+        if let Some(seen) = self.slice_relist.as_mut() {
+            seen.insert(s.key.clone());
+        }
+        self.hold_slice(service, s, out);
+    }
+
+    fn hold_slice(
+        &mut self,
+        service: ObjectKey,
+        s: crate::model::objects::Slice,
+        out: &mut Output,
+    ) {
+        if let Some(old) = self.slices.get(&s.key)
+            && old.service != service
+        {
+            let old_service = old.service.clone();
+            if let Some(set) = self.by_service.get_mut(&old_service) {
+                set.remove(&s.key);
+            }
+        }
+        self.slices.insert(
+            s.key.clone(),
+            HeldSlice {
+                service: service.clone(),
+                endpoints: s.endpoints.len(),
+            },
+        );
+        self.by_service
+            .entry(service)
+            .or_default()
+            .insert(s.key.clone());
+        out.events.push(Event::SliceApplied {
+            cluster: self.name.clone(),
+            slice: s,
+        });
+    }
+
+    /// The slice watch saw `slice` deleted.
+    pub fn slice_delete(&mut self, slice: &K8sSlice, out: &mut Output) {
+        let Some(key) = meta_key_any(slice) else {
+            return;
+        };
+        if let Some(service) = slice
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(super::convert::LABEL_SERVICE_NAME))
+        {
+            let service = ObjectKey::new(&key.namespace, service);
+            if let Some(touched) = self.pending.get_mut(&service) {
+                touched.insert(key.clone());
+            }
+        }
+        self.remove_slice(&key, out);
+    }
+
+    fn remove_slice(&mut self, key: &ObjectKey, out: &mut Output) {
+        if let Some(held) = self.slices.remove(key) {
+            if let Some(set) = self.by_service.get_mut(&held.service) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_service.remove(&held.service);
+                }
+            }
+            out.events.push(Event::SliceDeleted {
+                cluster: self.name.clone(),
+                key: key.clone(),
+            });
+        }
+    }
+
+    /// The targeted list for `service` returned `items`. Slices the watch
+    /// touched since the list was asked for are newer there and kept.
+    pub fn slices_listed(&mut self, service: &ObjectKey, items: Vec<K8sSlice>, out: &mut Output) {
+        let Some(touched) = self.pending.remove(service) else {
+            return;
+        };
+        if self.exported(service) {
+            for slice in items {
+                let Some(key) = meta_key_any(&slice) else {
+                    continue;
+                };
+                if touched.contains(&key) {
+                    continue;
+                }
+                self.slice_apply(&slice, out);
+            }
+        }
+        self.check_synced();
+    }
+
+    // ---- Gateway ----------------------------------------------------------
+
+    /// The gateway watch starts a list.
+    pub fn gateway_init(&mut self) {
+        self.gateway_seen = false;
+    }
+
+    /// The gateway watch saw the `linkerd-gateway` Service.
+    pub fn gateway_apply(&mut self, svc: &K8sService, out: &mut Output) {
+        match convert_service(svc, false, &self.selectors) {
+            Ok(c) => {
+                if let ServiceKind::Gateway(g) = c.value {
+                    self.gateway_seen = true;
+                    self.has_gateway = true;
+                    out.skipped.extend(
+                        c.warnings
+                            .into_iter()
+                            .map(|w| format!("gateway Service: {w}")),
+                    );
+                    out.events.push(Event::GatewayApplied {
+                        cluster: self.name.clone(),
+                        gateway: Some(g),
+                    });
+                }
+            }
+            Err(e) => out.skipped.push(format!("gateway Service: {e}")),
+        }
+    }
+
+    /// The gateway Service was deleted.
+    pub fn gateway_delete(&mut self, out: &mut Output) {
+        if self.has_gateway {
+            self.has_gateway = false;
+            out.events.push(Event::GatewayApplied {
+                cluster: self.name.clone(),
+                gateway: None,
+            });
+        }
+    }
+
+    /// The gateway list is complete.
+    pub fn gateway_init_done(&mut self, out: &mut Output) {
+        if !self.gateway_seen {
+            self.gateway_delete(out);
+        }
+        self.gateway_listed = true;
+        self.check_synced();
+    }
+
+    /// The gateway now comes from elsewhere (a Link): forget the Service's.
+    pub fn clear_gateway_flag(&mut self) {
+        self.has_gateway = false;
+    }
+}
+
+fn display_name(ns: Option<&str>, name: Option<&str>) -> String {
+    format!(
+        "{}/{}",
+        ns.unwrap_or("default"),
+        name.unwrap_or("(no name)")
+    )
+}
+
+fn meta_key(ns: Option<&str>, name: Option<&str>) -> Option<ObjectKey> {
+    Some(ObjectKey::new(ns.unwrap_or("default"), name?))
+}
+
+fn meta_key_any(slice: &K8sSlice) -> Option<ObjectKey> {
+    meta_key(
+        slice.metadata.namespace.as_deref(),
+        slice.metadata.name.as_deref(),
+    )
+}
+
+#[cfg(test)]
+mod tests;

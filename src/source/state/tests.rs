@@ -1,0 +1,297 @@
+use super::*;
+use serde_json::json;
+
+fn svc(name: &str, labels: serde_json::Value) -> K8sService {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "prod", "labels": labels},
+        "spec": {"clusterIP": "10.0.0.1", "ports": [{"name": "http", "port": 80}]}
+    }))
+    .expect("a Service")
+}
+
+fn gateway_mode(name: &str) -> K8sService {
+    svc(name, json!({"mirror.linkerd.io/exported": "true"}))
+}
+
+fn federated(name: &str) -> K8sService {
+    svc(name, json!({"mirror.linkerd.io/federated": "member"}))
+}
+
+fn slice(name: &str, service: &str, ips: &[&str]) -> K8sSlice {
+    let endpoints: Vec<_> = ips.iter().map(|ip| json!({"addresses": [ip]})).collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "prod",
+                     "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "http", "port": 8080}]
+    }))
+    .expect("a slice")
+}
+
+/// Events as short strings: `+svc prod/web`, `-slice prod/web-1`...
+fn summary(out: &Output) -> Vec<String> {
+    out.events
+        .iter()
+        .map(|e| match e {
+            Event::ServiceApplied { service, .. } => format!("+svc {}", service.key),
+            Event::ServiceDeleted { key, .. } => format!("-svc {key}"),
+            Event::SliceApplied { slice, .. } => {
+                format!("+slice {} ({})", slice.key, slice.endpoints.len())
+            }
+            Event::SliceDeleted { key, .. } => format!("-slice {key}"),
+            Event::MirrorApplied { mirror, .. } => format!("+mirror {}", mirror.key),
+            Event::MirrorDeleted { key, .. } => format!("-mirror {key}"),
+            Event::GatewayApplied { gateway, .. } => format!("gateway {}", gateway.is_some()),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+fn remote() -> ClusterState {
+    // Watch 0: gateway selector, 1: remote discovery, 2: federated.
+    ClusterState::new("east".into(), false, Selectors::linkerd_defaults(), 3)
+}
+
+fn sync(st: &mut ClusterState, services: [Vec<K8sService>; 3], slices: Vec<K8sSlice>) -> Output {
+    let mut out = Output::default();
+    for (w, items) in services.into_iter().enumerate() {
+        st.service_init(w);
+        st.service_page(w, items, &mut out);
+        st.service_init_done(w, &mut out);
+    }
+    assert!(st.services_listed());
+    st.slice_init();
+    st.slice_page(slices, &mut out);
+    st.slice_init_done(&mut out);
+    out
+}
+
+#[test]
+fn first_sync_keeps_only_slices_of_exported_services() {
+    let mut st = remote();
+    let out = sync(
+        &mut st,
+        [vec![gateway_mode("web")], vec![], vec![federated("db")]],
+        vec![
+            slice("web-1", "web", &["10.1.0.1"]),
+            slice("db-1", "db", &["10.1.0.2", "10.1.0.3"]),
+            slice("internal-1", "internal", &["10.1.0.9"]),
+        ],
+    );
+    assert_eq!(
+        summary(&out),
+        [
+            "+svc prod/web",
+            "+svc prod/db",
+            "+slice prod/web-1 (1)",
+            "+slice prod/db-1 (2)"
+        ]
+    );
+    assert!(st.synced());
+    assert_eq!(
+        st.counts(),
+        Counts {
+            services: 2,
+            mirrors: 0,
+            slices: 2,
+            endpoints: 3
+        }
+    );
+}
+
+#[test]
+fn a_service_in_two_watches_goes_only_when_both_let_go() {
+    let both = svc(
+        "bb",
+        json!({"mirror.linkerd.io/exported": "true", "mirror.linkerd.io/federated": "member"}),
+    );
+    let mut st = remote();
+    sync(
+        &mut st,
+        [vec![both.clone()], vec![], vec![both.clone()]],
+        vec![slice("bb-1", "bb", &["10.1.0.1"])],
+    );
+    // Relabelled: no longer gateway-exported; the federated watch still has it.
+    let mut out = Output::default();
+    st.service_delete(0, &both, &mut out);
+    assert!(summary(&out).is_empty(), "{:?}", summary(&out));
+    let fed_only = federated("bb");
+    st.service_apply(2, &fed_only, &mut out);
+    assert_eq!(summary(&out), ["+svc prod/bb"]);
+    let mut out = Output::default();
+    st.service_delete(2, &fed_only, &mut out);
+    assert_eq!(summary(&out), ["-svc prod/bb", "-slice prod/bb-1"]);
+}
+
+#[test]
+fn newly_exported_service_gets_a_targeted_list_and_newer_watch_data_wins() {
+    let mut st = remote();
+    sync(&mut st, [vec![], vec![], vec![]], vec![]);
+    let mut out = Output::default();
+    // Slices of a not-yet-exported service are dropped...
+    st.slice_apply(&slice("api-1", "api", &["10.2.0.1"]), &mut out);
+    assert!(out.events.is_empty());
+    // ...until it is exported: then a targeted list is asked for.
+    st.service_apply(
+        1,
+        &svc(
+            "api",
+            json!({"mirror.linkerd.io/exported": "remote-discovery"}),
+        ),
+        &mut out,
+    );
+    assert_eq!(
+        out.actions,
+        [Action::ListSlices(ObjectKey::new("prod", "api"))]
+    );
+    // The watch delivers a newer api-1 and deletes api-2 before the list returns.
+    st.slice_apply(&slice("api-1", "api", &["10.2.0.1", "10.2.0.2"]), &mut out);
+    st.slice_delete(&slice("api-2", "api", &["10.2.0.5"]), &mut out);
+    let mut out = Output::default();
+    st.slices_listed(
+        &ObjectKey::new("prod", "api"),
+        vec![
+            slice("api-1", "api", &["10.2.0.1"]),
+            slice("api-2", "api", &["10.2.0.5"]),
+            slice("api-3", "api", &["10.2.0.6"]),
+        ],
+        &mut out,
+    );
+    assert_eq!(summary(&out), ["+slice prod/api-3 (1)"]);
+    assert_eq!(st.counts().endpoints, 3);
+}
+
+#[test]
+fn relist_deletes_what_disappeared_meanwhile() {
+    let mut st = remote();
+    sync(
+        &mut st,
+        [
+            vec![gateway_mode("web"), gateway_mode("old")],
+            vec![],
+            vec![],
+        ],
+        vec![
+            slice("web-1", "web", &["10.1.0.1"]),
+            slice("web-2", "web", &["10.1.0.2"]),
+        ],
+    );
+    // After a 410 both watches list again.
+    let out = sync(
+        &mut st,
+        [vec![gateway_mode("web")], vec![], vec![]],
+        vec![slice("web-1", "web", &["10.1.0.1"])],
+    );
+    // Unchanged objects are sent again; the model drops what did not change.
+    assert_eq!(
+        summary(&out),
+        ["-svc prod/old", "+slice prod/web-1 (1)", "-slice prod/web-2"]
+    );
+}
+
+#[test]
+fn restart_serves_old_data_until_the_new_watches_confirm_it() {
+    let mut st = remote();
+    sync(
+        &mut st,
+        [
+            vec![gateway_mode("web"), gateway_mode("gone")],
+            vec![],
+            vec![],
+        ],
+        vec![
+            slice("web-1", "web", &["10.1.0.1"]),
+            slice("gone-1", "gone", &["10.1.0.7"]),
+        ],
+    );
+    // New credentials; the new watch set has only one Service watch.
+    let mut st = st.restart(Selectors::linkerd_defaults(), 1);
+    assert!(st.synced(), "a restarted cluster keeps serving");
+    let mut out = Output::default();
+    st.service_init(0);
+    st.service_page(0, vec![gateway_mode("web")], &mut out);
+    assert!(summary(&out).is_empty(), "unchanged objects send nothing");
+    st.service_init_done(0, &mut out);
+    st.slice_init();
+    st.slice_page(vec![slice("web-1", "web", &["10.1.0.1"])], &mut out);
+    st.slice_init_done(&mut out);
+    assert_eq!(
+        summary(&out),
+        [
+            "-svc prod/gone",
+            "-slice prod/gone-1",
+            "+slice prod/web-1 (1)"
+        ]
+    );
+}
+
+#[test]
+fn a_bad_object_is_skipped_and_the_last_good_version_kept() {
+    let mut st = remote();
+    sync(
+        &mut st,
+        [vec![gateway_mode("web")], vec![], vec![]],
+        vec![slice("web-1", "web", &["10.1.0.1"])],
+    );
+    let mut out = Output::default();
+    let bad: K8sSlice = serde_json::from_value(json!({
+        "metadata": {"name": "web-1", "namespace": "prod",
+                     "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["not-an-ip"]}]
+    }))
+    .expect("decodes");
+    st.slice_apply(&bad, &mut out);
+    assert!(out.events.is_empty());
+    assert!(out.skipped[0].contains("prod/web-1"), "{:?}", out.skipped);
+    // A relist that still holds the bad version does not delete the good one.
+    st.slice_init();
+    st.slice_page(vec![bad], &mut out);
+    st.slice_init_done(&mut out);
+    assert!(out.events.is_empty(), "{:?}", summary(&out));
+    assert_eq!(st.counts().slices, 1);
+}
+
+#[test]
+fn local_mirrors_and_gateway_service() {
+    let mut st = ClusterState::new("west".into(), true, Selectors::linkerd_defaults(), 4);
+    let mirror = svc(
+        "web-east",
+        json!({"mirror.linkerd.io/mirrored-service": "true", "mirror.linkerd.io/cluster-name": "east"}),
+    );
+    let mut out = Output::default();
+    for w in 0..4 {
+        st.service_init(w);
+        if w == 3 {
+            st.service_page(w, vec![mirror.clone()], &mut out);
+        }
+        st.service_init_done(w, &mut out);
+    }
+    assert_eq!(summary(&out), ["+mirror prod/web-east"]);
+    assert_eq!(st.counts().mirrors, 1);
+
+    let mut gw = remote();
+    gw.set_gateway_watch(true);
+    let mut out = sync(&mut gw, [vec![], vec![], vec![]], vec![]);
+    assert!(!gw.synced(), "waits for the gateway list");
+    let gateway: K8sService = serde_json::from_value(json!({
+        "metadata": {"name": "linkerd-gateway", "namespace": "linkerd-multicluster"},
+        "spec": {"ports": [{"name": "mc-gateway", "port": 4143}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}}
+    }))
+    .expect("a Service");
+    gw.gateway_init();
+    gw.gateway_apply(&gateway, &mut out);
+    gw.gateway_init_done(&mut out);
+    assert!(gw.synced());
+    assert_eq!(summary(&out), ["gateway true"]);
+    let mut out = Output::default();
+    gw.gateway_init();
+    gw.gateway_init_done(&mut out);
+    assert_eq!(
+        summary(&out),
+        ["gateway false"],
+        "gone after a relist without it"
+    );
+}
