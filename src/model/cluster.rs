@@ -24,6 +24,9 @@ pub struct Health {
     /// Result of the gateway probe: `None` until the first result, or when
     /// the cluster has no probe.
     pub gateway_alive: Option<bool>,
+    /// The cluster did not sync within the sync timeout: readiness stops
+    /// waiting for it (its undecidable names stay SERVFAIL).
+    pub sync_given_up: bool,
 }
 
 /// A change reported by a source. The file source and the live watches emit

@@ -14,6 +14,7 @@ pub mod probe;
 pub mod selector;
 pub mod spec;
 pub mod state;
+pub mod status;
 pub mod watch;
 
 use crate::model::Event;

@@ -746,6 +746,7 @@ fn stale_clusters_cap_ttl_then_servfail() {
             synced: true,
             broken_since: Some(since),
             gateway_alive: None,
+            sync_given_up: false,
         },
     };
     let mut s = settings();
@@ -785,6 +786,7 @@ fn federated_leaves_out_unhealthy_members_and_fails_open() {
             synced: true,
             broken_since: None,
             gateway_alive: Some(false),
+            sync_given_up: false,
         },
     };
     let name = QName::from_text("bb-federated.prod.svc.clusterset.local").expect("name");

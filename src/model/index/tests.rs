@@ -455,6 +455,7 @@ fn op() -> impl Strategy<Value = Event> {
                 synced: true,
                 broken_since: None,
                 gateway_alive: Some(alive),
+                sync_given_up: false,
             },
         }),
     ]
@@ -500,6 +501,7 @@ fn a_broken_member_leaves_federated_names_when_the_grace_expires() {
             synced: true,
             broken_since: Some(std::time::Instant::now()),
             gateway_alive: None,
+            sync_given_up: false,
         },
     }]);
     let members = |m: &Model| addrs(&m.snapshot(), "bb-federated.prod").map(|v| v.len());

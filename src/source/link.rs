@@ -1,0 +1,461 @@
+//! Reading a Linkerd `Link` (`multicluster.linkerd.io` v1alpha1, v1alpha2 and
+//! v1alpha3) into the plain data of [`super::spec`].
+//!
+//! Owns the Link's field rules: which problems make a Link unusable (a fatal
+//! [`LinkError`]) and which only degrade it (a warning, with the Linkerd
+//! default or no probe/port in its place), Go duration syntax
+//! ([`parse_go_duration`]) and the gateway address rules shared with the
+//! clusters file. It does not fetch the Link or its credentials Secret, and
+//! it must not talk to an API.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::model::names::{ClusterNameError, check_cluster_name};
+
+use super::selector::{Selector, SelectorError, Selectors};
+use super::spec::{GatewayAddr, GatewaySource, GatewaySpec, ProbeSpec};
+
+/// A Link as this server uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// `metadata.namespace` (empty if absent).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.creationTimestamp` in Unix seconds; `i64::MAX` if absent,
+    /// so that a Link without one loses every "oldest wins" tie.
+    pub created: i64,
+    /// `spec.targetClusterName`.
+    pub cluster: Arc<str>,
+    /// `spec.clusterCredentialsSecret`: a Secret in the Link's namespace.
+    pub secret: String,
+    /// `selector`, `remoteDiscoverySelector`, `federatedServiceSelector`.
+    pub selectors: Selectors,
+    /// From `gatewayAddress`, `gatewayPort`, `gatewayIdentity`, `probeSpec`.
+    pub gateway: GatewaySource,
+    /// Problems that degraded the Link without making it unusable.
+    pub warnings: Vec<String>,
+}
+
+/// Why a Link cannot be used at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    /// Without a name the Link cannot even be referred to.
+    #[error("Link in namespace {namespace:?}: metadata.name is missing, empty or not a string")]
+    MissingName {
+        /// `metadata.namespace`, if any.
+        namespace: String,
+    },
+    /// A field is missing, has the wrong type, or a value that cannot work.
+    #[error("Link {link}: {field}: {reason}")]
+    Field {
+        /// `namespace/name`.
+        link: String,
+        /// The field, e.g. `spec.gatewayPort`.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `spec.targetClusterName` is not a usable cluster name.
+    #[error("Link {link}: spec.targetClusterName: {source}")]
+    ClusterName {
+        /// `namespace/name`.
+        link: String,
+        /// The name rule broken.
+        source: ClusterNameError,
+    },
+    /// One of the three selectors is invalid.
+    #[error("Link {link}: spec.{field}: {source}")]
+    Selector {
+        /// `namespace/name`.
+        link: String,
+        /// `selector`, `remoteDiscoverySelector` or `federatedServiceSelector`.
+        field: &'static str,
+        /// What is wrong with it.
+        source: SelectorError,
+    },
+}
+
+/// The `spec` fields we read. Unknown fields are allowed because each Linkerd
+/// release may add some (v1alpha3 added `excludedLabels`); fields we do not
+/// read (`targetClusterDomain`, ...) are left out on purpose so that a
+/// malformed one cannot make an otherwise usable Link fatal.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct RawSpec {
+    target_cluster_name: Option<String>,
+    cluster_credentials_secret: Option<String>,
+    gateway_address: Option<String>,
+    gateway_port: Option<String>,
+    gateway_identity: Option<String>,
+    probe_spec: Option<RawProbe>,
+    selector: Option<LabelSelector>,
+    remote_discovery_selector: Option<LabelSelector>,
+    federated_service_selector: Option<LabelSelector>,
+}
+
+/// `spec.probeSpec`; every scalar is a string in every CRD version.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct RawProbe {
+    path: Option<String>,
+    port: Option<String>,
+    period: Option<String>,
+    timeout: Option<String>,
+    failure_threshold: Option<String>,
+}
+
+/// Parses a Link object as the API returns it (the whole object, not just
+/// `spec`).
+pub fn parse_link(obj: &Value) -> Result<Link, LinkError> {
+    let meta = obj.get("metadata");
+    let namespace = meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let name = match meta.and_then(|m| m.get("name")).and_then(Value::as_str) {
+        Some(n) if !n.is_empty() => n.to_owned(),
+        _ => return Err(LinkError::MissingName { namespace }),
+    };
+    let link = format!("{namespace}/{name}");
+    let field = |field: &str, reason: String| LinkError::Field {
+        link: link.clone(),
+        field: field.to_owned(),
+        reason,
+    };
+    let mut warnings = Vec::new();
+
+    let created = match meta.and_then(|m| m.get("creationTimestamp")) {
+        None | Some(Value::Null) => i64::MAX,
+        Some(v) => match Time::deserialize(v) {
+            Ok(t) => t.0.as_second(),
+            Err(e) => {
+                // The API always writes a valid one; a bad one only costs the
+                // Link its place in tie-breaks.
+                warnings.push(format!(
+                    "metadata.creationTimestamp: {e}; treated as newest"
+                ));
+                i64::MAX
+            }
+        },
+    };
+
+    let spec_value = match obj.get("spec") {
+        Some(v @ Value::Object(_)) => v,
+        Some(other) => {
+            return Err(field(
+                "spec",
+                format!("expected an object, found {}", json_kind(other)),
+            ));
+        }
+        None => return Err(field("spec", "missing".to_owned())),
+    };
+    let spec: RawSpec = serde_path_to_error::deserialize(spec_value)
+        .map_err(|e| field(&format!("spec.{}", e.path()), e.into_inner().to_string()))?;
+
+    let cluster = non_empty(spec.target_cluster_name)
+        .ok_or_else(|| field("spec.targetClusterName", "missing or empty".to_owned()))?;
+    check_cluster_name(&cluster).map_err(|source| LinkError::ClusterName {
+        link: link.clone(),
+        source,
+    })?;
+    let secret = non_empty(spec.cluster_credentials_secret).ok_or_else(|| {
+        field(
+            "spec.clusterCredentialsSecret",
+            "missing or empty".to_owned(),
+        )
+    })?;
+
+    let selector = |field: &'static str, sel: Option<&LabelSelector>| {
+        Selector::from_k8s(sel).map_err(|source| LinkError::Selector {
+            link: link.clone(),
+            field,
+            source,
+        })
+    };
+    let selectors = Selectors {
+        gateway: selector("selector", spec.selector.as_ref())?,
+        remote_discovery: selector(
+            "remoteDiscoverySelector",
+            spec.remote_discovery_selector.as_ref(),
+        )?,
+        federated: selector(
+            "federatedServiceSelector",
+            spec.federated_service_selector.as_ref(),
+        )?,
+    };
+
+    let gateway = match non_empty(spec.gateway_address) {
+        // Linkerd's link-gen leaves gatewayAddress out with --gateway=false:
+        // the cluster is reachable only in flat mode, so the port, identity
+        // and probe mean nothing and are not checked.
+        None => GatewaySource::None,
+        Some(list) => GatewaySource::Spec(GatewaySpec {
+            addresses: gateway_addresses(&list, &mut warnings),
+            port: gateway_port(spec.gateway_port.as_deref(), &mut warnings),
+            identity: non_empty(spec.gateway_identity),
+            probe: probe(spec.probe_spec.unwrap_or_default(), &mut warnings),
+        }),
+    };
+
+    Ok(Link {
+        namespace,
+        name,
+        created,
+        cluster: Arc::from(cluster),
+        secret,
+        selectors,
+        gateway,
+        warnings,
+    })
+}
+
+/// The JSON type of a value, for messages.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The CRD's strings have no "unset" other than empty.
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.is_empty())
+}
+
+/// `gatewayAddress`: a comma-separated list, as link-gen joins the gateway
+/// Service's load-balancer ingress entries.
+fn gateway_addresses(list: &str, warnings: &mut Vec<String>) -> Vec<GatewayAddr> {
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match parse_gateway_addr(item) {
+            Some(addr) => out.push(addr),
+            None => warnings.push(format!(
+                "spec.gatewayAddress: {item:?} is neither an IP address nor a DNS hostname; skipped"
+            )),
+        }
+    }
+    if out.is_empty() {
+        // Linkerd would still mirror gateway-mode services, with no
+        // endpoints; we keep the gateway so they stay known, but say why
+        // they have no addresses.
+        warnings.push(format!(
+            "spec.gatewayAddress {list:?} has no usable address; gateway-mode names get none"
+        ));
+    }
+    out
+}
+
+/// `gatewayPort`: link-gen always sets it (default 4143), so its absence is
+/// worth a warning too.
+fn gateway_port(port: Option<&str>, warnings: &mut Vec<String>) -> Option<u16> {
+    match port.filter(|p| !p.is_empty()) {
+        None => {
+            warnings.push(
+                "spec.gatewayPort is absent (link-gen sets it, default \"4143\"); the gateway has no port".to_owned(),
+            );
+            None
+        }
+        Some(p) => match parse_port(p) {
+            Some(n) => Some(n),
+            None => {
+                warnings.push(format!(
+                    "spec.gatewayPort {p:?} is not a port number (1-65535); the gateway has no port"
+                ));
+                None
+            }
+        },
+    }
+}
+
+/// A port given as a string, as the CRD has it.
+fn parse_port(s: &str) -> Option<u16> {
+    s.trim().parse::<u16>().ok().filter(|&p| p != 0)
+}
+
+/// `probeSpec`. Linkerd runs no probe worker when `path` is empty, and its
+/// worker quietly exits on a bad period; we warn instead and fall back to the
+/// CRD defaults where one exists.
+fn probe(raw: RawProbe, warnings: &mut Vec<String>) -> Option<ProbeSpec> {
+    let path = non_empty(raw.path)?;
+    let port = match raw.port.as_deref().filter(|p| !p.is_empty()) {
+        None => {
+            warnings.push("spec.probeSpec.port is absent; no gateway probe".to_owned());
+            return None;
+        }
+        Some(p) => match parse_port(p) {
+            Some(n) => n,
+            None => {
+                warnings.push(format!(
+                    "spec.probeSpec.port {p:?} is not a port number (1-65535); no gateway probe"
+                ));
+                return None;
+            }
+        },
+    };
+    let duration = |field: &str, value: Option<String>, default: Duration, w: &mut Vec<String>| {
+        let Some(v) = non_empty(value) else {
+            return default;
+        };
+        match parse_go_duration(&v) {
+            Ok(d) if !d.is_zero() => d,
+            Ok(_) => {
+                w.push(format!(
+                    "spec.probeSpec.{field} {v:?} is zero; using {default:?}"
+                ));
+                default
+            }
+            Err(e) => {
+                w.push(format!("spec.probeSpec.{field}: {e}; using {default:?}"));
+                default
+            }
+        }
+    };
+    let period = duration("period", raw.period, ProbeSpec::DEFAULT_PERIOD, warnings);
+    let timeout = duration("timeout", raw.timeout, ProbeSpec::DEFAULT_TIMEOUT, warnings);
+    let failure_threshold = match non_empty(raw.failure_threshold) {
+        None => ProbeSpec::DEFAULT_FAILURE_THRESHOLD,
+        Some(v) => match v.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                warnings.push(format!(
+                    "spec.probeSpec.failureThreshold {v:?} is not a whole number of at least 1; using {}",
+                    ProbeSpec::DEFAULT_FAILURE_THRESHOLD
+                ));
+                ProbeSpec::DEFAULT_FAILURE_THRESHOLD
+            }
+        },
+    };
+    Some(ProbeSpec {
+        path,
+        port,
+        period,
+        timeout,
+        failure_threshold,
+    })
+}
+
+/// One gateway address: an IP literal, else a DNS hostname (lower-cased).
+/// Shared with the clusters file so both accept the same addresses.
+pub(crate) fn parse_gateway_addr(s: &str) -> Option<GatewayAddr> {
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(GatewayAddr::Ip(ip));
+    }
+    parse_hostname(s).map(GatewayAddr::Host)
+}
+
+/// A DNS hostname: dot-separated labels of 1-63 letters, digits and `-`, not
+/// starting or ending with `-`, 253 characters at most. Case does not matter
+/// in DNS, so the result is lower-cased to compare equal across spellings.
+pub(crate) fn parse_hostname(s: &str) -> Option<String> {
+    if s.is_empty() || s.len() > 253 {
+        return None;
+    }
+    let lower = s.to_ascii_lowercase();
+    lower
+        .split('.')
+        .all(crate::model::names::is_dns_label)
+        .then_some(lower)
+}
+
+/// Parses a Go `time.ParseDuration` string (`3s`, `500ms`, `1m30s`, `1.5s`,
+/// `2h`; units `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`). A bare non-negative
+/// integer is also taken, as seconds, because that is how the
+/// `mirror.linkerd.io/probe-period` annotation link-gen reads is written.
+/// Negative durations and ones beyond Go's limit (about 292 years) are
+/// errors.
+pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    if s.is_empty() {
+        return Err("empty duration".to_owned());
+    }
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("{s:?} is out of range"));
+    }
+    let bad = |why: &str| format!("{s:?} is not a Go duration: {why}");
+    let (negative, mut rest) = match s.as_bytes()[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if rest.is_empty() {
+        return Err(bad("no number"));
+    }
+    // Go's limit: a Duration is an int64 count of nanoseconds.
+    const MAX_NANOS: u128 = i64::MAX as u128;
+    let mut total: u128 = 0;
+    while !rest.is_empty() {
+        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let int_part = &rest[..int_len];
+        rest = &rest[int_len..];
+        let mut frac_part = "";
+        if let Some(after) = rest.strip_prefix('.') {
+            let n = after.bytes().take_while(u8::is_ascii_digit).count();
+            frac_part = &after[..n];
+            rest = &after[n..];
+        }
+        if int_part.is_empty() && frac_part.is_empty() {
+            return Err(bad("expected a number"));
+        }
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let unit_nanos: u128 = match unit {
+            "ns" => 1,
+            // Go accepts both the micro sign (U+00B5) and the Greek mu.
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            "" => return Err(bad("missing unit (ns, us, ms, s, m or h)")),
+            other => {
+                return Err(bad(&format!(
+                    "unknown unit {other:?} (ns, us, ms, s, m or h)"
+                )));
+            }
+        };
+        let int: u128 = if int_part.is_empty() {
+            0
+        } else {
+            int_part.parse().map_err(|_| bad("out of range"))?
+        };
+        let mut nanos = int
+            .checked_mul(unit_nanos)
+            .ok_or_else(|| bad("out of range"))?;
+        // Digits past the 18th are below a nanosecond even for hours.
+        let frac_digits = &frac_part[..frac_part.len().min(18)];
+        if !frac_digits.is_empty() {
+            let frac: u128 = frac_digits.parse().map_err(|_| bad("bad fraction"))?;
+            let scale = 10u128.pow(frac_digits.len() as u32);
+            nanos += frac * unit_nanos / scale;
+        }
+        total = total
+            .checked_add(nanos)
+            .filter(|&t| t <= MAX_NANOS)
+            .ok_or_else(|| bad("out of range"))?;
+    }
+    if negative && total != 0 {
+        return Err(bad("negative"));
+    }
+    let nanos = u64::try_from(total).map_err(|_| bad("out of range"))?;
+    Ok(Duration::from_nanos(nanos))
+}
+
+#[cfg(test)]
+mod tests;

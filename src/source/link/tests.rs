@@ -1,0 +1,584 @@
+use super::*;
+use crate::source::convert::{LABEL_EXPORTED, LABEL_FEDERATED};
+use crate::source::selector::{Operator, Requirement};
+use serde_json::json;
+
+const IDENTITY: &str =
+    "linkerd-gateway.linkerd-multicluster.serviceaccount.identity.linkerd.cluster.local";
+
+/// A Link as link-gen writes it (linkerd-compat.md §1.5), with the CRD's
+/// defaults not yet filled in.
+fn v1alpha3() -> Value {
+    json!({
+        "apiVersion": "multicluster.linkerd.io/v1alpha3",
+        "kind": "Link",
+        "metadata": {
+            "name": "east",
+            "namespace": "linkerd-multicluster",
+            "annotations": {"linkerd.io/created-by": "linkerd/cli stable-2.18.0"},
+            "creationTimestamp": "2026-01-02T03:04:05Z"
+        },
+        "spec": {
+            "targetClusterName": "east",
+            "targetClusterDomain": "cluster.local",
+            "targetClusterLinkerdNamespace": "linkerd",
+            "clusterCredentialsSecret": "cluster-credentials-east",
+            "gatewayAddress": "203.0.113.10",
+            "gatewayPort": "4143",
+            "gatewayIdentity": IDENTITY,
+            "probeSpec": {"path": "/ready", "port": "4191", "period": "3s"},
+            "selector": {"matchLabels": {"mirror.linkerd.io/exported": "true"}},
+            "remoteDiscoverySelector": {"matchLabels": {"mirror.linkerd.io/exported": "remote-discovery"}},
+            "federatedServiceSelector": {"matchLabels": {"mirror.linkerd.io/federated": "member"}},
+            "excludedAnnotations": [],
+            "excludedLabels": []
+        }
+    })
+}
+
+/// `v1alpha3()` with `spec` fields replaced (`null` removes one).
+fn with_spec(changes: Value) -> Value {
+    let mut obj = v1alpha3();
+    let spec = obj["spec"].as_object_mut().expect("spec");
+    for (k, v) in changes.as_object().expect("changes").clone() {
+        if v.is_null() {
+            spec.remove(&k);
+        } else {
+            spec.insert(k, v);
+        }
+    }
+    obj
+}
+
+fn probe(path: &str, port: u16, period: u64, timeout: u64, threshold: u32) -> ProbeSpec {
+    ProbeSpec {
+        path: path.to_owned(),
+        port,
+        period: Duration::from_secs(period),
+        timeout: Duration::from_secs(timeout),
+        failure_threshold: threshold,
+    }
+}
+
+/// A selector slot in a table row.
+type Sel = Option<Selector>;
+
+/// (spec changes, port, identity, probe, warnings containing)
+type FieldCase = (
+    Value,
+    Option<u16>,
+    Option<&'static str>,
+    Option<ProbeSpec>,
+    Vec<&'static str>,
+);
+
+fn spec_of(link: &Link) -> &GatewaySpec {
+    match &link.gateway {
+        GatewaySource::Spec(s) => s,
+        other => panic!("expected a gateway spec, got {other:?}"),
+    }
+}
+
+#[test]
+fn generated_v1alpha3_link() {
+    let link = parse_link(&v1alpha3()).expect("parses");
+    assert_eq!(
+        link,
+        Link {
+            namespace: "linkerd-multicluster".to_owned(),
+            name: "east".to_owned(),
+            created: 1_767_323_045,
+            cluster: Arc::from("east"),
+            secret: "cluster-credentials-east".to_owned(),
+            selectors: Selectors::linkerd_defaults(),
+            gateway: GatewaySource::Spec(GatewaySpec {
+                addresses: vec![GatewayAddr::Ip("203.0.113.10".parse().unwrap())],
+                port: Some(4143),
+                identity: Some(IDENTITY.to_owned()),
+                probe: Some(probe("/ready", 4191, 3, 30, 3)),
+            }),
+            warnings: vec![],
+        }
+    );
+}
+
+#[test]
+fn v1alpha1_shaped_link() {
+    // v1alpha1 has no federatedServiceSelector, no status, no exclusions.
+    let obj = json!({
+        "apiVersion": "multicluster.linkerd.io/v1alpha1",
+        "kind": "Link",
+        "metadata": {"name": "west", "namespace": "linkerd-multicluster"},
+        "spec": {
+            "targetClusterName": "west",
+            "targetClusterDomain": "cluster.local",
+            "clusterCredentialsSecret": "cluster-credentials-west",
+            "gatewayAddress": "198.51.100.7",
+            "gatewayPort": "4143",
+            "gatewayIdentity": IDENTITY,
+            "probeSpec": {"path": "/ready", "port": "4191", "period": "3s"},
+            "selector": {"matchLabels": {"mirror.linkerd.io/exported": "true"}},
+            "remoteDiscoverySelector": {"matchLabels": {"mirror.linkerd.io/exported": "remote-discovery"}}
+        }
+    });
+    let link = parse_link(&obj).expect("parses");
+    assert_eq!(link.created, i64::MAX);
+    assert_eq!(&*link.cluster, "west");
+    assert_eq!(
+        link.selectors,
+        Selectors {
+            federated: None,
+            ..Selectors::linkerd_defaults()
+        }
+    );
+    assert_eq!(spec_of(&link).port, Some(4143));
+    assert!(link.warnings.is_empty(), "{:?}", link.warnings);
+}
+
+#[test]
+fn selectors_table() {
+    let gw = Some(Selector::label(LABEL_EXPORTED, "true"));
+    let fed = Some(Selector::label(LABEL_FEDERATED, "member"));
+    // (spec changes, gateway, remote discovery, federated)
+    let cases: Vec<(Value, Sel, Sel, Sel)> = vec![
+        // Absent (nil) and `{}` both match nothing (Linkerd PR #11344).
+        (
+            json!({"remoteDiscoverySelector": null}),
+            gw.clone(),
+            None,
+            fed.clone(),
+        ),
+        (
+            json!({"selector": {}, "federatedServiceSelector": {"matchLabels": {}}}),
+            None,
+            Some(Selector::label(LABEL_EXPORTED, "remote-discovery")),
+            None,
+        ),
+        (
+            json!({"selector": {"matchExpressions": []}, "remoteDiscoverySelector": {}, "federatedServiceSelector": {}}),
+            None,
+            None,
+            None,
+        ),
+        (
+            json!({"selector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}}),
+            Some(Selector {
+                labels: Default::default(),
+                expressions: vec![Requirement {
+                    key: "tier".to_owned(),
+                    op: Operator::Exists,
+                    values: vec![],
+                }],
+            }),
+            Some(Selector::label(LABEL_EXPORTED, "remote-discovery")),
+            fed.clone(),
+        ),
+    ];
+    for (changes, g, r, f) in cases {
+        let link = parse_link(&with_spec(changes.clone())).expect("parses");
+        assert_eq!(
+            link.selectors,
+            Selectors {
+                gateway: g,
+                remote_discovery: r,
+                federated: f,
+            },
+            "{changes}"
+        );
+    }
+    // An explicit JSON null is nil too.
+    let mut obj = v1alpha3();
+    obj["spec"]["selector"] = Value::Null;
+    assert_eq!(parse_link(&obj).expect("parses").selectors.gateway, None);
+}
+
+#[test]
+fn gateway_addresses_table() {
+    let ip = |s: &str| GatewayAddr::Ip(s.parse().unwrap());
+    let host = |s: &str| GatewayAddr::Host(s.to_owned());
+    // (gatewayAddress, addresses, warnings containing)
+    let cases: Vec<(&str, Vec<GatewayAddr>, Vec<&str>)> = vec![
+        ("203.0.113.10", vec![ip("203.0.113.10")], vec![]),
+        (
+            "lb-1.Example.COM, 203.0.113.10,,2001:db8::1 ,",
+            vec![
+                host("lb-1.example.com"),
+                ip("203.0.113.10"),
+                ip("2001:db8::1"),
+            ],
+            vec![],
+        ),
+        (
+            "gw.example.com,bad_host,-x.example.com,203.0.113.11",
+            vec![host("gw.example.com"), ip("203.0.113.11")],
+            vec!["\"bad_host\" is neither", "\"-x.example.com\" is neither"],
+        ),
+        (
+            "a..b, [2001:db8::1]",
+            vec![],
+            vec!["\"a..b\"", "\"[2001:db8::1]\"", "no usable address"],
+        ),
+        (" , ", vec![], vec!["no usable address"]),
+    ];
+    for (list, want, warns) in cases {
+        let link = parse_link(&with_spec(json!({"gatewayAddress": list}))).expect("parses");
+        assert_eq!(spec_of(&link).addresses, want, "{list}");
+        assert_eq!(
+            link.warnings.len(),
+            warns.len(),
+            "{list}: {:?}",
+            link.warnings
+        );
+        for (w, text) in link.warnings.iter().zip(warns) {
+            assert!(w.contains(text), "{list}: {w}");
+        }
+    }
+}
+
+#[test]
+fn no_gateway_address_means_no_gateway() {
+    for addr in [Value::Null, json!("")] {
+        // Port, identity and probe mean nothing without an address, even bad.
+        let obj = with_spec(json!({
+            "gatewayAddress": addr, "gatewayPort": "x", "selector": null,
+            "probeSpec": {"path": "/ready", "port": "nope"}
+        }));
+        let link = parse_link(&obj).expect("parses");
+        assert_eq!(link.gateway, GatewaySource::None);
+        assert!(link.warnings.is_empty(), "{:?}", link.warnings);
+    }
+}
+
+#[test]
+fn gateway_fields_table() {
+    // (spec changes, port, identity, probe, warnings containing)
+    let default_probe = Some(probe("/ready", 4191, 3, 30, 3));
+    let cases: Vec<FieldCase> = vec![
+        (
+            json!({"gatewayPort": null}),
+            None,
+            Some(IDENTITY),
+            default_probe.clone(),
+            vec!["spec.gatewayPort is absent"],
+        ),
+        (
+            json!({"gatewayPort": "0"}),
+            None,
+            Some(IDENTITY),
+            default_probe.clone(),
+            vec!["spec.gatewayPort \"0\" is not a port"],
+        ),
+        (
+            json!({"gatewayPort": "65536"}),
+            None,
+            Some(IDENTITY),
+            default_probe.clone(),
+            vec!["spec.gatewayPort \"65536\""],
+        ),
+        (
+            json!({"gatewayPort": "https"}),
+            None,
+            Some(IDENTITY),
+            default_probe.clone(),
+            vec!["spec.gatewayPort \"https\""],
+        ),
+        (
+            json!({"gatewayIdentity": ""}),
+            Some(4143),
+            None,
+            default_probe.clone(),
+            vec![],
+        ),
+        (
+            json!({"gatewayIdentity": null}),
+            Some(4143),
+            None,
+            default_probe.clone(),
+            vec![],
+        ),
+        // Linkerd runs no probe without a path; that is not a problem.
+        (
+            json!({"probeSpec": null}),
+            Some(4143),
+            Some(IDENTITY),
+            None,
+            vec![],
+        ),
+        (
+            json!({"probeSpec": {"path": "", "port": "4191"}}),
+            Some(4143),
+            Some(IDENTITY),
+            None,
+            vec![],
+        ),
+        (
+            json!({"probeSpec": {"path": "/ready"}}),
+            Some(4143),
+            Some(IDENTITY),
+            None,
+            vec!["spec.probeSpec.port is absent"],
+        ),
+        (
+            json!({"probeSpec": {"path": "/ready", "port": "0"}}),
+            Some(4143),
+            Some(IDENTITY),
+            None,
+            vec!["spec.probeSpec.port \"0\""],
+        ),
+        (
+            json!({"probeSpec": {"path": "/ready", "port": "mc-probe"}}),
+            Some(4143),
+            Some(IDENTITY),
+            None,
+            vec!["spec.probeSpec.port \"mc-probe\""],
+        ),
+        // The CRD-filled fields, and link-gen's bare-seconds period.
+        (
+            json!({"probeSpec": {"path": "/health", "port": "4192", "period": "10", "timeout": "1m30s", "failureThreshold": "5"}}),
+            Some(4143),
+            Some(IDENTITY),
+            Some(probe("/health", 4192, 10, 90, 5)),
+            vec![],
+        ),
+        (
+            json!({"probeSpec": {"path": "/ready", "port": "4191", "period": "three", "timeout": "0s", "failureThreshold": "0"}}),
+            Some(4143),
+            Some(IDENTITY),
+            default_probe.clone(),
+            vec![
+                "spec.probeSpec.period: \"three\" is not a Go duration",
+                "spec.probeSpec.timeout \"0s\" is zero; using 30s",
+                "spec.probeSpec.failureThreshold \"0\"",
+            ],
+        ),
+        (
+            json!({"probeSpec": {"path": "/ready", "port": "4191", "period": "-3s", "timeout": "5", "failureThreshold": "-1"}}),
+            Some(4143),
+            Some(IDENTITY),
+            Some(probe("/ready", 4191, 3, 5, 3)),
+            vec![
+                "spec.probeSpec.period: \"-3s\" is not a Go duration: negative; using 3s",
+                "spec.probeSpec.failureThreshold \"-1\"",
+            ],
+        ),
+        (
+            json!({"probeSpec": {"path": "/ready", "port": "4191", "period": "", "timeout": "", "failureThreshold": ""}}),
+            Some(4143),
+            Some(IDENTITY),
+            default_probe.clone(),
+            vec![],
+        ),
+    ];
+    for (changes, port, identity, want_probe, warns) in cases {
+        let link = parse_link(&with_spec(changes.clone())).expect("parses");
+        let gw = spec_of(&link);
+        assert_eq!(gw.port, port, "{changes}");
+        assert_eq!(gw.identity.as_deref(), identity, "{changes}");
+        assert_eq!(gw.probe, want_probe, "{changes}");
+        assert_eq!(
+            link.warnings.len(),
+            warns.len(),
+            "{changes}: {:?}",
+            link.warnings
+        );
+        for (w, text) in link.warnings.iter().zip(warns) {
+            assert!(w.contains(text), "{changes}: {w}");
+        }
+    }
+}
+
+#[test]
+fn fatal_errors_table() {
+    let mut no_name = v1alpha3();
+    no_name["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("name");
+    let mut empty_name = v1alpha3();
+    empty_name["metadata"]["name"] = json!("");
+    let mut numeric_name = v1alpha3();
+    numeric_name["metadata"]["name"] = json!(7);
+    let mut no_spec = v1alpha3();
+    no_spec.as_object_mut().expect("object").remove("spec");
+    let mut list_spec = v1alpha3();
+    list_spec["spec"] = json!([]);
+    // (object, error containing)
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            no_name,
+            "Link in namespace \"linkerd-multicluster\": metadata.name",
+        ),
+        (empty_name, "metadata.name is missing"),
+        (numeric_name, "metadata.name is missing"),
+        (json!("a string"), "metadata.name"),
+        (no_spec, "Link linkerd-multicluster/east: spec: missing"),
+        (
+            list_spec,
+            "Link linkerd-multicluster/east: spec: expected an object, found a list",
+        ),
+        (
+            with_spec(json!({"targetClusterName": null})),
+            "Link linkerd-multicluster/east: spec.targetClusterName: missing or empty",
+        ),
+        (
+            with_spec(json!({"targetClusterName": ""})),
+            "spec.targetClusterName: missing or empty",
+        ),
+        (
+            with_spec(json!({"targetClusterName": "East"})),
+            "Link linkerd-multicluster/east: spec.targetClusterName: cluster name \"East\" is not an RFC 1123 label",
+        ),
+        (
+            with_spec(json!({"targetClusterName": "federated"})),
+            "spec.targetClusterName: cluster name \"federated\" is reserved",
+        ),
+        (
+            with_spec(json!({"clusterCredentialsSecret": null})),
+            "Link linkerd-multicluster/east: spec.clusterCredentialsSecret: missing or empty",
+        ),
+        (
+            with_spec(json!({"clusterCredentialsSecret": ""})),
+            "spec.clusterCredentialsSecret: missing or empty",
+        ),
+        (
+            with_spec(
+                json!({"selector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}}),
+            ),
+            "Link linkerd-multicluster/east: spec.selector: matchExpressions[0]: operator \"Gt\"",
+        ),
+        (
+            with_spec(
+                json!({"remoteDiscoverySelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}),
+            ),
+            "spec.remoteDiscoverySelector: matchExpressions[0] (a In): needs at least one value",
+        ),
+        (
+            with_spec(json!({"federatedServiceSelector": {"matchLabels": {"a": "b c"}}})),
+            "spec.federatedServiceSelector: \"b c\" cannot appear",
+        ),
+        // Numbers where the CRD has strings.
+        (
+            with_spec(json!({"gatewayPort": 4143})),
+            "Link linkerd-multicluster/east: spec.gatewayPort: invalid type: integer `4143`, expected a string",
+        ),
+        (
+            with_spec(json!({"probeSpec": {"path": "/ready", "port": 4191}})),
+            "spec.probeSpec.port: invalid type: integer `4191`",
+        ),
+        (
+            with_spec(
+                json!({"probeSpec": {"path": "/ready", "port": "4191", "failureThreshold": 3}}),
+            ),
+            "spec.probeSpec.failureThreshold: invalid type: integer `3`",
+        ),
+        (
+            with_spec(json!({"targetClusterName": true})),
+            "spec.targetClusterName: invalid type: boolean `true`",
+        ),
+        (
+            with_spec(json!({"gatewayAddress": ["203.0.113.10"]})),
+            "spec.gatewayAddress: invalid type: sequence",
+        ),
+        (
+            with_spec(json!({"selector": {"matchLabels": {"a": 1}}})),
+            "spec.selector.matchLabels.a: invalid type: integer `1`",
+        ),
+    ];
+    for (obj, want) in cases {
+        let err = parse_link(&obj).expect_err(want).to_string();
+        assert!(err.contains(want), "want {want:?} in {err:?}");
+    }
+}
+
+#[test]
+fn unknown_fields_and_bad_timestamp_are_tolerated() {
+    let mut obj = with_spec(json!({"someFutureField": {"x": 1}, "targetClusterDomain": 5}));
+    obj["metadata"]["creationTimestamp"] = json!("yesterday");
+    let link = parse_link(&obj).expect("parses");
+    assert_eq!(link.created, i64::MAX);
+    assert_eq!(link.warnings.len(), 1, "{:?}", link.warnings);
+    assert!(link.warnings[0].contains("metadata.creationTimestamp"));
+}
+
+#[test]
+fn go_durations() {
+    let ms = Duration::from_millis;
+    let ns = Duration::from_nanos;
+    let ok: Vec<(&str, Duration)> = vec![
+        ("3s", ms(3_000)),
+        ("500ms", ms(500)),
+        ("1m30s", ms(90_000)),
+        ("1.5s", ms(1_500)),
+        (".5s", ms(500)),
+        ("1.s", ms(1_000)),
+        ("2h", ms(7_200_000)),
+        ("1h2m3s4ms5us6ns", ns(3_723_004_005_006)),
+        ("7\u{b5}s", ns(7_000)),
+        ("7\u{3bc}s", ns(7_000)),
+        ("7us", ns(7_000)),
+        ("+5s", ms(5_000)),
+        ("0", Duration::ZERO),
+        ("0s", Duration::ZERO),
+        ("-0s", Duration::ZERO),
+        // Bare integers are seconds (link-gen's probe-period annotation).
+        ("3", ms(3_000)),
+        ("30", ms(30_000)),
+        ("1.0000000001s", ns(1_000_000_000)),
+        ("0.000000001s", ns(1)),
+        ("2562047h", Duration::from_secs(2_562_047 * 3600)),
+    ];
+    for (s, want) in ok {
+        assert_eq!(parse_go_duration(s), Ok(want), "{s}");
+    }
+    let bad: Vec<(&str, &str)> = vec![
+        ("", "empty"),
+        ("s", "expected a number"),
+        ("1.5", "missing unit"),
+        ("3 s", "unknown unit \" s\""),
+        ("3sec", "unknown unit \"sec\""),
+        ("3d", "unknown unit \"d\""),
+        ("-3s", "negative"),
+        ("-", "no number"),
+        ("+", "no number"),
+        ("3s.", "expected a number"),
+        ("..5s", "expected a number"),
+        ("2562048h", "out of range"),
+        ("99999999999999999999999999999999999999999h", "out of range"),
+        ("99999999999999999999999", "out of range"),
+    ];
+    for (s, want) in bad {
+        let err = parse_go_duration(s).expect_err(s);
+        assert!(err.contains(want), "{s}: {err}");
+    }
+}
+
+#[test]
+fn hostnames() {
+    let long_label = "a".repeat(63);
+    let too_long_label = "a".repeat(64);
+    let long_name = [&*long_label, &*long_label, &*long_label, &"a".repeat(61)].join(".");
+    let too_long_name = format!("{long_name}a");
+    assert_eq!(long_name.len(), 253);
+    let cases: Vec<(&str, Option<&str>)> = vec![
+        ("gw.example.com", Some("gw.example.com")),
+        ("GW.Example.Com", Some("gw.example.com")),
+        ("localhost", Some("localhost")),
+        ("1-2.example", Some("1-2.example")),
+        (&long_label, Some(&long_label)),
+        (&long_name, Some(&long_name)),
+        (&too_long_label, None),
+        (&too_long_name, None),
+        ("", None),
+        ("a..b", None),
+        (".a", None),
+        ("a.", None),
+        ("-a.b", None),
+        ("a-.b", None),
+        ("a_b.c", None),
+        ("a b", None),
+        ("h\u{e9}.example", None),
+    ];
+    for (s, want) in cases {
+        assert_eq!(parse_hostname(s).as_deref(), want, "{s}");
+    }
+}

@@ -1,0 +1,305 @@
+//! Per-cluster status of the live source, for `/debug/clusters` and the
+//! per-cluster metrics: sync state, staleness, last event, watch restarts,
+//! objects held, the gateway probe, and problems (missing credentials, a bad
+//! Link).
+//!
+//! Written by the cluster tasks, read by the admin server. It must not drive
+//! any decision: health that changes answers travels as model events.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::state::Counts;
+
+/// The gateway probe as last seen.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeStatus {
+    /// `None` until the first result.
+    pub alive: Option<bool>,
+    /// Failures in a row.
+    pub consecutive_failures: u32,
+    /// Probes that succeeded.
+    pub successes: u64,
+    /// Probes that failed.
+    pub failures: u64,
+    /// Latency of the last successful probe.
+    pub last_latency: Option<Duration>,
+    /// Error of the last failed probe.
+    pub last_error: Option<String>,
+}
+
+/// One cluster's status.
+#[derive(Debug, Clone)]
+pub struct ClusterReport {
+    /// The local cluster.
+    pub local: bool,
+    /// Where it was declared.
+    pub origin: String,
+    /// When its current watches started.
+    pub started: Instant,
+    /// Synced at least once.
+    pub synced: bool,
+    /// Not synced within the sync timeout: readiness no longer waits.
+    pub gave_up: bool,
+    /// Watch broken since.
+    pub broken_since: Option<Instant>,
+    /// The last watch error.
+    pub last_error: Option<String>,
+    /// When the last object event arrived.
+    pub last_event: Option<Instant>,
+    /// Watches that failed and were re-established or relisted.
+    pub watch_restarts: u64,
+    /// Objects that could not be decoded or converted.
+    pub skipped_objects: u64,
+    /// What is held.
+    pub counts: Counts,
+    /// Gateway addresses in use.
+    pub gateway: Vec<IpAddr>,
+    /// The gateway probe, when the cluster has one.
+    pub probe: Option<ProbeStatus>,
+    /// Why the cluster cannot be watched at all (credentials), if so.
+    pub problem: Option<String>,
+}
+
+impl ClusterReport {
+    /// A fresh report.
+    pub fn new(local: bool, origin: String) -> Self {
+        Self {
+            local,
+            origin,
+            started: Instant::now(),
+            synced: false,
+            gave_up: false,
+            broken_since: None,
+            last_error: None,
+            last_event: None,
+            watch_restarts: 0,
+            skipped_objects: 0,
+            counts: Counts::default(),
+            gateway: Vec::new(),
+            probe: None,
+            problem: None,
+        }
+    }
+}
+
+/// Every cluster's status, plus problems that belong to no cluster (a Link
+/// that cannot be read, the Link CRD missing).
+#[derive(Debug, Default)]
+pub struct StatusBoard {
+    clusters: Mutex<BTreeMap<Arc<str>, ClusterReport>>,
+    problems: Mutex<Vec<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep going.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn secs(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+impl StatusBoard {
+    /// Updates (or creates) a cluster's report.
+    pub fn update(&self, name: &Arc<str>, f: impl FnOnce(&mut ClusterReport)) {
+        let mut map = lock(&self.clusters);
+        if let Some(r) = map.get_mut(name) {
+            f(r);
+        }
+    }
+
+    /// Registers a cluster (replacing an older report of the same name
+    /// keeps its counters).
+    pub fn register(&self, name: &Arc<str>, local: bool, origin: String) {
+        let mut map = lock(&self.clusters);
+        match map.get_mut(name) {
+            Some(r) => {
+                r.origin = origin;
+                r.started = Instant::now();
+                r.problem = None;
+            }
+            None => {
+                map.insert(name.clone(), ClusterReport::new(local, origin));
+            }
+        }
+    }
+
+    /// Forgets a cluster (unlinked).
+    pub fn remove(&self, name: &str) {
+        lock(&self.clusters).remove(name);
+    }
+
+    /// Replaces the problems that belong to no cluster.
+    pub fn set_problems(&self, problems: Vec<String>) {
+        *lock(&self.problems) = problems;
+    }
+
+    /// A copy of every report.
+    pub fn snapshot(&self) -> BTreeMap<Arc<str>, ClusterReport> {
+        lock(&self.clusters).clone()
+    }
+
+    /// `/debug/clusters` as JSON.
+    pub fn debug_json(&self) -> serde_json::Value {
+        let now = Instant::now();
+        let clusters: Vec<serde_json::Value> = self
+            .snapshot()
+            .into_iter()
+            .map(|(name, r)| {
+                let state = if r.problem.is_some() {
+                    "no-credentials"
+                } else if r.broken_since.is_some() {
+                    "broken"
+                } else if r.synced {
+                    "synced"
+                } else if r.gave_up {
+                    "gave-up"
+                } else {
+                    "syncing"
+                };
+                json!({
+                    "name": &*name,
+                    "local": r.local,
+                    "origin": r.origin,
+                    "state": state,
+                    "synced": r.synced,
+                    "gaveUpWaitingForSync": r.gave_up,
+                    "secondsSinceStart": secs(now.saturating_duration_since(r.started)),
+                    "staleSeconds": r.broken_since.map(|b| secs(now.saturating_duration_since(b))),
+                    "lastError": r.last_error,
+                    "secondsSinceLastEvent": r.last_event.map(|t| secs(now.saturating_duration_since(t))),
+                    "watchRestarts": r.watch_restarts,
+                    "skippedObjects": r.skipped_objects,
+                    "services": r.counts.services,
+                    "mirrorServices": r.counts.mirrors,
+                    "endpointSlices": r.counts.slices,
+                    "endpoints": r.counts.endpoints,
+                    "gatewayAddresses": r.gateway.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "gatewayProbe": r.probe.as_ref().map(|p| json!({
+                        "alive": p.alive,
+                        "consecutiveFailures": p.consecutive_failures,
+                        "successes": p.successes,
+                        "failures": p.failures,
+                        "lastLatencySeconds": p.last_latency.map(secs),
+                        "lastError": p.last_error,
+                    })),
+                    "problem": r.problem,
+                })
+            })
+            .collect();
+        json!({
+            "clusters": clusters,
+            "problems": lock(&self.problems).clone(),
+        })
+    }
+
+    /// Per-cluster Prometheus families, appended to `out`.
+    pub fn render_metrics(&self, out: &mut String) {
+        let now = Instant::now();
+        let reports = self.snapshot();
+        if reports.is_empty() {
+            return;
+        }
+        type Getter = fn(&ClusterReport, Instant) -> Option<f64>;
+        let families: [(&str, &str, &str, Getter); 11] = [
+            (
+                "clusterset_dns_cluster_synced",
+                "gauge",
+                "1 once the cluster has listed everything at least once.",
+                |r, _| Some(f64::from(u8::from(r.synced))),
+            ),
+            (
+                "clusterset_dns_cluster_sync_given_up",
+                "gauge",
+                "1 when readiness stopped waiting for this cluster (--sync-timeout).",
+                |r, _| Some(f64::from(u8::from(r.gave_up && !r.synced))),
+            ),
+            (
+                "clusterset_dns_cluster_stale_seconds",
+                "gauge",
+                "How long the cluster's watch has been broken (0 when healthy).",
+                |r, now| {
+                    Some(
+                        r.broken_since
+                            .map_or(0.0, |b| now.saturating_duration_since(b).as_secs_f64()),
+                    )
+                },
+            ),
+            (
+                "clusterset_dns_cluster_last_event_age_seconds",
+                "gauge",
+                "Seconds since the last object event from the cluster.",
+                |r, now| {
+                    r.last_event
+                        .map(|t| now.saturating_duration_since(t).as_secs_f64())
+                },
+            ),
+            (
+                "clusterset_dns_cluster_watch_restarts_total",
+                "counter",
+                "Watches that failed and were re-established.",
+                |r, _| Some(r.watch_restarts as f64),
+            ),
+            (
+                "clusterset_dns_cluster_skipped_objects_total",
+                "counter",
+                "Objects that could not be decoded or converted, skipped.",
+                |r, _| Some(r.skipped_objects as f64),
+            ),
+            (
+                "clusterset_dns_cluster_services",
+                "gauge",
+                "Exported or federated Services held.",
+                |r, _| Some(r.counts.services as f64),
+            ),
+            (
+                "clusterset_dns_cluster_endpointslices",
+                "gauge",
+                "EndpointSlices held.",
+                |r, _| Some(r.counts.slices as f64),
+            ),
+            (
+                "clusterset_dns_cluster_endpoints",
+                "gauge",
+                "Endpoint addresses held.",
+                |r, _| Some(r.counts.endpoints as f64),
+            ),
+            (
+                "clusterset_dns_gateway_alive",
+                "gauge",
+                "Gateway probe: 1 alive, 0 dead, absent while unknown or without a probe.",
+                |r, _| {
+                    r.probe
+                        .as_ref()
+                        .and_then(|p| p.alive)
+                        .map(|a| f64::from(u8::from(a)))
+                },
+            ),
+            (
+                "clusterset_dns_gateway_probe_failures_total",
+                "counter",
+                "Gateway probes that failed.",
+                |r, _| r.probe.as_ref().map(|p| p.failures as f64),
+            ),
+        ];
+        for (name, kind, help, get) in families {
+            let rows: Vec<(&Arc<str>, f64)> = reports
+                .iter()
+                .filter_map(|(c, r)| get(r, now).map(|v| (c, v)))
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (c, v) in rows {
+                let _ = writeln!(out, "{name}{{cluster=\"{c}\"}} {v}");
+            }
+        }
+    }
+}
