@@ -446,3 +446,34 @@ pub async fn list_watch<K: DeserializeOwned + Send + 'static>(
         () = shutdown.cancelled() => {}
     }
 }
+
+/// One complete list of `target` (every page), skipping objects that do not
+/// decode.
+pub async fn list_once<K: DeserializeOwned>(
+    client: &Client,
+    target: &WatchTarget,
+) -> Result<Vec<K>, String> {
+    let request = Request::new(&target.path);
+    let mut token: Option<String> = None;
+    let mut out = Vec::new();
+    loop {
+        let mut lp = ListParams::default().limit(PAGE);
+        lp.label_selector.clone_from(&target.label_selector);
+        lp.field_selector.clone_from(&target.field_selector);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let req = request.list(&lp).map_err(|e| e.to_string())?;
+        let text = client.request_text(req).await.map_err(|e| describe(&e))?;
+        let list: RawList = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        out.extend(
+            list.items
+                .iter()
+                .filter_map(|raw| serde_json::from_str::<K>(raw.get()).ok()),
+        );
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => token = Some(next),
+            None => return Ok(out),
+        }
+    }
+}

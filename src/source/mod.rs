@@ -6,6 +6,7 @@
 //! - [`watch`]: the task that keeps the file source current.
 
 pub mod api;
+pub mod cluster;
 pub mod clusters_file;
 pub mod convert;
 pub mod file;

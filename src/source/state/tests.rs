@@ -186,7 +186,11 @@ fn relist_deletes_what_disappeared_meanwhile() {
     // Unchanged objects are sent again; the model drops what did not change.
     assert_eq!(
         summary(&out),
-        ["-svc prod/old", "+slice prod/web-1 (1)", "-slice prod/web-2"]
+        [
+            "-svc prod/old",
+            "+slice prod/web-1 (1)",
+            "-slice prod/web-2"
+        ]
     );
 }
 
