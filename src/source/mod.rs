@@ -11,6 +11,7 @@ pub mod clusters_file;
 pub mod convert;
 pub mod file;
 pub mod link;
+pub mod live;
 pub mod probe;
 pub mod selector;
 pub mod spec;
