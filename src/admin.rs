@@ -1,4 +1,5 @@
-//! The admin HTTP server: `/live`, `/ready` and `/metrics` (Prometheus text).
+//! The admin HTTP server: `/live`, `/ready`, `/metrics` (Prometheus text)
+//! and `/debug/clusters` (per-cluster status as JSON).
 //!
 //! Thin: it reads the shared state and renders; it must not change anything.
 
@@ -21,6 +22,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/live", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
+        .route("/debug/clusters", get(debug_clusters))
         .with_state(shared)
 }
 
@@ -30,16 +32,25 @@ async fn ready(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: not every cluster has loaded yet\n",
+            "not ready: not every cluster has loaded yet (see /debug/clusters)\n",
         )
     }
 }
 
+async fn debug_clusters(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let mut body = shared.board.debug_json();
+    body["ready"] = shared.ready.load(Ordering::Acquire).into();
+    body["serial"] = shared.snapshot.load().serial.into();
+    let text = serde_json::to_string_pretty(&body).unwrap_or_default() + "\n";
+    ([(header::CONTENT_TYPE, "application/json")], text)
+}
+
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     let snap = shared.snapshot.load();
-    let body = shared
+    let mut body = shared
         .metrics
         .render(&snap, shared.ready.load(Ordering::Acquire));
+    shared.board.render_metrics(&mut body);
     (
         [(
             header::CONTENT_TYPE,

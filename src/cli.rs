@@ -11,11 +11,14 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, ServeArgs, ZoneArgs};
+use crate::config::{Config, LiveOptions, ServeArgs, ZoneArgs};
 use crate::dns::zonefile;
 use crate::model::{Model, Origin, Snapshot};
-use crate::runtime::{Server, Sockets};
+use crate::runtime::{Server, Sockets, SourceSetup};
+use crate::source::api;
+use crate::source::clusters_file::load_clusters_file;
 use crate::source::file::{DirLoad, Severity, initial_events, load_dir};
+use crate::source::live::{Links, LiveConfig};
 
 /// Authoritative DNS for multicluster Kubernetes service names.
 #[derive(Debug, Parser)]
@@ -29,7 +32,7 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Answer DNS for the clusterset zone from a zones directory, reloading on change.
+    /// Answer DNS for the clusterset zone: from a zones directory (--zones), or live from the clusters' APIs.
     Serve(ServeArgs),
     /// Validate a zones directory and print what it would serve; exit 1 on errors.
     Check(ZoneArgs),
@@ -56,12 +59,14 @@ pub fn main() -> anyhow::Result<ExitCode> {
 
 fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let config = Config::resolve(args)?;
-    // A typo in --zones should stop us, not serve an empty zone.
-    anyhow::ensure!(
-        config.zones.is_dir(),
-        "zones directory {} does not exist or is not a directory",
-        config.zones.display()
-    );
+    if let Some(zones) = &config.zones {
+        // A typo in --zones should stop us, not serve an empty zone.
+        anyhow::ensure!(
+            zones.is_dir(),
+            "zones directory {} does not exist or is not a directory",
+            zones.display()
+        );
+    }
     let sockets = Sockets::bind(config.dns_addr, config.admin_addr).with_context(|| {
         format!(
             "binding DNS on {} and admin on {}",
@@ -73,7 +78,12 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let mut server = Server::start(&config, sockets).context("starting the server")?;
+        let source = match &config.live {
+            None => SourceSetup::Files,
+            Some(live) => SourceSetup::Live(live_config(&config, live).await?),
+        };
+        let mut server =
+            Server::start_with(&config, sockets, source).context("starting the server")?;
         // One machine-readable line so scripts learn the bound ports.
         println!(
             "listening dns={} admin={}",
@@ -88,6 +98,34 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         server.wait().await;
         server.stop().await;
         Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The live source's setup: the local client now, so a bad kubeconfig
+/// stops the process with its reason instead of serving nothing.
+async fn live_config(config: &Config, live: &LiveOptions) -> anyhow::Result<LiveConfig> {
+    let local: Arc<str> = config
+        .local_cluster
+        .as_deref()
+        .context("--local-cluster is required in live mode")?
+        .into();
+    let local_client = api::local_client(live.kubeconfig.as_deref(), live.context.as_deref())
+        .await
+        .context("connecting to the local cluster")?;
+    if let Some(path) = &live.clusters {
+        // Fail fast on a file that cannot work; later edits are reloaded.
+        load_clusters_file(path)?;
+    }
+    Ok(LiveConfig {
+        local,
+        local_client,
+        links: match &live.clusters {
+            Some(path) => Links::File(path.clone()),
+            None => Links::Linkerd {
+                namespace: live.link_namespace.clone(),
+            },
+        },
+        sync_timeout: live.sync_timeout,
     })
 }
 
@@ -114,7 +152,11 @@ async fn shutdown_signal() {
 
 /// Loads a zones directory into a model, as `check` and `dump` see it.
 pub fn load_model(config: &Config) -> anyhow::Result<(DirLoad, Arc<Snapshot>)> {
-    let load = load_dir(&config.zones, config.local_cluster.as_deref())?;
+    let zones = config
+        .zones
+        .as_deref()
+        .context("a zones directory is required")?;
+    let load = load_dir(zones, config.local_cluster.as_deref())?;
     let mut model = Model::new(config.settings.clone());
     model.apply(load.clusters.iter().flat_map(initial_events));
     Ok((load, model.snapshot()))
@@ -175,7 +217,11 @@ pub fn check_report(config: &Config, load: &DirLoad, snap: &Snapshot) -> String 
     let _ = writeln!(
         out,
         "{}: {} (zone {zone}.{})",
-        config.zones.display(),
+        config
+            .zones
+            .as_deref()
+            .unwrap_or(std::path::Path::new(""))
+            .display(),
         plural(load.clusters.len(), "cluster"),
         config
             .local_cluster

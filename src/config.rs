@@ -9,6 +9,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use serde::Deserialize;
@@ -98,9 +99,30 @@ pub struct ServeArgs {
     /// UDP and TCP address to answer DNS on [default: 127.0.0.1:5353].
     #[arg(long, env = "CLUSTERSET_DNS_DNS_ADDR", value_name = "ADDR")]
     pub dns_addr: Option<SocketAddr>,
-    /// Address of the admin HTTP server (/live, /ready, /metrics) [default: 127.0.0.1:9153].
+    /// Address of the admin HTTP server (/live, /ready, /metrics, /debug/clusters) [default: 127.0.0.1:9153].
     #[arg(long, env = "CLUSTERSET_DNS_ADMIN_ADDR", value_name = "ADDR")]
     pub admin_addr: Option<SocketAddr>,
+    /// Live mode: kubeconfig of the local cluster [default: in-cluster configuration].
+    #[arg(long, env = "CLUSTERSET_DNS_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Live mode: kubeconfig context of the local cluster [default: its current context].
+    #[arg(long, env = "CLUSTERSET_DNS_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
+    /// Live mode: YAML list of linked clusters, instead of Linkerd Links.
+    #[arg(long, env = "CLUSTERSET_DNS_CLUSTERS", value_name = "FILE")]
+    pub clusters: Option<PathBuf>,
+    /// Live mode: namespace of the Linkerd Links and their credentials Secrets [default: linkerd-multicluster].
+    #[arg(long, env = "CLUSTERSET_DNS_LINK_NAMESPACE", value_name = "NS")]
+    pub link_namespace: Option<String>,
+    /// Serve a cluster's names from last-known data this long after its watch broke, then SERVFAIL [default: unlimited].
+    #[arg(long, env = "CLUSTERSET_DNS_MAX_STALE", value_name = "DURATION")]
+    pub max_stale: Option<String>,
+    /// Keep a cluster in federated answers this long after its watch broke [default: 30s].
+    #[arg(long, env = "CLUSTERSET_DNS_FEDERATED_GRACE", value_name = "DURATION")]
+    pub federated_grace: Option<String>,
+    /// Readiness stops waiting for a cluster's first sync after this long [default: 60s].
+    #[arg(long, env = "CLUSTERSET_DNS_SYNC_TIMEOUT", value_name = "DURATION")]
+    pub sync_timeout: Option<String>,
 }
 
 /// The config file: the same names as the flags.
@@ -127,6 +149,20 @@ pub struct FileConfig {
     pub dns_addr: Option<SocketAddr>,
     /// `admin-addr`.
     pub admin_addr: Option<SocketAddr>,
+    /// `kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `context`.
+    pub context: Option<String>,
+    /// `clusters`.
+    pub clusters: Option<PathBuf>,
+    /// `link-namespace`.
+    pub link_namespace: Option<String>,
+    /// `max-stale`.
+    pub max_stale: Option<String>,
+    /// `federated-grace`.
+    pub federated_grace: Option<String>,
+    /// `sync-timeout`.
+    pub sync_timeout: Option<String>,
 }
 
 impl FileConfig {
@@ -153,11 +189,33 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9153";
 /// Default zone.
 pub const DEFAULT_ZONE: &str = "clusterset.local";
 
+/// Default namespace of Linkerd Links.
+pub const DEFAULT_LINK_NAMESPACE: &str = "linkerd-multicluster";
+/// Default sync timeout.
+pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Live-mode options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveOptions {
+    /// The local cluster's kubeconfig (`None`: in-cluster).
+    pub kubeconfig: Option<PathBuf>,
+    /// Its context.
+    pub context: Option<String>,
+    /// The clusters file (`None`: Linkerd Links).
+    pub clusters: Option<PathBuf>,
+    /// The Links' namespace.
+    pub link_namespace: String,
+    /// Readiness stops waiting for a cluster after this long.
+    pub sync_timeout: Duration,
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The zones directory.
-    pub zones: PathBuf,
+    /// The zones directory (file mode).
+    pub zones: Option<PathBuf>,
+    /// Live mode, when no zones directory is given.
+    pub live: Option<LiveOptions>,
     /// The local cluster's name.
     pub local_cluster: Option<String>,
     /// Answer settings.
@@ -212,6 +270,18 @@ fn reverse_zone(name: &str) -> Result<ZoneName, ConfigError> {
     Ok(z)
 }
 
+/// Parses a duration option (`30s`, `5m`, `1h30m`, `250ms`; a bare number
+/// is seconds). `unlimited` means no limit.
+fn duration(key: &'static str, v: Option<&str>) -> Result<Option<Duration>, ConfigError> {
+    let Some(v) = v else { return Ok(None) };
+    if v == "unlimited" && key == "max-stale" {
+        return Ok(None);
+    }
+    crate::source::link::parse_go_duration(v)
+        .map(Some)
+        .map_err(|reason| ConfigError::Invalid { key, reason })
+}
+
 impl Config {
     /// Resolves `serve` options: flags and env (already merged by clap) over
     /// the config file over defaults.
@@ -223,13 +293,17 @@ impl Config {
         Self::merge(args, file)
     }
 
-    /// Resolves `check`/`dump` options (no addresses given).
+    /// Resolves `check`/`dump` options (no addresses given); they need a
+    /// zones directory.
     pub fn resolve_zone(args: &ZoneArgs) -> Result<Self, ConfigError> {
-        Self::resolve(&ServeArgs {
+        let c = Self::resolve(&ServeArgs {
             zone: args.clone(),
-            dns_addr: None,
-            admin_addr: None,
-        })
+            ..ServeArgs::default()
+        })?;
+        if c.zones.is_none() {
+            return Err(ConfigError::Missing("zones", "CLUSTERSET_DNS_ZONES"));
+        }
+        Ok(c)
     }
 
     fn merge(args: &ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
@@ -243,14 +317,73 @@ impl Config {
             ns_addr,
             dns_addr,
             admin_addr,
+            kubeconfig,
+            context,
+            clusters,
+            link_namespace,
+            max_stale,
+            federated_grace,
+            sync_timeout,
         } = file;
         let a = &args.zone;
-        let zones = a
-            .zones
-            .clone()
-            .or(zones)
-            .ok_or(ConfigError::Missing("zones", "CLUSTERSET_DNS_ZONES"))?;
+        let zones = a.zones.clone().or(zones);
         let local_cluster = a.local_cluster.clone().or(local_cluster);
+        let kubeconfig = args.kubeconfig.clone().or(kubeconfig);
+        let context = args.context.clone().or(context);
+        let clusters = args.clusters.clone().or(clusters);
+        let link_namespace = args.link_namespace.clone().or(link_namespace);
+        let live_flags = [
+            ("kubeconfig", kubeconfig.is_some()),
+            ("context", context.is_some()),
+            ("clusters", clusters.is_some()),
+            ("link-namespace", link_namespace.is_some()),
+        ];
+        let live = if zones.is_some() {
+            if let Some((key, _)) = live_flags.iter().find(|(_, set)| *set) {
+                return Err(ConfigError::Invalid {
+                    key,
+                    reason: "is a live-mode option; it cannot be combined with --zones (file mode)"
+                        .into(),
+                });
+            }
+            None
+        } else {
+            if local_cluster.is_none() {
+                return Err(ConfigError::Invalid {
+                    key: "local-cluster",
+                    reason: "is required in live mode (no --zones given): name the cluster this server runs in".into(),
+                });
+            }
+            if let Some(ns) = &link_namespace
+                && !crate::model::names::is_dns_label(ns)
+            {
+                return Err(ConfigError::Invalid {
+                    key: "link-namespace",
+                    reason: format!("{ns:?} is not a namespace name"),
+                });
+            }
+            Some(LiveOptions {
+                kubeconfig,
+                context,
+                clusters,
+                link_namespace: link_namespace.unwrap_or_else(|| DEFAULT_LINK_NAMESPACE.to_owned()),
+                sync_timeout: duration(
+                    "sync-timeout",
+                    args.sync_timeout.as_deref().or(sync_timeout.as_deref()),
+                )?
+                .unwrap_or(DEFAULT_SYNC_TIMEOUT),
+            })
+        };
+        let max_stale = duration(
+            "max-stale",
+            args.max_stale.as_deref().or(max_stale.as_deref()),
+        )?;
+        let federated_grace = duration(
+            "federated-grace",
+            args.federated_grace
+                .as_deref()
+                .or(federated_grace.as_deref()),
+        )?;
         if let Some(name) = &local_cluster {
             check_cluster_name(name).map_err(|e| ConfigError::Invalid {
                 key: "local-cluster",
@@ -308,8 +441,13 @@ impl Config {
         settings.reverse_zones = reverse_zones;
         settings.ns_addrs = ns_addrs;
         settings.stale_ttl = settings.stale_ttl.min(ttl);
+        settings.max_stale = max_stale;
+        if let Some(g) = federated_grace {
+            settings.federated_grace = g;
+        }
         Ok(Self {
             zones,
+            live,
             local_cluster,
             settings: Arc::new(settings),
             dns_addr,

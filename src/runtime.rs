@@ -22,6 +22,8 @@ use crate::dns::server::{TcpLimits, bind_dns, serve_tcp, serve_udp};
 use crate::metrics::Metrics;
 use crate::model::{Model, Snapshot};
 use crate::source::SourceMsg;
+use crate::source::live::{self, LiveConfig};
+use crate::source::status::StatusBoard;
 use crate::source::watch::{self, FileSource};
 
 /// State shared by the DNS path, the admin server and the model task.
@@ -33,6 +35,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Every cluster has synced once.
     pub ready: AtomicBool,
+    /// Per-cluster status of the live source (empty in file mode).
+    pub board: Arc<StatusBoard>,
 }
 
 /// Pre-bound sockets for the server.
@@ -74,9 +78,26 @@ fn workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Where cluster state comes from.
+pub enum SourceSetup {
+    /// The zones directory of `config`.
+    Files,
+    /// Live watches.
+    Live(LiveConfig),
+}
+
 impl Server {
-    /// Starts serving `config` on `sockets`.
+    /// Starts serving the zones directory of `config` on `sockets`.
     pub fn start(config: &Config, sockets: Sockets) -> std::io::Result<Self> {
+        Self::start_with(config, sockets, SourceSetup::Files)
+    }
+
+    /// Starts serving `config` on `sockets`, fed by `source`.
+    pub fn start_with(
+        config: &Config,
+        sockets: Sockets,
+        source: SourceSetup,
+    ) -> std::io::Result<Self> {
         let dns_addr = sockets.udp.local_addr()?;
         let admin_addr = sockets.admin.local_addr()?;
         let udp = tokio::net::UdpSocket::from_std(sockets.udp)?;
@@ -89,18 +110,33 @@ impl Server {
             snapshot: Arc::new(ArcSwap::new(model.snapshot())),
             metrics: metrics.clone(),
             ready: AtomicBool::new(false),
+            board: Arc::new(StatusBoard::default()),
         });
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
 
         let (tx, rx) = mpsc::channel(64);
         tasks.spawn(model_task(model, rx, shared.clone(), shutdown.clone()));
-        let source = FileSource::new(
-            config.zones.clone(),
-            config.local_cluster.clone(),
-            metrics.clone(),
-        );
-        tasks.spawn(watch::run(source, tx, shutdown.clone()));
+        let origin = match source {
+            SourceSetup::Files => {
+                let zones = config.zones.clone().ok_or_else(|| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, "no zones directory")
+                })?;
+                let origin = format!("zones {}", zones.display());
+                let source = FileSource::new(zones, config.local_cluster.clone(), metrics.clone());
+                tasks.spawn(watch::run(source, tx, shutdown.clone()));
+                origin
+            }
+            SourceSetup::Live(live_config) => {
+                tasks.spawn(live::run(
+                    live_config,
+                    tx,
+                    shared.board.clone(),
+                    shutdown.clone(),
+                ));
+                "live".to_owned()
+            }
+        };
 
         let handler = Arc::new(Handler::new(shared.snapshot.clone(), metrics));
         tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
@@ -116,7 +152,7 @@ impl Server {
                 error!(error = %e, "admin server failed");
             }
         });
-        info!(%dns_addr, %admin_addr, zones = %config.zones.display(), "serving");
+        info!(%dns_addr, %admin_addr, source = %origin, "serving");
         Ok(Self {
             dns_addr,
             admin_addr,
@@ -178,7 +214,11 @@ async fn model_task(
         if changed {
             shared.snapshot.store(model.snapshot());
         }
-        let ready = initial_done && model.clusters().iter().all(|c| c.health.synced);
+        let ready = initial_done
+            && model
+                .clusters()
+                .iter()
+                .all(|c| c.health.synced || c.health.sync_given_up);
         if ready != shared.ready.swap(ready, Ordering::AcqRel) && ready {
             info!("ready: every cluster has loaded");
         }

@@ -22,7 +22,7 @@ fn config_file(text: &str) -> tempfile::NamedTempFile {
 #[test]
 fn defaults() {
     let c = Config::resolve(&args(&["--zones", "z"])).expect("valid");
-    assert_eq!(c.zones, PathBuf::from("z"));
+    assert_eq!(c.zones, Some(PathBuf::from("z")));
     assert_eq!(c.dns_addr.to_string(), "127.0.0.1:5353");
     assert_eq!(c.admin_addr.to_string(), "127.0.0.1:9153");
     let s = &c.settings;
@@ -45,7 +45,7 @@ fn flags_win_over_the_file_which_wins_over_defaults() {
     );
     let path = f.path().to_str().expect("utf-8 path");
     let c = Config::resolve(&args(&["--config", path, "--ttl", "10"])).expect("valid");
-    assert_eq!(c.zones, PathBuf::from("from-file"));
+    assert_eq!(c.zones, Some(PathBuf::from("from-file")));
     assert_eq!(c.settings.ttl, 10, "the flag wins");
     assert_eq!(c.settings.negative_ttl, 10, "negative TTL follows the TTL");
     assert_eq!(c.settings.zone.text(), "example.internal");
@@ -65,7 +65,7 @@ fn flags_win_over_the_file_which_wins_over_defaults() {
         "2",
     ]))
     .expect("valid");
-    assert_eq!(c.zones, PathBuf::from("flag"));
+    assert_eq!(c.zones, Some(PathBuf::from("flag")));
     assert_eq!(c.settings.reverse_zones[0].text(), "0.0.d.f.ip6.arpa");
     assert_eq!((c.settings.ttl, c.settings.negative_ttl), (30, 2));
 }

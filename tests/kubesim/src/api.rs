@@ -679,6 +679,13 @@ impl Req {
     /// Parses the request body (JSON or YAML).
     fn body_value(&self) -> Result<Value, ApiError> {
         let ct = self.content_type.split(';').next().unwrap_or("").trim();
+        if ct.starts_with("application/vnd.kubernetes.protobuf") || ct == "application/cbor" {
+            // kube-apiserver answers 415 for an encoding it does not take;
+            // client-go (kubectl >= 1.32) then retries with JSON.
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
+            )));
+        }
         if ct.ends_with("yaml") {
             let text = std::str::from_utf8(&self.body)
                 .map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
