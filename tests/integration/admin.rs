@@ -24,6 +24,7 @@ async fn ready_is_503_until_loaded() {
         snapshot: Arc::new(ArcSwap::new(Arc::new(Snapshot::empty(settings)))),
         metrics: Arc::new(Metrics::default()),
         ready: AtomicBool::new(false),
+        board: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -14,3 +14,5 @@ mod kubectl;
 mod kubesim_api;
 mod kubesim_faults;
 mod reload;
+mod live;
+mod live_conformance;

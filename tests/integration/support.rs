@@ -13,7 +13,9 @@ use std::time::Duration;
 use clusterset_dns::config::Config;
 use clusterset_dns::dns::name::ZoneName;
 use clusterset_dns::model::Settings;
-use clusterset_dns::runtime::{Server, Sockets};
+use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
+use clusterset_dns::source::api;
+pub use clusterset_dns::source::live::{LiveConfig, Links};
 use futures_util::StreamExt;
 use hickory_net::client::Client;
 use hickory_net::runtime::TokioRuntimeProvider;
@@ -114,7 +116,8 @@ pub async fn start(zones: &Path, opts: Options) -> TestServer {
         .collect();
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let config = Config {
-        zones: zones.to_owned(),
+        zones: Some(zones.to_owned()),
+        live: None,
         local_cluster: opts.local.map(str::to_owned),
         settings: Arc::new(settings),
         dns_addr: loopback,
@@ -122,6 +125,11 @@ pub async fn start(zones: &Path, opts: Options) -> TestServer {
     };
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
     let server = Server::start(&config, sockets).expect("start server");
+    wait_ready(server).await
+}
+
+/// Waits until `server` is ready (at most 10 s).
+async fn wait_ready(server: Server) -> TestServer {
     let ready = async {
         while !server.shared.ready.load(Ordering::Acquire) {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -134,6 +142,159 @@ pub async fn start(zones: &Path, opts: Options) -> TestServer {
         dns: server.dns_addr,
         admin: server.admin_addr,
         server,
+    }
+}
+
+/// Live-mode settings for a test server.
+#[derive(Debug, Clone)]
+pub struct Live {
+    /// The local cluster's kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// Where linked clusters come from.
+    pub links: Links,
+    /// Readiness stops waiting for a cluster after this long.
+    pub sync_timeout: Duration,
+    /// `--max-stale`.
+    pub max_stale: Option<Duration>,
+    /// `--federated-grace`.
+    pub federated_grace: Duration,
+    /// Wait for readiness before returning.
+    pub wait_ready: bool,
+}
+
+impl Live {
+    /// Defaults: Links in `linkerd-multicluster`, 10 s sync timeout, no
+    /// max-stale, 30 s federated grace, wait until ready.
+    pub fn new(kubeconfig: &Path, links: Links) -> Self {
+        Self {
+            kubeconfig: kubeconfig.to_owned(),
+            links,
+            sync_timeout: Duration::from_secs(10),
+            max_stale: None,
+            federated_grace: Duration::from_secs(30),
+            wait_ready: true,
+        }
+    }
+}
+
+/// Starts a live-mode server on port 0 whose local cluster is
+/// `opts.local` (required).
+pub async fn start_live(opts: Options, live: Live) -> TestServer {
+    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
+    settings.ttl = opts.ttl;
+    settings.negative_ttl = opts.negative_ttl;
+    settings.stale_ttl = settings.stale_ttl.min(opts.ttl);
+    settings.ns_addrs = opts.ns_addrs;
+    settings.max_stale = live.max_stale;
+    settings.federated_grace = live.federated_grace;
+    settings.reverse_zones = opts
+        .reverse_zones
+        .iter()
+        .map(|z| ZoneName::new(z).expect("reverse zone"))
+        .collect();
+    let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let local = opts.local.expect("live mode needs a local cluster");
+    let config = Config {
+        zones: None,
+        live: None,
+        local_cluster: Some(local.to_owned()),
+        settings: Arc::new(settings),
+        dns_addr: loopback,
+        admin_addr: loopback,
+    };
+    let local_client = api::local_client(Some(&live.kubeconfig), None)
+        .await
+        .expect("local client");
+    let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
+    let server = Server::start_with(
+        &config,
+        sockets,
+        SourceSetup::Live(LiveConfig {
+            local: local.into(),
+            local_client,
+            links: live.links,
+            sync_timeout: live.sync_timeout,
+        }),
+    )
+    .expect("start server");
+    if live.wait_ready {
+        wait_ready(server).await
+    } else {
+        TestServer {
+            dns: server.dns_addr,
+            admin: server.admin_addr,
+            server,
+        }
+    }
+}
+
+/// The plural resource path segment and API prefix of a kind we load.
+fn resource_of(api_version: &str, kind: &str) -> (String, &'static str) {
+    let prefix = if api_version == "v1" {
+        "/api/v1".to_owned()
+    } else {
+        format!("/apis/{api_version}")
+    };
+    let plural = match kind {
+        "Service" => "services",
+        "EndpointSlice" => "endpointslices",
+        "Namespace" => "namespaces",
+        "Secret" => "secrets",
+        "Link" => "links",
+        other => panic!("no plural known for kind {other}"),
+    };
+    (prefix, plural)
+}
+
+/// Creates one object through the API (its namespace first, if missing).
+/// Server-set fields in the document (resourceVersion, uid) are dropped.
+pub async fn create_object(client: &kube::Client, mut doc: serde_json::Value) {
+    let api_version = doc["apiVersion"].as_str().expect("apiVersion").to_owned();
+    let kind = doc["kind"].as_str().expect("kind").to_owned();
+    if let Some(meta) = doc.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("resourceVersion");
+        meta.remove("uid");
+    }
+    let ns = doc["metadata"]["namespace"].as_str().map(str::to_owned);
+    if let Some(ns) = &ns {
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        let req = http::Request::post("/api/v1/namespaces")
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).expect("json"))
+            .expect("request");
+        // 409 AlreadyExists is fine.
+        let _ = client.request_text(req).await;
+    }
+    let (prefix, plural) = resource_of(&api_version, &kind);
+    let path = match &ns {
+        Some(ns) => format!("{prefix}/namespaces/{ns}/{plural}"),
+        None => format!("{prefix}/{plural}"),
+    };
+    let req = http::Request::post(path.as_str())
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&doc).expect("json"))
+        .expect("request");
+    if let Err(e) = client.request_text(req).await {
+        panic!("creating {kind} {:?} at {path}: {e}", doc["metadata"]["name"]);
+    }
+}
+
+/// Creates every document of every `*.yaml` file under `dir` in `client`'s
+/// cluster.
+pub async fn load_yaml_dir(client: &kube::Client, dir: &Path) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("fixture dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("fixture file");
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&text).expect("fixture YAML parses");
+        for doc in docs.into_iter().filter(|d| !d.is_null()) {
+            create_object(client, doc).await;
+        }
     }
 }
 

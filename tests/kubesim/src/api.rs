@@ -221,7 +221,22 @@ pub async fn handle(cluster: Arc<Cluster>, req: Request<Incoming>) -> Response<B
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_owned();
     let query = parse_query(parts.uri.query());
-    let route = route(&path, &cluster.addr.to_string());
+    let mut route = route(&path, &cluster.addr.to_string());
+    if !cluster.settings.link_crd {
+        // As if the Link CRD were not installed.
+        let link_path = path
+            .trim_end_matches('/')
+            .starts_with("/apis/multicluster.linkerd.io");
+        match &mut route {
+            Route::Doc(doc) if path.trim_end_matches('/') == "/apis" => {
+                if let Some(groups) = doc.get_mut("groups").and_then(Value::as_array_mut) {
+                    groups.retain(|g| g["name"] != "multicluster.linkerd.io");
+                }
+            }
+            _ if link_path => route = Route::Missing,
+            _ => {}
+        }
+    }
     let mut audit = AuditEntry {
         user: "system:anonymous".into(),
         verb: parts.method.as_str().to_ascii_lowercase(),

@@ -87,6 +87,9 @@ pub struct ClusterSettings {
     pub bookmark_interval: Duration,
     /// Default watch length when the client sets no timeoutSeconds.
     pub watch_timeout: Duration,
+    /// Serve the Linkerd Link CRD (`false`: as in a cluster without Linkerd
+    /// multicluster, its group is absent and its paths are 404).
+    pub link_crd: bool,
 }
 
 impl Default for ClusterSettings {
@@ -95,6 +98,7 @@ impl Default for ClusterSettings {
             store: StoreConfig::default(),
             bookmark_interval: Duration::from_secs(10),
             watch_timeout: Duration::from_secs(1800),
+            link_crd: true,
         }
     }
 }

@@ -1,0 +1,526 @@
+//! Live mode against kubesim clusters: Links and Secrets written through the
+//! API, the clusters file without the Link CRD, and faults (a cluster down
+//! at start, an API restart mid-watch, 410 Gone, 500/429 bursts, latency on
+//! one cluster while another changes).
+//!
+//! Each test answers the user's question "does the DNS name show what the
+//! clusters hold now?" by querying the server over UDP. Waits are bounded
+//! polls.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{RData, RecordType};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::json;
+
+use crate::binary::http_get;
+use crate::kubesim_api::{client, sim};
+use crate::support::{Links, Live, Options, Proto, ask, create_object, q, start_live};
+
+const NS: &str = "prod";
+
+/// rcode and A records of `name`.
+async fn a(dns: SocketAddr, name: &str) -> (ResponseCode, BTreeSet<String>) {
+    let (msg, _) = ask(dns, Proto::Udp, &q(name, RecordType::A)).await;
+    let ips = msg
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some(a.0.to_string()),
+            _ => None,
+        })
+        .collect();
+    (msg.metadata.response_code, ips)
+}
+
+fn fqdn(label: &str) -> String {
+    format!("{label}.{NS}.svc.clusterset.local.")
+}
+
+fn ips(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Polls until `name` answers `want` (NOERROR with exactly these A records,
+/// or the rcode alone when `want` is empty and `rcode` is not NOERROR), at
+/// most `limit`. Returns how long it took.
+async fn until(
+    dns: SocketAddr,
+    name: &str,
+    rcode: ResponseCode,
+    want: &[&str],
+    limit: Duration,
+) -> Duration {
+    let start = Instant::now();
+    let want = ips(want);
+    let mut last = (ResponseCode::NoError, BTreeSet::new());
+    for _ in 0..100_000 {
+        last = a(dns, name).await;
+        if last.0 == rcode && last.1 == want {
+            return start.elapsed();
+        }
+        if start.elapsed() > limit {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{name}: wanted {rcode:?} {want:?} within {limit:?}, last answer {last:?}");
+}
+
+/// A flat-mode (remote-discovery) service `name` with one slice of `addrs`.
+async fn export(c: &kube::Client, name: &str, addrs: &[&str]) {
+    create_object(
+        c,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": NS,
+                         "labels": {"mirror.linkerd.io/exported": "remote-discovery",
+                                    "mirror.linkerd.io/federated": "member"}},
+            "spec": {"ports": [{"name": "http", "port": 80}]}
+        }),
+    )
+    .await;
+    create_object(c, slice_doc(name, &format!("{name}-1"), addrs)).await;
+}
+
+fn slice_doc(service: &str, name: &str, addrs: &[&str]) -> serde_json::Value {
+    let endpoints: Vec<_> = addrs
+        .iter()
+        .map(|a| json!({"addresses": [a], "conditions": {"ready": true}}))
+        .collect();
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": name, "namespace": NS,
+                     "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": endpoints
+    })
+}
+
+/// Replaces the endpoints of slice `<service>-1`.
+async fn set_endpoints(c: &kube::Client, service: &str, addrs: &[&str]) {
+    let endpoints: Vec<_> = addrs
+        .iter()
+        .map(|a| json!({"addresses": [a], "conditions": {"ready": true}}))
+        .collect();
+    let body = json!({"endpoints": endpoints});
+    let req = http::Request::patch(format!(
+        "/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices/{service}-1"
+    ))
+    .header("content-type", "application/merge-patch+json")
+    .body(serde_json::to_vec(&body).expect("json"))
+    .expect("request");
+    c.request_text(req).await.expect("patch slice");
+}
+
+async fn delete(c: &kube::Client, path: &str) {
+    let req = http::Request::delete(path)
+        .body(Vec::new())
+        .expect("request");
+    c.request_text(req).await.expect("delete");
+}
+
+fn secret_doc(name: &str, kubeconfig: &str) -> serde_json::Value {
+    let s = Secret {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("linkerd-multicluster".to_owned()),
+            ..Default::default()
+        },
+        type_: Some("mirror.linkerd.io/remote-kubeconfig".to_owned()),
+        data: Some(
+            [(
+                "kubeconfig".to_owned(),
+                ByteString(kubeconfig.as_bytes().to_vec()),
+            )]
+            .into_iter()
+            .collect(),
+        ),
+        ..Default::default()
+    };
+    let mut v = serde_json::to_value(s).expect("json");
+    v["apiVersion"] = json!("v1");
+    v["kind"] = json!("Secret");
+    v
+}
+
+fn link_doc(cluster: &str) -> serde_json::Value {
+    // The shape `linkerd multicluster link-gen --gateway=false` writes.
+    json!({
+        "apiVersion": "multicluster.linkerd.io/v1alpha3", "kind": "Link",
+        "metadata": {"name": cluster, "namespace": "linkerd-multicluster"},
+        "spec": {
+            "targetClusterName": cluster,
+            "targetClusterDomain": "cluster.local",
+            "targetClusterLinkerdNamespace": "linkerd",
+            "clusterCredentialsSecret": format!("cluster-credentials-{cluster}"),
+            "remoteDiscoverySelector": {"matchLabels": {"mirror.linkerd.io/exported": "remote-discovery"}},
+            "federatedServiceSelector": {"matchLabels": {"mirror.linkerd.io/federated": "member"}}
+        }
+    })
+}
+
+fn kubeconfig_text(c: &kubesim::Cluster) -> String {
+    std::fs::read_to_string(c.kubeconfig_path()).expect("kubeconfig")
+}
+
+async fn link(local: &kube::Client, remote: &kubesim::Cluster) {
+    create_object(
+        local,
+        secret_doc(
+            &format!("cluster-credentials-{}", remote.name),
+            &kubeconfig_text(remote),
+        ),
+    )
+    .await;
+    create_object(local, link_doc(&remote.name)).await;
+}
+
+fn clusters_file(dir: &Path, clusters: &[&kubesim::Cluster]) -> std::path::PathBuf {
+    let path = dir.join("clusters.yaml");
+    write_clusters(&path, clusters);
+    path
+}
+
+fn write_clusters(path: &Path, clusters: &[&kubesim::Cluster]) {
+    let text: String = clusters
+        .iter()
+        .map(|c| {
+            format!(
+                "- name: {}\n  kubeconfig: {}\n",
+                c.name,
+                c.kubeconfig_path().display()
+            )
+        })
+        .collect();
+    // Written aside and renamed, so the poller never reads half a file.
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write clusters file");
+    std::fs::rename(&tmp, path).expect("rename clusters file");
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_and_secrets_start_stop_and_rotate_clusters() {
+    let (sim, _dir) = sim(&["local", "east", "north", "south"], |_| {}).await;
+    let cluster = |n: &str| sim.cluster(n).expect("cluster").clone();
+    let (local, east, north, south) = (
+        cluster("local"),
+        cluster("east"),
+        cluster("north"),
+        cluster("south"),
+    );
+    let lc = client(&local).await;
+    export(&client(&east).await, "api", &["10.1.0.1"]).await;
+    export(&client(&north).await, "api", &["10.2.0.1"]).await;
+    export(&client(&south).await, "api", &["10.3.0.1"]).await;
+    link(&lc, &east).await;
+    link(&lc, &north).await;
+
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        Live::new(
+            local.kubeconfig_path(),
+            Links::Linkerd {
+                namespace: "linkerd-multicluster".into(),
+            },
+        ),
+    )
+    .await;
+    let dns = server.dns;
+    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    assert_eq!(a(dns, &fqdn("api-north")).await, (ResponseCode::NoError, ips(&["10.2.0.1"])));
+    assert_eq!(
+        a(dns, &fqdn("api-federated")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1", "10.2.0.1"]))
+    );
+    assert_eq!(a(dns, &fqdn("api-south")).await.0, ResponseCode::NXDomain);
+
+    // Linking a cluster needs no restart.
+    link(&lc, &south).await;
+    until(dns, &fqdn("api-south"), ResponseCode::NoError, &["10.3.0.1"], 5 * SECOND).await;
+
+    // Unlinking north removes its names; the others are untouched.
+    delete(&lc, "/apis/multicluster.linkerd.io/v1alpha3/namespaces/linkerd-multicluster/links/north").await;
+    until(dns, &fqdn("api-north"), ResponseCode::NXDomain, &[], 5 * SECOND).await;
+    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    until(
+        dns,
+        &fqdn("api-federated"),
+        ResponseCode::NoError,
+        &["10.1.0.1", "10.3.0.1"],
+        SECOND,
+    )
+    .await;
+
+    // East's token is rotated: the old one is refused from now on, and open
+    // watches are cut. Until the Secret is updated, east's last data is served.
+    east.rotate_admin_token().expect("rotate");
+    east.drop_watches();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    let new_secret = secret_doc("cluster-credentials-east", &kubeconfig_text(&east));
+    let req = http::Request::put(
+        "/api/v1/namespaces/linkerd-multicluster/secrets/cluster-credentials-east",
+    )
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&new_secret).expect("json"))
+    .expect("request");
+    lc.request_text(req).await.expect("update secret");
+    // Watching continues with the new token: a change in east shows up.
+    set_endpoints(&client(&east).await, "api", &["10.1.0.2"]).await;
+    until(dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.2"], 5 * SECOND).await;
+
+    let (code, body) = http_get(server.admin, "/debug/clusters");
+    assert_eq!(code, 200, "{body}");
+    for want in ["\"name\": \"east\"", "\"origin\": \"Link linkerd-multicluster/east\"", "\"state\": \"synced\""] {
+        assert!(body.contains(want), "missing {want} in {body}");
+    }
+    assert!(!body.contains("\"name\": \"north\""), "{body}");
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_without_its_secret_is_servfail_and_reported() {
+    let (sim, _dir) = sim(&["local", "east"], |_| {}).await;
+    let local = sim.cluster("local").expect("local").clone();
+    let east = sim.cluster("east").expect("east").clone();
+    let lc = client(&local).await;
+    export(&client(&east).await, "api", &["10.1.0.1"]).await;
+    create_object(&lc, link_doc("east")).await;
+    let mut live = Live::new(
+        local.kubeconfig_path(),
+        Links::Linkerd {
+            namespace: "linkerd-multicluster".into(),
+        },
+    );
+    live.sync_timeout = Duration::from_millis(500);
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        live,
+    )
+    .await;
+    // Linked but never synced: SERVFAIL, so nothing caches a false NXDOMAIN.
+    assert_eq!(a(server.dns, &fqdn("api-east")).await.0, ResponseCode::ServFail);
+    let (_, body) = http_get(server.admin, "/debug/clusters");
+    assert!(
+        body.contains("Secret linkerd-multicluster/cluster-credentials-east (clusterCredentialsSecret) does not exist"),
+        "{body}"
+    );
+    // The Secret arrives: the cluster starts.
+    create_object(&lc, secret_doc("cluster-credentials-east", &kubeconfig_text(&east))).await;
+    until(server.dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.1"], 5 * SECOND).await;
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_file_without_the_link_crd() {
+    let (sim, dir) = sim(&["local", "east", "north", "south"], |c| {
+        c.settings.link_crd = false;
+    })
+    .await;
+    let cluster = |n: &str| sim.cluster(n).expect("cluster").clone();
+    let (local, east, north, south) = (
+        cluster("local"),
+        cluster("east"),
+        cluster("north"),
+        cluster("south"),
+    );
+    export(&client(&east).await, "api", &["10.1.0.1"]).await;
+    export(&client(&north).await, "api", &["10.2.0.1"]).await;
+    export(&client(&south).await, "api", &["10.3.0.1"]).await;
+    let file = clusters_file(dir.path(), &[&east, &north]);
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        Live::new(local.kubeconfig_path(), Links::File(file.clone())),
+    )
+    .await;
+    let dns = server.dns;
+    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    assert_eq!(a(dns, &fqdn("api-north")).await, (ResponseCode::NoError, ips(&["10.2.0.1"])));
+    // The file is reloaded: south joins, north leaves.
+    write_clusters(&file, &[&east, &south]);
+    until(dns, &fqdn("api-south"), ResponseCode::NoError, &["10.3.0.1"], 5 * SECOND).await;
+    until(dns, &fqdn("api-north"), ResponseCode::NXDomain, &[], 5 * SECOND).await;
+    // A broken file keeps what is linked, and says why.
+    std::fs::write(&file, "- name: east\n  kubeconfg: typo\n").expect("write");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(a(dns, &fqdn("api-south")).await, (ResponseCode::NoError, ips(&["10.3.0.1"])));
+    let (_, body) = http_get(server.admin, "/debug/clusters");
+    assert!(body.contains("kubeconfg"), "the problem names the bad key: {body}");
+    // The Link API was never asked for.
+    assert_eq!(local.request_count("list", "links.multicluster.linkerd.io"), 0);
+    server.server.stop().await;
+}
+
+/// A kubesim of local + east + north with `api` exported from both remotes,
+/// and a live server over a clusters file.
+async fn two_remotes(
+    tweak_live: impl FnOnce(&mut Live),
+    before_start: impl FnOnce(&kubesim::Sim),
+) -> (kubesim::Sim, tempfile::TempDir, crate::support::TestServer) {
+    let (sim, dir) = sim(&["local", "east", "north"], |_| {}).await;
+    let east = sim.cluster("east").expect("east").clone();
+    let north = sim.cluster("north").expect("north").clone();
+    export(&client(&east).await, "api", &["10.1.0.1"]).await;
+    export(&client(&north).await, "api", &["10.2.0.1"]).await;
+    let file = clusters_file(dir.path(), &[&east, &north]);
+    let local = sim.cluster("local").expect("local").clone();
+    let mut live = Live::new(local.kubeconfig_path(), Links::File(file));
+    tweak_live(&mut live);
+    before_start(&sim);
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        live,
+    )
+    .await;
+    (sim, dir, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_down_at_start_is_retried_while_the_others_serve() {
+    let (sim, _dir, server) = two_remotes(
+        |l| l.sync_timeout = Duration::from_millis(500),
+        |sim| sim.cluster("north").expect("north").stop(),
+    )
+    .await;
+    let dns = server.dns;
+    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    assert_eq!(a(dns, &fqdn("api-north")).await.0, ResponseCode::ServFail);
+    // Ready once the sync timeout gave up on north, and it says so.
+    let (code, _) = http_get(server.admin, "/ready");
+    assert_eq!(code, 200);
+    let (_, body) = http_get(server.admin, "/debug/clusters");
+    assert!(body.contains("\"gaveUpWaitingForSync\": true"), "{body}");
+    sim.cluster("north").expect("north").restart().await.expect("restart");
+    until(dns, &fqdn("api-north"), ResponseCode::NoError, &["10.2.0.1"], 15 * SECOND).await;
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_restart_mid_watch_resumes_and_misses_nothing() {
+    let (sim, _dir, server) = two_remotes(|_| {}, |_| {}).await;
+    let dns = server.dns;
+    let east = sim.cluster("east").expect("east").clone();
+    east.stop();
+    // Served from last-known data meanwhile, TTL capped.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    let metrics = http_get(server.admin, "/metrics").1;
+    assert!(
+        metrics.contains("clusterset_dns_cluster_stale_seconds{cluster=\"east\"}"),
+        "{metrics}"
+    );
+    east.restart().await.expect("restart");
+    // A change made after the restart is served: the watch resumed.
+    let ec = client(&east).await;
+    set_endpoints(&ec, "api", &["10.1.0.9"]).await;
+    until(dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.9"], 15 * SECOND).await;
+    // Every watch of east reconnects (each on its own backoff).
+    let start = Instant::now();
+    loop {
+        let (_, body) = http_get(server.admin, "/debug/clusters");
+        if !body.contains("\"state\": \"broken\"") {
+            assert!(body.contains("\"watchRestarts\": "), "{body}");
+            break;
+        }
+        assert!(start.elapsed() < 15 * SECOND, "east still broken: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gone_410_relists_without_losing_or_duplicating_state() {
+    let (sim, _dir, server) = two_remotes(|_| {}, |_| {}).await;
+    let dns = server.dns;
+    let east = sim.cluster("east").expect("east").clone();
+    let ec = client(&east).await;
+    let lists_before = east.request_count("list", "endpointslices.discovery.k8s.io");
+    // History is forgotten and watches cut: resuming gets 410, so we list.
+    east.expire_history();
+    east.drop_watches();
+    // Changes around the relist: a new export, a deleted slice, a changed one.
+    export(&ec, "web", &["10.1.1.1"]).await;
+    set_endpoints(&ec, "api", &["10.1.0.5", "10.1.0.6"]).await;
+    until(dns, &fqdn("web-east"), ResponseCode::NoError, &["10.1.1.1"], 5 * SECOND).await;
+    until(dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.5", "10.1.0.6"], 5 * SECOND).await;
+    delete(&ec, &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices/web-1")).await;
+    until(dns, &fqdn("web-east"), ResponseCode::NoError, &[], 5 * SECOND).await;
+    assert!(
+        east.request_count("list", "endpointslices.discovery.k8s.io") > lists_before,
+        "410 led to a new list"
+    );
+    // Federated still holds each address once.
+    until(
+        dns,
+        &fqdn("api-federated"),
+        ResponseCode::NoError,
+        &["10.1.0.5", "10.1.0.6", "10.2.0.1"],
+        SECOND,
+    )
+    .await;
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_of_500_and_429_back_off_and_recover() {
+    let (sim, _dir, server) = two_remotes(|_| {}, |_| {}).await;
+    let dns = server.dns;
+    let east = sim.cluster("east").expect("east").clone();
+    let ec = client(&east).await;
+    east.fail_next(20);
+    east.drop_watches();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    east.throttle_next(20, 1);
+    east.drop_watches();
+    // Last-known data is served throughout.
+    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    // The faults end; the change lands. The test client has retries too.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    east.fail_next(0);
+    east.throttle_next(0, 0);
+    set_endpoints(&ec, "api", &["10.1.0.7"]).await;
+    until(dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.7"], 15 * SECOND).await;
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_cluster_does_not_delay_another() {
+    let (sim, _dir, server) = two_remotes(|_| {}, |_| {}).await;
+    let dns = server.dns;
+    let east = sim.cluster("east").expect("east").clone();
+    let north = sim.cluster("north").expect("north").clone();
+    let nc = client(&north).await;
+    // East answers every request two seconds late, and its watches are cut
+    // so it is busy re-listing.
+    east.set_latency(Duration::from_secs(2));
+    east.drop_watches();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for (i, ip) in ["10.2.0.2", "10.2.0.3", "10.2.0.4"].into_iter().enumerate() {
+        set_endpoints(&nc, "api", &[ip]).await;
+        let took = until(dns, &fqdn("api-north"), ResponseCode::NoError, &[ip], SECOND).await;
+        assert!(took < Duration::from_millis(100), "change {i} took {took:?}");
+    }
+    east.set_latency(Duration::ZERO);
+    server.server.stop().await;
+}

@@ -1,0 +1,1 @@
+//! The conformance battery through the API (being written).
