@@ -207,13 +207,8 @@ impl StatusBoard {
             return;
         }
         type Getter = fn(&ClusterReport, Instant) -> Option<f64>;
-        let families: [(&str, &str, &str, Getter); 11] = [
-            (
-                "clusterset_dns_cluster_synced",
-                "gauge",
-                "1 once the cluster has listed everything at least once.",
-                |r, _| Some(f64::from(u8::from(r.synced))),
-            ),
+        // `clusterset_dns_cluster_synced` comes from the snapshot (metrics.rs).
+        let families: [(&str, &str, &str, Getter); 10] = [
             (
                 "clusterset_dns_cluster_sync_given_up",
                 "gauge",

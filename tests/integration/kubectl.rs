@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The kubesim binary next to this test binary (built by `cargo test --workspace --all-targets`).
-fn kubesim_binary() -> PathBuf {
+pub(crate) fn kubesim_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let bin = exe
         .parent()
@@ -25,7 +25,7 @@ fn kubesim_binary() -> PathBuf {
 }
 
 /// Kills the child on drop: the test started it, so the test ends it.
-struct Running(Child);
+pub(crate) struct Running(pub(crate) Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -34,7 +34,7 @@ impl Drop for Running {
     }
 }
 
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -50,7 +50,7 @@ fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
 
 /// kubectl's minor version: Debian's kubernetes-client (1.20) predates OpenAPI v3 and
 /// `--show-managed-fields`, so a few flags depend on it.
-fn kubectl_minor() -> u32 {
+pub(crate) fn kubectl_minor() -> u32 {
     let out = Command::new("kubectl")
         .args(["version", "--client", "-o", "json"])
         .output()
@@ -65,7 +65,7 @@ fn kubectl_minor() -> u32 {
         .unwrap_or(0)
 }
 
-fn ok(kubeconfig: &Path, args: &[&str]) -> String {
+pub(crate) fn ok(kubeconfig: &Path, args: &[&str]) -> String {
     let (success, stdout, stderr) = kubectl(kubeconfig, args);
     assert!(success, "kubectl {args:?} failed: {stderr}");
     stdout
