@@ -238,8 +238,14 @@ async fn links_and_secrets_start_stop_and_rotate_clusters() {
     )
     .await;
     let dns = server.dns;
-    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
-    assert_eq!(a(dns, &fqdn("api-north")).await, (ResponseCode::NoError, ips(&["10.2.0.1"])));
+    assert_eq!(
+        a(dns, &fqdn("api-east")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1"]))
+    );
+    assert_eq!(
+        a(dns, &fqdn("api-north")).await,
+        (ResponseCode::NoError, ips(&["10.2.0.1"]))
+    );
     assert_eq!(
         a(dns, &fqdn("api-federated")).await,
         (ResponseCode::NoError, ips(&["10.1.0.1", "10.2.0.1"]))
@@ -248,12 +254,33 @@ async fn links_and_secrets_start_stop_and_rotate_clusters() {
 
     // Linking a cluster needs no restart.
     link(&lc, &south).await;
-    until(dns, &fqdn("api-south"), ResponseCode::NoError, &["10.3.0.1"], 5 * SECOND).await;
+    until(
+        dns,
+        &fqdn("api-south"),
+        ResponseCode::NoError,
+        &["10.3.0.1"],
+        5 * SECOND,
+    )
+    .await;
 
     // Unlinking north removes its names; the others are untouched.
-    delete(&lc, "/apis/multicluster.linkerd.io/v1alpha3/namespaces/linkerd-multicluster/links/north").await;
-    until(dns, &fqdn("api-north"), ResponseCode::NXDomain, &[], 5 * SECOND).await;
-    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    delete(
+        &lc,
+        "/apis/multicluster.linkerd.io/v1alpha3/namespaces/linkerd-multicluster/links/north",
+    )
+    .await;
+    until(
+        dns,
+        &fqdn("api-north"),
+        ResponseCode::NXDomain,
+        &[],
+        5 * SECOND,
+    )
+    .await;
+    assert_eq!(
+        a(dns, &fqdn("api-east")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1"]))
+    );
     until(
         dns,
         &fqdn("api-federated"),
@@ -268,7 +295,10 @@ async fn links_and_secrets_start_stop_and_rotate_clusters() {
     east.rotate_admin_token().expect("rotate");
     east.drop_watches();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    assert_eq!(
+        a(dns, &fqdn("api-east")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1"]))
+    );
     let new_secret = secret_doc("cluster-credentials-east", &kubeconfig_text(&east));
     let req = http::Request::put(
         "/api/v1/namespaces/linkerd-multicluster/secrets/cluster-credentials-east",
@@ -279,11 +309,22 @@ async fn links_and_secrets_start_stop_and_rotate_clusters() {
     lc.request_text(req).await.expect("update secret");
     // Watching continues with the new token: a change in east shows up.
     set_endpoints(&client(&east).await, "api", &["10.1.0.2"]).await;
-    until(dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.2"], 5 * SECOND).await;
+    until(
+        dns,
+        &fqdn("api-east"),
+        ResponseCode::NoError,
+        &["10.1.0.2"],
+        5 * SECOND,
+    )
+    .await;
 
     let (code, body) = http_get(server.admin, "/debug/clusters");
     assert_eq!(code, 200, "{body}");
-    for want in ["\"name\": \"east\"", "\"origin\": \"Link linkerd-multicluster/east\"", "\"state\": \"synced\""] {
+    for want in [
+        "\"name\": \"east\"",
+        "\"origin\": \"Link linkerd-multicluster/east\"",
+        "\"state\": \"synced\"",
+    ] {
         assert!(body.contains(want), "missing {want} in {body}");
     }
     assert!(!body.contains("\"name\": \"north\""), "{body}");
@@ -314,15 +355,29 @@ async fn a_link_without_its_secret_is_servfail_and_reported() {
     )
     .await;
     // Linked but never synced: SERVFAIL, so nothing caches a false NXDOMAIN.
-    assert_eq!(a(server.dns, &fqdn("api-east")).await.0, ResponseCode::ServFail);
+    assert_eq!(
+        a(server.dns, &fqdn("api-east")).await.0,
+        ResponseCode::ServFail
+    );
     let (_, body) = http_get(server.admin, "/debug/clusters");
     assert!(
         body.contains("Secret linkerd-multicluster/cluster-credentials-east (clusterCredentialsSecret) does not exist"),
         "{body}"
     );
     // The Secret arrives: the cluster starts.
-    create_object(&lc, secret_doc("cluster-credentials-east", &kubeconfig_text(&east))).await;
-    until(server.dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.1"], 5 * SECOND).await;
+    create_object(
+        &lc,
+        secret_doc("cluster-credentials-east", &kubeconfig_text(&east)),
+    )
+    .await;
+    until(
+        server.dns,
+        &fqdn("api-east"),
+        ResponseCode::NoError,
+        &["10.1.0.1"],
+        5 * SECOND,
+    )
+    .await;
     server.server.stop().await;
 }
 
@@ -352,20 +407,49 @@ async fn clusters_file_without_the_link_crd() {
     )
     .await;
     let dns = server.dns;
-    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
-    assert_eq!(a(dns, &fqdn("api-north")).await, (ResponseCode::NoError, ips(&["10.2.0.1"])));
+    assert_eq!(
+        a(dns, &fqdn("api-east")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1"]))
+    );
+    assert_eq!(
+        a(dns, &fqdn("api-north")).await,
+        (ResponseCode::NoError, ips(&["10.2.0.1"]))
+    );
     // The file is reloaded: south joins, north leaves.
     write_clusters(&file, &[&east, &south]);
-    until(dns, &fqdn("api-south"), ResponseCode::NoError, &["10.3.0.1"], 5 * SECOND).await;
-    until(dns, &fqdn("api-north"), ResponseCode::NXDomain, &[], 5 * SECOND).await;
+    until(
+        dns,
+        &fqdn("api-south"),
+        ResponseCode::NoError,
+        &["10.3.0.1"],
+        5 * SECOND,
+    )
+    .await;
+    until(
+        dns,
+        &fqdn("api-north"),
+        ResponseCode::NXDomain,
+        &[],
+        5 * SECOND,
+    )
+    .await;
     // A broken file keeps what is linked, and says why.
     std::fs::write(&file, "- name: east\n  kubeconfg: typo\n").expect("write");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(a(dns, &fqdn("api-south")).await, (ResponseCode::NoError, ips(&["10.3.0.1"])));
+    assert_eq!(
+        a(dns, &fqdn("api-south")).await,
+        (ResponseCode::NoError, ips(&["10.3.0.1"]))
+    );
     let (_, body) = http_get(server.admin, "/debug/clusters");
-    assert!(body.contains("kubeconfg"), "the problem names the bad key: {body}");
+    assert!(
+        body.contains("kubeconfg"),
+        "the problem names the bad key: {body}"
+    );
     // The Link API was never asked for.
-    assert_eq!(local.request_count("list", "links.multicluster.linkerd.io"), 0);
+    assert_eq!(
+        local.request_count("list", "links.multicluster.linkerd.io"),
+        0
+    );
     server.server.stop().await;
 }
 
@@ -404,15 +488,29 @@ async fn a_cluster_down_at_start_is_retried_while_the_others_serve() {
     )
     .await;
     let dns = server.dns;
-    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    assert_eq!(
+        a(dns, &fqdn("api-east")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1"]))
+    );
     assert_eq!(a(dns, &fqdn("api-north")).await.0, ResponseCode::ServFail);
     // Ready once the sync timeout gave up on north, and it says so.
     let (code, _) = http_get(server.admin, "/ready");
     assert_eq!(code, 200);
     let (_, body) = http_get(server.admin, "/debug/clusters");
     assert!(body.contains("\"gaveUpWaitingForSync\": true"), "{body}");
-    sim.cluster("north").expect("north").restart().await.expect("restart");
-    until(dns, &fqdn("api-north"), ResponseCode::NoError, &["10.2.0.1"], 15 * SECOND).await;
+    sim.cluster("north")
+        .expect("north")
+        .restart()
+        .await
+        .expect("restart");
+    until(
+        dns,
+        &fqdn("api-north"),
+        ResponseCode::NoError,
+        &["10.2.0.1"],
+        15 * SECOND,
+    )
+    .await;
     server.server.stop().await;
 }
 
@@ -424,7 +522,10 @@ async fn an_api_restart_mid_watch_resumes_and_misses_nothing() {
     east.stop();
     // Served from last-known data meanwhile, TTL capped.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    assert_eq!(
+        a(dns, &fqdn("api-east")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1"]))
+    );
     let metrics = http_get(server.admin, "/metrics").1;
     assert!(
         metrics.contains("clusterset_dns_cluster_stale_seconds{cluster=\"east\"}"),
@@ -434,7 +535,14 @@ async fn an_api_restart_mid_watch_resumes_and_misses_nothing() {
     // A change made after the restart is served: the watch resumed.
     let ec = client(&east).await;
     set_endpoints(&ec, "api", &["10.1.0.9"]).await;
-    until(dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.9"], 15 * SECOND).await;
+    until(
+        dns,
+        &fqdn("api-east"),
+        ResponseCode::NoError,
+        &["10.1.0.9"],
+        15 * SECOND,
+    )
+    .await;
     // Every watch of east reconnects (each on its own backoff).
     let start = Instant::now();
     loop {
@@ -462,10 +570,35 @@ async fn gone_410_relists_without_losing_or_duplicating_state() {
     // Changes around the relist: a new export, a deleted slice, a changed one.
     export(&ec, "web", &["10.1.1.1"]).await;
     set_endpoints(&ec, "api", &["10.1.0.5", "10.1.0.6"]).await;
-    until(dns, &fqdn("web-east"), ResponseCode::NoError, &["10.1.1.1"], 5 * SECOND).await;
-    until(dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.5", "10.1.0.6"], 5 * SECOND).await;
-    delete(&ec, &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices/web-1")).await;
-    until(dns, &fqdn("web-east"), ResponseCode::NoError, &[], 5 * SECOND).await;
+    until(
+        dns,
+        &fqdn("web-east"),
+        ResponseCode::NoError,
+        &["10.1.1.1"],
+        5 * SECOND,
+    )
+    .await;
+    until(
+        dns,
+        &fqdn("api-east"),
+        ResponseCode::NoError,
+        &["10.1.0.5", "10.1.0.6"],
+        5 * SECOND,
+    )
+    .await;
+    delete(
+        &ec,
+        &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices/web-1"),
+    )
+    .await;
+    until(
+        dns,
+        &fqdn("web-east"),
+        ResponseCode::NoError,
+        &[],
+        5 * SECOND,
+    )
+    .await;
     assert!(
         east.request_count("list", "endpointslices.discovery.k8s.io") > lists_before,
         "410 led to a new list"
@@ -494,13 +627,23 @@ async fn bursts_of_500_and_429_back_off_and_recover() {
     east.throttle_next(20, 1);
     east.drop_watches();
     // Last-known data is served throughout.
-    assert_eq!(a(dns, &fqdn("api-east")).await, (ResponseCode::NoError, ips(&["10.1.0.1"])));
+    assert_eq!(
+        a(dns, &fqdn("api-east")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1"]))
+    );
     // The faults end; the change lands. The test client has retries too.
     tokio::time::sleep(Duration::from_millis(500)).await;
     east.fail_next(0);
     east.throttle_next(0, 0);
     set_endpoints(&ec, "api", &["10.1.0.7"]).await;
-    until(dns, &fqdn("api-east"), ResponseCode::NoError, &["10.1.0.7"], 15 * SECOND).await;
+    until(
+        dns,
+        &fqdn("api-east"),
+        ResponseCode::NoError,
+        &["10.1.0.7"],
+        15 * SECOND,
+    )
+    .await;
     server.server.stop().await;
 }
 
@@ -518,8 +661,18 @@ async fn a_slow_cluster_does_not_delay_another() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     for (i, ip) in ["10.2.0.2", "10.2.0.3", "10.2.0.4"].into_iter().enumerate() {
         set_endpoints(&nc, "api", &[ip]).await;
-        let took = until(dns, &fqdn("api-north"), ResponseCode::NoError, &[ip], SECOND).await;
-        assert!(took < Duration::from_millis(100), "change {i} took {took:?}");
+        let took = until(
+            dns,
+            &fqdn("api-north"),
+            ResponseCode::NoError,
+            &[ip],
+            SECOND,
+        )
+        .await;
+        assert!(
+            took < Duration::from_millis(100),
+            "change {i} took {took:?}"
+        );
     }
     east.set_latency(Duration::ZERO);
     server.server.stop().await;

@@ -15,7 +15,7 @@ use clusterset_dns::dns::name::ZoneName;
 use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
 use clusterset_dns::source::api;
-pub use clusterset_dns::source::live::{LiveConfig, Links};
+pub use clusterset_dns::source::live::{Links, LiveConfig};
 use futures_util::StreamExt;
 use hickory_net::client::Client;
 use hickory_net::runtime::TokioRuntimeProvider;
@@ -257,7 +257,8 @@ pub async fn create_object(client: &kube::Client, mut doc: serde_json::Value) {
     }
     let ns = doc["metadata"]["namespace"].as_str().map(str::to_owned);
     if let Some(ns) = &ns {
-        let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        let body =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         let req = http::Request::post("/api/v1/namespaces")
             .header("content-type", "application/json")
             .body(serde_json::to_vec(&body).expect("json"))
@@ -275,7 +276,10 @@ pub async fn create_object(client: &kube::Client, mut doc: serde_json::Value) {
         .body(serde_json::to_vec(&doc).expect("json"))
         .expect("request");
     if let Err(e) = client.request_text(req).await {
-        panic!("creating {kind} {:?} at {path}: {e}", doc["metadata"]["name"]);
+        panic!(
+            "creating {kind} {:?} at {path}: {e}",
+            doc["metadata"]["name"]
+        );
     }
 }
 
