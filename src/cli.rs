@@ -33,7 +33,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Answer DNS for the clusterset zone: from a zones directory (--zones), or live from the clusters' APIs.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Validate a zones directory and print what it would serve; exit 1 on errors.
     Check(ZoneArgs),
     /// Print the whole zone as RFC 1035 zone-file text (loadable by Knot DNS or NSD).

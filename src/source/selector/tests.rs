@@ -33,10 +33,12 @@ fn nil_and_empty_match_nothing() {
     assert_eq!(Selector::from_k8s(Some(&sel(&[], vec![]))), Ok(None));
 }
 
+/// (selector, object labels, matches, query text)
+type MatchCase = (LabelSelector, &'static [(&'static str, &'static str)], bool, &'static str);
+
 #[test]
 fn matching_table() {
-    // (selector, object labels, matches, query)
-    let cases: Vec<(LabelSelector, &[(&str, &str)], bool, &str)> = vec![
+    let cases: Vec<MatchCase> = vec![
         (
             sel(&[("a", "1")], vec![]),
             &[("a", "1"), ("b", "2")],
