@@ -286,24 +286,30 @@ impl Config {
     /// Resolves `serve` options: flags and env (already merged by clap) over
     /// the config file over defaults.
     pub fn resolve(args: &ServeArgs) -> Result<Self, ConfigError> {
+        Self::resolve_with(args, false)
+    }
+
+    fn resolve_with(args: &ServeArgs, need_zones: bool) -> Result<Self, ConfigError> {
         let file = match &args.zone.config {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
         };
+        if need_zones && args.zone.zones.is_none() && file.zones.is_none() {
+            return Err(ConfigError::Missing("zones", "CLUSTERSET_DNS_ZONES"));
+        }
         Self::merge(args, file)
     }
 
     /// Resolves `check`/`dump` options (no addresses given); they need a
     /// zones directory.
     pub fn resolve_zone(args: &ZoneArgs) -> Result<Self, ConfigError> {
-        let c = Self::resolve(&ServeArgs {
-            zone: args.clone(),
-            ..ServeArgs::default()
-        })?;
-        if c.zones.is_none() {
-            return Err(ConfigError::Missing("zones", "CLUSTERSET_DNS_ZONES"));
-        }
-        Ok(c)
+        Self::resolve_with(
+            &ServeArgs {
+                zone: args.clone(),
+                ..ServeArgs::default()
+            },
+            true,
+        )
     }
 
     fn merge(args: &ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {

@@ -83,7 +83,19 @@ fn unknown_keys_are_rejected_by_name() {
 #[test]
 fn invalid_values_are_rejected() {
     let cases: &[(&[&str], &str)] = &[
-        (&[], "zones is required"),
+        (&[], "local-cluster: is required in live mode"),
+        (
+            &["--zones", "z", "--kubeconfig", "k"],
+            "invalid kubeconfig: is a live-mode option; it cannot be combined with --zones",
+        ),
+        (
+            &["--local-cluster", "west", "--max-stale", "soon"],
+            "invalid max-stale",
+        ),
+        (
+            &["--local-cluster", "west", "--link-namespace", "Bad_NS"],
+            "invalid link-namespace",
+        ),
         (
             &["--zones", "z", "--ttl", "3601"],
             "invalid ttl: 3601 is above 3600",
@@ -116,4 +128,34 @@ fn invalid_values_are_rejected() {
     let missing = Config::resolve(&args(&["--config", "/nonexistent/config.yaml"]))
         .expect_err("missing file");
     assert!(missing.to_string().contains("/nonexistent/config.yaml"));
+}
+
+#[test]
+fn live_mode_options() {
+    let c = Config::resolve(&args(&[
+        "--local-cluster",
+        "west",
+        "--kubeconfig",
+        "/k",
+        "--max-stale",
+        "5m",
+        "--federated-grace",
+        "10s",
+        "--sync-timeout",
+        "1m30s",
+    ]))
+    .expect("valid");
+    assert_eq!(c.zones, None);
+    let live = c.live.expect("live mode without --zones");
+    assert_eq!(live.kubeconfig, Some(PathBuf::from("/k")));
+    assert_eq!(live.link_namespace, "linkerd-multicluster");
+    assert_eq!(live.sync_timeout, Duration::from_secs(90));
+    assert_eq!(c.settings.max_stale, Some(Duration::from_secs(300)));
+    assert_eq!(c.settings.federated_grace, Duration::from_secs(10));
+    let unlimited = Config::resolve(&args(&["--local-cluster", "w", "--max-stale", "unlimited"]))
+        .expect("valid");
+    assert_eq!(unlimited.settings.max_stale, None);
+    // check and dump still need a zones directory.
+    let e = Config::resolve_zone(&ZoneArgs::default()).expect_err("no zones");
+    assert!(e.to_string().contains("zones is required"), "{e}");
 }

@@ -34,7 +34,12 @@ fn nil_and_empty_match_nothing() {
 }
 
 /// (selector, object labels, matches, query text)
-type MatchCase = (LabelSelector, &'static [(&'static str, &'static str)], bool, &'static str);
+type MatchCase = (
+    LabelSelector,
+    &'static [(&'static str, &'static str)],
+    bool,
+    &'static str,
+);
 
 #[test]
 fn matching_table() {
