@@ -337,6 +337,7 @@ pub async fn run(
     let watches = shutdown.child_token();
     let _stop_watches = watches.clone().drop_guard();
     let mut slice_watch_started = false;
+    let mut probe_started = false;
 
     let client = match &r.run.client {
         Ok(c) => Some(c.clone()),
@@ -377,19 +378,9 @@ pub async fn run(
                     mtx.clone(),
                     watches.clone(),
                 ));
-                if let Some(p) = spec.probe.clone() {
-                    let ptx = mtx.clone();
+                if spec.probe.is_some() {
                     r.board
                         .update(&r.run.name, |rep| rep.probe = Some(ProbeStatus::default()));
-                    tokio::spawn(probe::run(
-                        p,
-                        addr_rx.clone(),
-                        move |report| {
-                            // A full queue drops a report; the next one carries the state.
-                            let _ = ptx.try_send(Msg::Probe(report));
-                        },
-                        watches.clone(),
-                    ));
                 }
             }
             GatewaySource::None => {
@@ -473,6 +464,20 @@ pub async fn run(
                     if let Some(spec) = &gateway_spec {
                         info!(cluster = %r.run.name, addresses = ?ips, "gateway addresses");
                         let _ = addr_tx.send(ips.clone());
+                        // The first probe waits for addresses to probe.
+                        if let Some(p) = spec.probe.clone().filter(|_| !probe_started) {
+                            probe_started = true;
+                            let ptx = mtx.clone();
+                            tokio::spawn(probe::run(
+                                p,
+                                addr_rx.clone(),
+                                move |report| {
+                                    // A full queue drops a report; the next one carries the state.
+                                    let _ = ptx.try_send(Msg::Probe(report));
+                                },
+                                watches.clone(),
+                            ));
+                        }
                         r.board.update(&r.run.name, |rep| rep.gateway = ips.clone());
                         out.events.push(Event::GatewayApplied {
                             cluster: r.run.name.clone(),
