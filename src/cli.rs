@@ -204,7 +204,10 @@ fn describe_entry(e: &crate::model::Entry) -> String {
     if !members.is_empty() {
         parts.push(format!("members {}", members.join(",")));
     }
-    if let Origin::Federated { fail_open: true } = e.origin {
+    if let Origin::Federated {
+        fail_open: true, ..
+    } = e.origin
+    {
         parts.push("fail-open".to_owned());
     }
     parts.join(", ")

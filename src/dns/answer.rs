@@ -271,9 +271,11 @@ impl Cx<'_, '_> {
                 self.note.stale = true;
                 self.ttl = self.ttl.min(s.stale_ttl);
             }
-            Origin::Federated { fail_open } => {
+            Origin::Federated { fail_open, stale } => {
                 if *fail_open {
                     self.note.fail_open = true;
+                }
+                if *fail_open || *stale {
                     self.ttl = self.ttl.min(s.stale_ttl);
                 }
             }

@@ -28,6 +28,9 @@ pub enum Origin {
         /// Every member was left out for health, so the last-known union is
         /// served (fail open).
         fail_open: bool,
+        /// A member in the answer has a broken watch (within the grace):
+        /// its part is last-known data, so the TTL is capped.
+        stale: bool,
     },
 }
 
@@ -363,6 +366,7 @@ pub fn build_federated_entry(
         .collect();
     let fail_open = eligible.is_empty();
     let used = if fail_open { members } else { eligible };
+    let stale = used.iter().any(|c| c.health.broken_since.is_some());
     let ns = &key.namespace;
     let name: Arc<str> = format!("{label}.{ns}.svc.{}", cx.zone).into();
     let mut acc = Acc::new();
@@ -393,7 +397,12 @@ pub fn build_federated_entry(
             }
         }
     }
-    acc.finish(name, ns.clone(), Origin::Federated { fail_open }, headless)
+    acc.finish(
+        name,
+        ns.clone(),
+        Origin::Federated { fail_open, stale },
+        headless,
+    )
 }
 
 #[cfg(test)]

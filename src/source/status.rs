@@ -152,17 +152,19 @@ impl StatusBoard {
             .snapshot()
             .into_iter()
             .map(|(name, r)| {
+                // Never synced: nothing is stale yet, whatever the errors.
                 let state = if r.problem.is_some() {
                     "no-credentials"
+                } else if !r.synced && r.gave_up {
+                    "gave-up"
+                } else if !r.synced {
+                    "syncing"
                 } else if r.broken_since.is_some() {
                     "broken"
-                } else if r.synced {
-                    "synced"
-                } else if r.gave_up {
-                    "gave-up"
                 } else {
-                    "syncing"
+                    "synced"
                 };
+                let stale = r.broken_since.filter(|_| r.synced);
                 json!({
                     "name": &*name,
                     "local": r.local,
@@ -171,7 +173,7 @@ impl StatusBoard {
                     "synced": r.synced,
                     "gaveUpWaitingForSync": r.gave_up,
                     "secondsSinceStart": secs(now.saturating_duration_since(r.started)),
-                    "staleSeconds": r.broken_since.map(|b| secs(now.saturating_duration_since(b))),
+                    "staleSeconds": stale.map(|b| secs(now.saturating_duration_since(b))),
                     "lastError": r.last_error,
                     "secondsSinceLastEvent": r.last_event.map(|t| secs(now.saturating_duration_since(t))),
                     "watchRestarts": r.watch_restarts,
@@ -219,9 +221,11 @@ impl StatusBoard {
                 "clusterset_dns_cluster_stale_seconds",
                 "gauge",
                 "How long the cluster's watch has been broken (0 when healthy).",
+                // A cluster that never synced has nothing stale yet.
                 |r, now| {
                     Some(
                         r.broken_since
+                            .filter(|_| r.synced)
                             .map_or(0.0, |b| now.saturating_duration_since(b).as_secs_f64()),
                     )
                 },

@@ -1,5 +1,8 @@
 //! One cluster's storage: objects by resource, the global resourceVersion counter, the bounded
 //! change history that watches resume from, and the ClusterIP and node-port allocators.
+//! ClusterIPs are allocated from the IPv4 service CIDR; a Service may also ask for a specific
+//! IPv6 address inside one of the IPv6 service CIDRs (kubesim never picks an IPv6 address
+//! itself), and is then kept with `ipFamilies: [IPv6]`.
 //!
 //! It owns the etcd-like part of kube-apiserver: create/update/delete with resourceVersion
 //! preconditions, finalizers, namespace lifetime, consistent lists at a past resourceVersion,
@@ -7,7 +10,7 @@
 //! so each write is atomic and watch start-up sees no gap. It must not parse HTTP or bodies.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -159,15 +162,26 @@ pub enum Deleted {
 pub struct StoreConfig {
     /// How many changes are kept for watches; older resourceVersions get 410 Expired.
     pub history: usize,
-    /// Service ClusterIP range (IPv4 network and prefix length).
+    /// Service ClusterIP range (IPv4 network and prefix length): where addresses are
+    /// allocated, and where a requested IPv4 address must lie.
     pub service_cidr: (Ipv4Addr, u8),
+    /// IPv6 service ranges (network and prefix length), as a cluster with several ServiceCIDR
+    /// objects has. A requested IPv6 ClusterIP must lie in one of them; none are allocated
+    /// from. Empty: IPv6 is not configured, as in an IPv4-only cluster.
+    pub service_cidrs_v6: Vec<(Ipv6Addr, u8)>,
 }
+
+/// The default IPv6 service range: a /108, the largest kube-apiserver's classic allocator
+/// accepts.
+pub const DEFAULT_SERVICE_CIDR_V6: (Ipv6Addr, u8) =
+    (Ipv6Addr::new(0xfd00, 0x96, 0, 0, 0, 0, 0, 0), 108);
 
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             history: 10_000,
             service_cidr: (Ipv4Addr::new(10, 96, 0, 0), 12),
+            service_cidrs_v6: vec![DEFAULT_SERVICE_CIDR_V6],
         }
     }
 }
@@ -187,6 +201,9 @@ pub struct Store {
     complete_after: u64,
     cidr: (u32, u32),
     ips: BTreeSet<u32>,
+    /// IPv6 ranges as (network, prefix length), host bits cleared.
+    cidrs6: Vec<(u128, u8)>,
+    ips6: BTreeSet<u128>,
     next_ip: u32,
     node_ports: BTreeSet<u16>,
     tx: broadcast::Sender<Arc<Change>>,
@@ -268,6 +285,15 @@ impl Store {
             complete_after: 0,
             cidr: (net & !(size - 1), size),
             ips: BTreeSet::new(),
+            cidrs6: config
+                .service_cidrs_v6
+                .iter()
+                .map(|(net, prefix)| {
+                    let prefix = (*prefix).min(128);
+                    (u128::from(*net) & mask6(prefix), prefix)
+                })
+                .collect(),
+            ips6: BTreeSet::new(),
             next_ip: 1,
             node_ports: BTreeSet::new(),
             tx,
@@ -687,9 +713,9 @@ impl Store {
         if let Some(ip) = v
             .pointer("/spec/clusterIP")
             .and_then(Value::as_str)
-            .and_then(|s| s.parse::<Ipv4Addr>().ok())
+            .and_then(|s| s.parse::<IpAddr>().ok())
         {
-            self.ips.remove(&u32::from(ip));
+            self.free_ip(ip);
         }
         for p in v
             .pointer("/spec/ports")
@@ -729,16 +755,16 @@ impl Store {
             ip = old_ip.clone();
         }
         // An address this call takes, given back if the node ports cannot be had.
-        let mut fresh_ip = None;
+        let mut fresh_ip: Option<IpAddr> = None;
         if ip.is_empty() {
             let addr = self.next_free_ip().ok_or_else(|| {
                 ApiError::internal("failed to allocate a serviceIP: range is full")
             })?;
             self.ips.insert(u32::from(addr));
-            fresh_ip = Some(u32::from(addr));
+            fresh_ip = Some(IpAddr::V4(addr));
             ip = addr.to_string();
         } else if ip != "None" && ip != old_ip {
-            let addr: Ipv4Addr = ip.parse().map_err(|_| {
+            let addr: IpAddr = ip.parse().map_err(|_| {
                 ApiError::invalid(
                     "",
                     "Service",
@@ -752,8 +778,21 @@ impl Store {
                     )],
                 )
             })?;
-            let n = u32::from(addr);
-            if n.wrapping_sub(self.cidr.0) >= self.cidr.1 {
+            if let IpAddr::V6(_) = addr
+                && self.cidrs6.is_empty()
+            {
+                return Err(ApiError::invalid(
+                    "",
+                    "Service",
+                    &name,
+                    vec![cause(
+                        "FieldValueInvalid",
+                        "spec.ipFamilies[0]",
+                        "Invalid value: \"IPv6\": not configured on this cluster",
+                    )],
+                ));
+            }
+            if !self.in_range(addr) {
                 return Err(ApiError::invalid(
                     "",
                     "Service",
@@ -762,14 +801,13 @@ impl Store {
                         "FieldValueInvalid",
                         "spec.clusterIPs",
                         format!(
-                            "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}/{}",
-                            Ipv4Addr::from(self.cidr.0),
-                            32 - self.cidr.1.trailing_zeros()
+                            "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
+                            self.ranges_of(addr)
                         ),
                     )],
                 ));
             }
-            if !self.ips.insert(n) {
+            if !self.take_ip(addr) {
                 return Err(ApiError::invalid(
                     "",
                     "Service",
@@ -783,12 +821,18 @@ impl Store {
                     )],
                 ));
             }
-            fresh_ip = Some(n);
+            fresh_ip = Some(addr);
         }
+        // The family of the address kept (a headless Service keeps IPv4, as kubesim's
+        // allocator is IPv4: kube would take the first configured family).
+        let family = match ip.parse::<IpAddr>() {
+            Ok(IpAddr::V6(_)) => "IPv6",
+            _ => "IPv4",
+        };
         let spec = &mut v["spec"];
         spec["clusterIP"] = json!(ip);
         spec["clusterIPs"] = json!([ip]);
-        spec["ipFamilies"] = json!(["IPv4"]);
+        spec["ipFamilies"] = json!([family]);
         if spec.get("ipFamilyPolicy").is_none() {
             spec["ipFamilyPolicy"] = json!("SingleStack");
         }
@@ -816,8 +860,8 @@ impl Store {
                             None
                         };
                         if let Some(why) = problem {
-                            if let Some(n) = fresh_ip {
-                                self.ips.remove(&n);
+                            if let Some(a) = fresh_ip {
+                                self.free_ip(a);
                             }
                             return Err(ApiError::invalid(
                                 "",
@@ -844,8 +888,8 @@ impl Store {
                             match free {
                                 Some(n) => n,
                                 None => {
-                                    if let Some(n) = fresh_ip {
-                                        self.ips.remove(&n);
+                                    if let Some(a) = fresh_ip {
+                                        self.free_ip(a);
                                     }
                                     return Err(ApiError::internal(
                                         "failed to allocate a nodePort: range is full",
@@ -869,11 +913,61 @@ impl Store {
         }
         if old.is_some()
             && ip != old_ip
-            && let Ok(o) = old_ip.parse::<Ipv4Addr>()
+            && let Ok(o) = old_ip.parse::<IpAddr>()
         {
-            self.ips.remove(&u32::from(o));
+            self.free_ip(o);
         }
         Ok(())
+    }
+
+    /// Whether `addr` lies in the service range of its family.
+    fn in_range(&self, addr: IpAddr) -> bool {
+        match addr {
+            IpAddr::V4(a) => u32::from(a).wrapping_sub(self.cidr.0) < self.cidr.1,
+            IpAddr::V6(a) => {
+                let n = u128::from(a);
+                self.cidrs6
+                    .iter()
+                    .any(|(net, prefix)| n & mask6(*prefix) == *net)
+            }
+        }
+    }
+
+    /// The service ranges of `addr`'s family, as kube prints them in errors.
+    fn ranges_of(&self, addr: IpAddr) -> String {
+        match addr {
+            IpAddr::V4(_) => format!(
+                "{}/{}",
+                Ipv4Addr::from(self.cidr.0),
+                32 - self.cidr.1.trailing_zeros()
+            ),
+            IpAddr::V6(_) => self
+                .cidrs6
+                .iter()
+                .map(|(net, prefix)| format!("{}/{prefix}", Ipv6Addr::from(*net)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// Marks `addr` allocated; false when it already was.
+    fn take_ip(&mut self, addr: IpAddr) -> bool {
+        match addr {
+            IpAddr::V4(a) => self.ips.insert(u32::from(a)),
+            IpAddr::V6(a) => self.ips6.insert(u128::from(a)),
+        }
+    }
+
+    /// Gives `addr` back.
+    fn free_ip(&mut self, addr: IpAddr) {
+        match addr {
+            IpAddr::V4(a) => {
+                self.ips.remove(&u32::from(a));
+            }
+            IpAddr::V6(a) => {
+                self.ips6.remove(&u128::from(a));
+            }
+        }
     }
 
     fn next_free_ip(&mut self) -> Option<Ipv4Addr> {
@@ -892,6 +986,13 @@ impl Store {
         }
         None
     }
+}
+
+/// The network mask of an IPv6 prefix length (at most 128).
+fn mask6(prefix: u8) -> u128 {
+    u128::MAX
+        .checked_shl(128 - u32::from(prefix.min(128)))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

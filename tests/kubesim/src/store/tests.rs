@@ -19,6 +19,7 @@ fn store_with(history: usize, service_cidr: (Ipv4Addr, u8)) -> Store {
     Store::new(&StoreConfig {
         history,
         service_cidr,
+        ..StoreConfig::default()
     })
 }
 
@@ -1061,6 +1062,137 @@ fn cluster_ips_come_from_the_service_cidr() {
         });
         assert_eq!(got, want.map(str::to_owned), "{case}");
     }
+}
+
+/// (case, name, spec, Ok((clusterIP, ipFamily)) or the Status)
+type V6Case = (
+    &'static str,
+    &'static str,
+    Value,
+    Result<(&'static str, &'static str), Failure>,
+);
+
+#[test]
+fn requested_ipv6_cluster_ips_come_from_the_ipv6_service_cidrs() {
+    let port = || json!([{"port": 80}]);
+    let v6 = |ip: &str| json!({"clusterIP": ip, "clusterIPs": [ip], "ipFamilies": ["IPv6"], "ports": port()});
+    let mut s = Store::new(&StoreConfig {
+        service_cidrs_v6: vec![
+            ("fd00:96::".parse().unwrap(), 108),
+            // Host bits in the network are ignored, as for the IPv4 range.
+            ("fd00:100::1".parse().unwrap(), 112),
+        ],
+        ..StoreConfig::default()
+    });
+    let family = |o: &Obj| {
+        let spec = &o.value()["spec"];
+        (
+            spec["clusterIP"].as_str().unwrap_or("").to_owned(),
+            spec["clusterIPs"].clone(),
+            spec["ipFamilies"].clone(),
+        )
+    };
+
+    let cases: Vec<V6Case> = vec![
+        (
+            "in the first range",
+            "a",
+            v6("fd00:96::10"),
+            Ok(("fd00:96::10", "IPv6")),
+        ),
+        (
+            "in the second range",
+            "b",
+            v6("fd00:100::10"),
+            Ok(("fd00:100::10", "IPv6")),
+        ),
+        (
+            "the last address of a range",
+            "c",
+            v6("fd00:96::f:ffff"),
+            Ok(("fd00:96::f:ffff", "IPv6")),
+        ),
+        (
+            "taken",
+            "d",
+            v6("fd00:96::10"),
+            Err(fail(
+                422,
+                "Invalid",
+                "Service \"d\" is invalid: spec.clusterIPs: Invalid value: []string{\"fd00:96::10\"}: failed to allocate IP fd00:96::10: provided IP is already allocated",
+            )),
+        ),
+        (
+            "just past the /108",
+            "e",
+            v6("fd00:96::10:0"),
+            Err(fail(
+                422,
+                "Invalid",
+                "Service \"e\" is invalid: spec.clusterIPs: Invalid value: []string{\"fd00:96::10:0\"}: failed to allocate IP fd00:96::10:0: the provided IP (fd00:96::10:0) is not in the valid range. The range of valid IPs is fd00:96::/108, fd00:100::/112",
+            )),
+        ),
+        (
+            "allocation stays IPv4",
+            "f",
+            json!({"ports": port()}),
+            Ok(("10.96.0.2", "IPv4")),
+        ),
+    ];
+    for (case, name, spec, want) in cases {
+        let got = s
+            .create(SERVICES, svc("default", name, spec))
+            .map_err(failure)
+            .map(|o| family(&o));
+        match want {
+            Ok((ip, fam)) => {
+                let (got_ip, ips, fams) = got.unwrap_or_else(|e| panic!("{case}: {e:?}"));
+                assert_eq!(got_ip, ip, "{case}");
+                assert_eq!(ips, json!([ip]), "{case}");
+                assert_eq!(fams, json!([fam]), "{case}");
+            }
+            Err(e) => assert_eq!(got.map(|_| ()), Err(e), "{case}"),
+        }
+    }
+
+    // Deleting gives the address back; an update keeps it.
+    s.delete(SERVICES, "default", "a", None, None).unwrap();
+    let again = s
+        .create(SERVICES, svc("default", "g", v6("fd00:96::10")))
+        .unwrap();
+    assert_eq!(family(&again).0, "fd00:96::10");
+    let updated = s
+        .update(
+            SERVICES,
+            svc("default", "g", json!({"ports": [{"port": 8080}]})),
+        )
+        .unwrap();
+    assert_eq!(
+        (family(&updated).0, family(&updated).2),
+        ("fd00:96::10".to_owned(), json!(["IPv6"]))
+    );
+
+    // A cluster without IPv6 ranges refuses IPv6 ClusterIPs; the default has one.
+    let mut v4_only = Store::new(&StoreConfig {
+        service_cidrs_v6: Vec::new(),
+        ..StoreConfig::default()
+    });
+    assert_eq!(
+        v4_only
+            .create(SERVICES, svc("default", "a", v6("fd00:96::10")))
+            .map(|_| ())
+            .map_err(failure),
+        Err(fail(
+            422,
+            "Invalid",
+            "Service \"a\" is invalid: spec.ipFamilies[0]: Invalid value: \"IPv6\": not configured on this cluster",
+        ))
+    );
+    let mut default = store();
+    let o = default
+        .create(SERVICES, svc("default", "a", v6("fd00:96::10")))
+        .unwrap();
+    assert_eq!(family(&o).2, json!(["IPv6"]));
 }
 
 #[test]
