@@ -84,6 +84,10 @@ pub struct ClusterState {
     slice_relist: Option<HashSet<ObjectKey>>,
     /// Targeted lists in flight: the slices the watch touched since.
     pending: HashMap<ObjectKey, HashSet<ObjectKey>>,
+    /// Mirror Services held (the rest of `services` are exports).
+    mirrors: usize,
+    /// Endpoint addresses held, summed over `slices`.
+    endpoints: usize,
     gateway_listed: bool,
     gateway_seen: bool,
     has_gateway: bool,
@@ -107,6 +111,8 @@ impl ClusterState {
             slice_listed: false,
             slice_relist: None,
             pending: HashMap::new(),
+            mirrors: 0,
+            endpoints: 0,
             gateway_listed: true,
             gateway_seen: false,
             has_gateway: false,
@@ -126,6 +132,8 @@ impl ClusterState {
             .map(|(k, h)| (k, Held { mask: 0, ..h }))
             .collect();
         next.slices = self.slices;
+        next.mirrors = self.mirrors;
+        next.endpoints = self.endpoints;
         next.by_service = self.by_service;
         next.has_gateway = self.has_gateway;
         next.synced = self.synced;
@@ -149,20 +157,15 @@ impl ClusterState {
         self.service_lists_done.iter().all(|d| *d)
     }
 
-    /// Counts of what is held.
+    /// Counts of what is held (kept as they change: asked after every
+    /// batch, so it must not walk the cluster).
     pub fn counts(&self) -> Counts {
-        let mut c = Counts {
+        Counts {
+            services: self.services.len() - self.mirrors,
+            mirrors: self.mirrors,
             slices: self.slices.len(),
-            endpoints: self.slices.values().map(|s| s.endpoints).sum(),
-            ..Counts::default()
-        };
-        for h in self.services.values() {
-            match h.kind {
-                ServiceKind::Mirror(_) => c.mirrors += 1,
-                _ => c.services += 1,
-            }
+            endpoints: self.endpoints,
         }
-        c
     }
 
     /// Declares whether a gateway watch runs (the remote `linkerd-gateway`
@@ -297,10 +300,14 @@ impl ClusterState {
             Some(h) => {
                 h.mask |= bit;
                 let changed = h.kind != kind;
+                let was_mirror = matches!(h.kind, ServiceKind::Mirror(_));
                 h.kind = kind.clone();
+                let is_mirror = matches!(kind, ServiceKind::Mirror(_));
+                self.mirrors = self.mirrors + usize::from(is_mirror) - usize::from(was_mirror);
                 changed
             }
             None => {
+                self.mirrors += usize::from(matches!(kind, ServiceKind::Mirror(_)));
                 self.services.insert(
                     key.clone(),
                     Held {
@@ -361,6 +368,7 @@ impl ClusterState {
         let Some(h) = self.services.remove(key) else {
             return;
         };
+        self.mirrors -= usize::from(matches!(h.kind, ServiceKind::Mirror(_)));
         let cluster = self.name.clone();
         match h.kind {
             ServiceKind::Exported(_) => {
@@ -391,7 +399,9 @@ impl ClusterState {
     fn drop_slices_of(&mut self, service: &ObjectKey, out: &mut Output) {
         self.pending.remove(service);
         for slice in self.by_service.remove(service).into_iter().flatten() {
-            self.slices.remove(&slice);
+            if let Some(held) = self.slices.remove(&slice) {
+                self.endpoints -= held.endpoints;
+            }
             out.events.push(Event::SliceDeleted {
                 cluster: self.name.clone(),
                 key: slice,
@@ -490,13 +500,16 @@ impl ClusterState {
                 set.remove(&s.key);
             }
         }
-        self.slices.insert(
+        self.endpoints += s.endpoints.len();
+        if let Some(old) = self.slices.insert(
             s.key.clone(),
             HeldSlice {
                 service: service.clone(),
                 endpoints: s.endpoints.len(),
             },
-        );
+        ) {
+            self.endpoints -= old.endpoints;
+        }
         self.by_service
             .entry(service)
             .or_default()
@@ -528,6 +541,7 @@ impl ClusterState {
 
     fn remove_slice(&mut self, key: &ObjectKey, out: &mut Output) {
         if let Some(held) = self.slices.remove(key) {
+            self.endpoints -= held.endpoints;
             if let Some(set) = self.by_service.get_mut(&held.service) {
                 set.remove(key);
                 if set.is_empty() {

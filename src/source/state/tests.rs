@@ -122,6 +122,7 @@ fn a_service_in_two_watches_goes_only_when_both_let_go() {
     let mut out = Output::default();
     st.service_delete(2, &fed_only, &mut out);
     assert_eq!(summary(&out), ["-svc prod/bb", "-slice prod/bb-1"]);
+    assert_eq!(st.counts(), Counts::default());
 }
 
 #[test]
