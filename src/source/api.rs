@@ -217,6 +217,26 @@ async fn send<K>(tx: &mpsc::Sender<WatchMsg<K>>, msg: WatchMsg<K>) -> Result<(),
     tx.send(msg).await.map_err(|_| ())
 }
 
+/// One page of a list, its items left undecoded so one bad object does not
+/// fail the page.
+async fn list_page(
+    client: &Client,
+    target: &WatchTarget,
+    token: Option<&str>,
+) -> Result<RawList, kube::Error> {
+    let mut lp = ListParams::default().limit(PAGE);
+    lp.label_selector.clone_from(&target.label_selector);
+    lp.field_selector.clone_from(&target.field_selector);
+    if let Some(t) = token {
+        lp = lp.continue_token(t);
+    }
+    let req = Request::new(&target.path)
+        .list(&lp)
+        .map_err(kube::Error::BuildRequest)?;
+    let text = client.request_text(req).await?;
+    serde_json::from_str(&text).map_err(kube::Error::SerdeError)
+}
+
 /// One full list. Returns the list's resourceVersion, or the error text
 /// and whether it was 410 (an expired continue token).
 async fn list_all<K: DeserializeOwned>(
@@ -225,26 +245,11 @@ async fn list_all<K: DeserializeOwned>(
     tx: &mpsc::Sender<WatchMsg<K>>,
 ) -> Result<Result<String, kube::Error>, ()> {
     send(tx, WatchMsg::Init).await?;
-    let request = Request::new(&target.path);
     let mut token: Option<String> = None;
     loop {
-        let mut lp = ListParams::default().limit(PAGE);
-        lp.label_selector.clone_from(&target.label_selector);
-        lp.field_selector.clone_from(&target.field_selector);
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let req = match request.list(&lp) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(kube::Error::BuildRequest(e))),
-        };
-        let text = match client.request_text(req).await {
-            Ok(t) => t,
-            Err(e) => return Ok(Err(e)),
-        };
-        let list: RawList = match serde_json::from_str(&text) {
+        let list = match list_page(client, target, token.as_deref()).await {
             Ok(l) => l,
-            Err(e) => return Ok(Err(kube::Error::SerdeError(e))),
+            Err(e) => return Ok(Err(e)),
         };
         let mut page = Vec::with_capacity(list.items.len());
         for raw in list.items {
@@ -453,19 +458,12 @@ pub async fn list_once<K: DeserializeOwned>(
     client: &Client,
     target: &WatchTarget,
 ) -> Result<Vec<K>, String> {
-    let request = Request::new(&target.path);
     let mut token: Option<String> = None;
     let mut out = Vec::new();
     loop {
-        let mut lp = ListParams::default().limit(PAGE);
-        lp.label_selector.clone_from(&target.label_selector);
-        lp.field_selector.clone_from(&target.field_selector);
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let req = request.list(&lp).map_err(|e| e.to_string())?;
-        let text = client.request_text(req).await.map_err(|e| describe(&e))?;
-        let list: RawList = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let list = list_page(client, target, token.as_deref())
+            .await
+            .map_err(|e| describe(&e))?;
         out.extend(
             list.items
                 .iter()

@@ -47,11 +47,12 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::conformance::{Case, SOA, a_set, c, cases, metric, nodata, nx, run_all, set, v};
 use crate::kubesim_api::{client, sim};
+use crate::support::yaml_docs;
 use crate::support::{
     Links, Live, Options, Proto, TestServer, ask, create_object, fixture, q, start_live,
 };
@@ -167,25 +168,10 @@ async fn expect_a(
 
 /// `GET path` on the admin server: status code and body.
 async fn admin(addr: SocketAddr, path: &str) -> (u16, String) {
-    let fetch = async {
-        let mut s = TcpStream::connect(addr).await?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-            .await?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).await?;
-        Ok::<_, std::io::Error>(out)
-    };
-    let text = tokio::time::timeout(Duration::from_secs(5), fetch)
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || crate::binary::http_get(addr, &path))
         .await
-        .expect("admin reply within 5 s")
-        .expect("admin reply");
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("not HTTP: {text}"));
-    (code, body.to_owned())
+        .expect("admin request")
 }
 
 async fn metrics(server: &TestServer) -> String {
@@ -367,17 +353,8 @@ impl Fixture {
 /// - `status` is ignored on create: it is written afterwards through the
 ///   `status` subresource (the east `linkerd-gateway` ingress).
 async fn load_fixture(kube: &kube::Client, dir: &Path) {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("fixture dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    for f in files {
-        let text = std::fs::read_to_string(&f).expect("fixture file");
-        let docs: Vec<serde_json::Value> =
-            serde_saphyr::from_multiple(&text).expect("fixture YAML parses");
-        for mut doc in docs.into_iter().filter(|d| !d.is_null()) {
+    for (f, mut doc) in yaml_docs(dir) {
+        {
             name_unnamed_ports(&mut doc);
             let status = doc.get("status").cloned();
             create_object(kube, doc.clone()).await;

@@ -102,18 +102,24 @@ pub struct TestServer {
     pub server: Server,
 }
 
-/// Starts a server over `zones` and waits until it is ready (at most 10 s).
-pub async fn start(zones: &Path, opts: Options) -> TestServer {
+/// Answer settings for `opts`.
+fn settings(opts: &Options) -> Settings {
     let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
     settings.ttl = opts.ttl;
     settings.negative_ttl = opts.negative_ttl;
     settings.stale_ttl = settings.stale_ttl.min(opts.ttl);
-    settings.ns_addrs = opts.ns_addrs;
+    settings.ns_addrs.clone_from(&opts.ns_addrs);
     settings.reverse_zones = opts
         .reverse_zones
         .iter()
         .map(|z| ZoneName::new(z).expect("reverse zone"))
         .collect();
+    settings
+}
+
+/// Starts a server over `zones` and waits until it is ready (at most 10 s).
+pub async fn start(zones: &Path, opts: Options) -> TestServer {
+    let settings = settings(&opts);
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let config = Config {
         zones: Some(zones.to_owned()),
@@ -180,18 +186,9 @@ impl Live {
 /// Starts a live-mode server on port 0 whose local cluster is
 /// `opts.local` (required).
 pub async fn start_live(opts: Options, live: Live) -> TestServer {
-    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
-    settings.ttl = opts.ttl;
-    settings.negative_ttl = opts.negative_ttl;
-    settings.stale_ttl = settings.stale_ttl.min(opts.ttl);
-    settings.ns_addrs = opts.ns_addrs;
+    let mut settings = settings(&opts);
     settings.max_stale = live.max_stale;
     settings.federated_grace = live.federated_grace;
-    settings.reverse_zones = opts
-        .reverse_zones
-        .iter()
-        .map(|z| ZoneName::new(z).expect("reverse zone"))
-        .collect();
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let local = opts.local.expect("live mode needs a local cluster");
     let config = Config {
@@ -283,22 +280,34 @@ pub async fn create_object(client: &kube::Client, mut doc: serde_json::Value) {
     }
 }
 
-/// Creates every document of every `*.yaml` file under `dir` in `client`'s
-/// cluster.
-pub async fn load_yaml_dir(client: &kube::Client, dir: &Path) {
+/// Every document of every `*.yaml` file under `dir`, in file-name order,
+/// with the file it came from.
+pub fn yaml_docs(dir: &Path) -> Vec<(PathBuf, serde_json::Value)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("fixture dir")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
+    let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).expect("fixture file");
         let docs: Vec<serde_json::Value> =
             serde_saphyr::from_multiple(&text).expect("fixture YAML parses");
-        for doc in docs.into_iter().filter(|d| !d.is_null()) {
-            create_object(client, doc).await;
-        }
+        out.extend(
+            docs.into_iter()
+                .filter(|d| !d.is_null())
+                .map(|d| (f.clone(), d)),
+        );
+    }
+    out
+}
+
+/// Creates every document of every `*.yaml` file under `dir` in `client`'s
+/// cluster.
+pub async fn load_yaml_dir(client: &kube::Client, dir: &Path) {
+    for (_, doc) in yaml_docs(dir) {
+        create_object(client, doc).await;
     }
 }
 
