@@ -24,6 +24,20 @@ pub(crate) fn kubesim_binary() -> PathBuf {
     bin
 }
 
+/// The lines a child prints on stdout, read on a thread.
+pub(crate) fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Kills the child on drop: the test started it, so the test ends it.
 pub(crate) struct Running(pub(crate) Child);
 
@@ -140,16 +154,8 @@ fn kubectl_against_the_kubesim_binary() {
         .stderr(Stdio::null())
         .spawn()
         .expect("kubesim starts");
-    let stdout = child.stdout.take().unwrap();
+    let rx = stdout_lines(&mut child);
     let _running = Running(child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
     let mut printed = Vec::new();
     while !printed.iter().any(|l: &String| l.starts_with("control:")) {
         printed.push(

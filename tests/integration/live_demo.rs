@@ -6,31 +6,16 @@
 //! StatefulSet scaled in one cluster changing the federated SRV answer within
 //! a second.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::kubectl::{Running, kubectl_minor, kubesim_binary, ok};
+use crate::kubectl::{Running, kubectl_minor, kubesim_binary, ok, stdout_lines};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-/// Lines a child prints on stdout, read on a thread.
-fn lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 fn dig(dns: SocketAddr, args: &[&str]) -> Vec<String> {
@@ -76,7 +61,7 @@ fn readme_live_walkthrough() {
         .stderr(Stdio::null())
         .spawn()
         .expect("kubesim starts");
-    let out = lines(&mut sim);
+    let out = stdout_lines(&mut sim);
     let _sim = Running(sim);
     for _ in 0..10 {
         let line = out
@@ -158,7 +143,7 @@ fn readme_live_walkthrough() {
         .stderr(Stdio::null())
         .spawn()
         .expect("server starts");
-    let out = lines(&mut server);
+    let out = stdout_lines(&mut server);
     let _server = Running(server);
     let listening = out
         .recv_timeout(Duration::from_secs(20))
