@@ -326,6 +326,7 @@ async fn start_in_process(kubeconfig: &Path, clusters_file: &Path) -> Server {
     let settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let config = Config {
+        mirror: None,
         zones: None,
         live: None,
         local_cluster: Some("local".into()),

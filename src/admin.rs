@@ -51,6 +51,7 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         .metrics
         .render(&snap, shared.ready.load(Ordering::Acquire));
     shared.board.render_metrics(&mut body);
+    shared.mirror.render(&mut body);
     (
         [(
             header::CONTENT_TYPE,

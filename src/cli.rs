@@ -11,8 +11,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, LiveOptions, ServeArgs, ZoneArgs};
+use crate::config::{Config, LiveOptions, MirrorOptions, ServeArgs, ZoneArgs};
 use crate::dns::zonefile;
+use crate::mirror::lease::LeaseConfig;
+use crate::mirror::run::MirrorConfig;
 use crate::model::{Model, Origin, Snapshot};
 use crate::runtime::{Server, Sockets, SourceSetup};
 use crate::source::api;
@@ -34,6 +36,8 @@ pub struct Cli {
 pub enum Command {
     /// Answer DNS for the clusterset zone: from a zones directory (--zones), or live from the clusters' APIs.
     Serve(Box<ServeArgs>),
+    /// Live mode without DNS: only write mirror Services and EndpointSlices into the local cluster.
+    Mirror(Box<ServeArgs>),
     /// Validate a zones directory and print what it would serve; exit 1 on errors.
     Check(ZoneArgs),
     /// Print the whole zone as RFC 1035 zone-file text (loadable by Knot DNS or NSD).
@@ -51,13 +55,17 @@ pub fn main() -> anyhow::Result<ExitCode> {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
-        Command::Serve(args) => serve(&args),
+        Command::Serve(args) => serve(&args, false),
+        Command::Mirror(mut args) => {
+            args.mirror = true;
+            serve(&args, true)
+        }
         Command::Check(args) => check(&args),
         Command::Dump(args) => dump(&args),
     }
 }
 
-fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
     let config = Config::resolve(args)?;
     if let Some(zones) = &config.zones {
         // A typo in --zones should stop us, not serve an empty zone.
@@ -67,28 +75,44 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             zones.display()
         );
     }
-    let sockets = Sockets::bind(config.dns_addr, config.admin_addr).with_context(|| {
-        format!(
-            "binding DNS on {} and admin on {}",
-            config.dns_addr, config.admin_addr
-        )
-    })?;
+    let sockets = if mirror_only {
+        Sockets::admin_only(config.admin_addr)
+            .with_context(|| format!("binding admin on {}", config.admin_addr))?
+    } else {
+        Sockets::bind(config.dns_addr, config.admin_addr).with_context(|| {
+            format!(
+                "binding DNS on {} and admin on {}",
+                config.dns_addr, config.admin_addr
+            )
+        })?
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let source = match &config.live {
-            None => SourceSetup::Files,
-            Some(live) => SourceSetup::Live(live_config(&config, live).await?),
+        let (source, mirror) = match &config.live {
+            None => (SourceSetup::Files, None),
+            Some(live) => {
+                let live = live_config(&config, live).await?;
+                let mirror = config
+                    .mirror
+                    .as_ref()
+                    .map(|m| mirror_config(&config, &live, m));
+                (SourceSetup::Live(live), mirror)
+            }
         };
         let mut server =
-            Server::start_with(&config, sockets, source).context("starting the server")?;
+            Server::start_full(&config, sockets, source, mirror).context("starting the server")?;
         // One machine-readable line so scripts learn the bound ports.
-        println!(
-            "listening dns={} admin={}",
-            server.dns_addr, server.admin_addr
-        );
+        if mirror_only {
+            println!("listening admin={}", server.admin_addr);
+        } else {
+            println!(
+                "listening dns={} admin={}",
+                server.dns_addr, server.admin_addr
+            );
+        }
         let _ = std::io::stdout().flush();
         let token = server.shutdown_token();
         tokio::spawn(async move {
@@ -127,6 +151,31 @@ async fn live_config(config: &Config, live: &LiveOptions) -> anyhow::Result<Live
         },
         sync_timeout: live.sync_timeout,
     })
+}
+
+/// The mirror controller's setup. Its Lease identity is the pod name (the
+/// Downward API's `POD_NAME`, else `HOSTNAME`) and the process id.
+fn mirror_config(config: &Config, live: &LiveConfig, m: &MirrorOptions) -> MirrorConfig {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "clusterset-dns".to_owned());
+    MirrorConfig {
+        client: live.local_client.clone(),
+        local: live.local.clone(),
+        cluster_domain: m.cluster_domain.clone(),
+        linkerd_flat_compat: m.linkerd_flat_compat,
+        link_namespace: match &live.links {
+            Links::Linkerd { namespace } => Some(namespace.clone()),
+            Links::File(_) => None,
+        },
+        lease: LeaseConfig::new(
+            &m.namespace,
+            "clusterset-dns-mirror",
+            &format!("{host}_{}", std::process::id()),
+        ),
+        resync: m.resync,
+        federated_grace: config.settings.federated_grace,
+    }
 }
 
 async fn shutdown_signal() {

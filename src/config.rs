@@ -123,6 +123,21 @@ pub struct ServeArgs {
     /// Readiness stops waiting for a cluster's first sync after this long [default: 60s].
     #[arg(long, env = "CLUSTERSET_DNS_SYNC_TIMEOUT", value_name = "DURATION")]
     pub sync_timeout: Option<String>,
+    /// Live mode: also run the mirror controller (writes mirror Services and EndpointSlices locally).
+    #[arg(long, env = "CLUSTERSET_DNS_MIRROR")]
+    pub mirror: bool,
+    /// Mirror: flat-mode mirrors get no endpoints, exactly as Linkerd writes them.
+    #[arg(long, env = "CLUSTERSET_DNS_LINKERD_FLAT_COMPAT")]
+    pub linkerd_flat_compat: bool,
+    /// Mirror: DNS domain of the linked clusters, for mirror.linkerd.io/remote-svc-fq-name [default: cluster.local].
+    #[arg(long, env = "CLUSTERSET_DNS_CLUSTER_DOMAIN", value_name = "DOMAIN")]
+    pub cluster_domain: Option<String>,
+    /// Mirror: namespace of the leader-election Lease [default: $POD_NAMESPACE, else clusterset-dns].
+    #[arg(long, env = "CLUSTERSET_DNS_MIRROR_NAMESPACE", value_name = "NS")]
+    pub mirror_namespace: Option<String>,
+    /// Mirror: full resync period, which also repairs manual edits [default: 60s].
+    #[arg(long, env = "CLUSTERSET_DNS_MIRROR_RESYNC", value_name = "DURATION")]
+    pub mirror_resync: Option<String>,
 }
 
 /// The config file: the same names as the flags.
@@ -163,6 +178,16 @@ pub struct FileConfig {
     pub federated_grace: Option<String>,
     /// `sync-timeout`.
     pub sync_timeout: Option<String>,
+    /// `mirror`.
+    pub mirror: Option<bool>,
+    /// `linkerd-flat-compat`.
+    pub linkerd_flat_compat: Option<bool>,
+    /// `cluster-domain`.
+    pub cluster_domain: Option<String>,
+    /// `mirror-namespace`.
+    pub mirror_namespace: Option<String>,
+    /// `mirror-resync`.
+    pub mirror_resync: Option<String>,
 }
 
 impl FileConfig {
@@ -209,9 +234,24 @@ pub struct LiveOptions {
     pub sync_timeout: Duration,
 }
 
+/// Mirror controller options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorOptions {
+    /// Flat-mode mirrors without endpoints.
+    pub linkerd_flat_compat: bool,
+    /// Remote clusters' DNS domain.
+    pub cluster_domain: String,
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// Full resync period.
+    pub resync: Duration,
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The mirror controller, when asked for (live mode only).
+    pub mirror: Option<MirrorOptions>,
     /// The zones directory (file mode).
     pub zones: Option<PathBuf>,
     /// Live mode, when no zones directory is given.
@@ -330,6 +370,11 @@ impl Config {
             max_stale,
             federated_grace,
             sync_timeout,
+            mirror,
+            linkerd_flat_compat,
+            cluster_domain,
+            mirror_namespace,
+            mirror_resync,
         } = file;
         let a = &args.zone;
         let zones = a.zones.clone().or(zones);
@@ -379,6 +424,44 @@ impl Config {
                 )?
                 .unwrap_or(DEFAULT_SYNC_TIMEOUT),
             })
+        };
+        let mirror = if args.mirror || mirror == Some(true) {
+            if live.is_none() {
+                return Err(ConfigError::Invalid {
+                    key: "mirror",
+                    reason: "needs live mode: the mirror writes into the local cluster, so give --local-cluster (and --kubeconfig outside a cluster) instead of --zones".into(),
+                });
+            }
+            let namespace = args
+                .mirror_namespace
+                .clone()
+                .or(mirror_namespace)
+                .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                .unwrap_or_else(|| "clusterset-dns".to_owned());
+            if !crate::model::names::is_dns_label(&namespace) {
+                return Err(ConfigError::Invalid {
+                    key: "mirror-namespace",
+                    reason: format!("{namespace:?} is not a namespace name"),
+                });
+            }
+            let cluster_domain = args
+                .cluster_domain
+                .clone()
+                .or(cluster_domain)
+                .unwrap_or_else(|| "cluster.local".to_owned());
+            zone("cluster-domain", &cluster_domain)?;
+            Some(MirrorOptions {
+                linkerd_flat_compat: args.linkerd_flat_compat || linkerd_flat_compat == Some(true),
+                cluster_domain,
+                namespace,
+                resync: duration(
+                    "mirror-resync",
+                    args.mirror_resync.as_deref().or(mirror_resync.as_deref()),
+                )?
+                .unwrap_or(Duration::from_secs(60)),
+            })
+        } else {
+            None
         };
         let max_stale = duration(
             "max-stale",
@@ -452,6 +535,7 @@ impl Config {
             settings.federated_grace = g;
         }
         Ok(Self {
+            mirror,
             zones,
             live,
             local_cluster,

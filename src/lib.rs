@@ -17,6 +17,7 @@ pub mod cli;
 pub mod config;
 pub mod dns;
 pub mod metrics;
+pub mod mirror;
 pub mod model;
 pub mod runtime;
 pub mod source;

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use tokio::sync::mpsc;
@@ -20,7 +20,9 @@ use crate::config::Config;
 use crate::dns::Handler;
 use crate::dns::server::{TcpLimits, bind_dns, serve_tcp, serve_udp};
 use crate::metrics::Metrics;
-use crate::model::{Model, Snapshot};
+use crate::mirror::run::MirrorConfig;
+use crate::mirror::stats::MirrorStats;
+use crate::model::{ClusterSet, Model, Snapshot};
 use crate::source::SourceMsg;
 use crate::source::live::{self, LiveConfig};
 use crate::source::status::StatusBoard;
@@ -35,6 +37,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Every cluster has synced once.
     pub ready: AtomicBool,
+    /// The mirror controller's counters (rendered only when it runs).
+    pub mirror: Arc<MirrorStats>,
     /// Per-cluster status of the live source (empty in file mode).
     pub board: Arc<StatusBoard>,
 }
@@ -42,10 +46,9 @@ pub struct Shared {
 /// Pre-bound sockets for the server.
 #[derive(Debug)]
 pub struct Sockets {
-    /// DNS over UDP.
-    pub udp: std::net::UdpSocket,
-    /// DNS over TCP (same port as UDP).
-    pub tcp: std::net::TcpListener,
+    /// DNS over UDP and TCP (same port); `None` for the mirror controller
+    /// alone.
+    pub dns: Option<(std::net::UdpSocket, std::net::TcpListener)>,
     /// Admin HTTP.
     pub admin: std::net::TcpListener,
 }
@@ -53,10 +56,17 @@ pub struct Sockets {
 impl Sockets {
     /// Binds DNS (UDP and TCP on one port) and admin addresses.
     pub fn bind(dns: SocketAddr, admin: SocketAddr) -> std::io::Result<Self> {
-        let (udp, tcp) = bind_dns(dns)?;
+        let dns = bind_dns(dns)?;
+        let mut s = Self::admin_only(admin)?;
+        s.dns = Some(dns);
+        Ok(s)
+    }
+
+    /// Binds the admin address only (`clusterset-dns mirror`).
+    pub fn admin_only(admin: SocketAddr) -> std::io::Result<Self> {
         let admin = std::net::TcpListener::bind(admin)?;
         admin.set_nonblocking(true)?;
-        Ok(Self { udp, tcp, admin })
+        Ok(Self { dns: None, admin })
     }
 }
 
@@ -98,11 +108,30 @@ impl Server {
         sockets: Sockets,
         source: SourceSetup,
     ) -> std::io::Result<Self> {
-        let dns_addr = sockets.udp.local_addr()?;
+        Self::start_full(config, sockets, source, None)
+    }
+
+    /// Starts serving `config` on `sockets`, fed by `source`, with the
+    /// mirror controller when `mirror` is given.
+    pub fn start_full(
+        config: &Config,
+        sockets: Sockets,
+        source: SourceSetup,
+        mirror: Option<MirrorConfig>,
+    ) -> std::io::Result<Self> {
         let admin_addr = sockets.admin.local_addr()?;
-        let udp = tokio::net::UdpSocket::from_std(sockets.udp)?;
-        let tcp = tokio::net::TcpListener::from_std(sockets.tcp)?;
         let admin = tokio::net::TcpListener::from_std(sockets.admin)?;
+        let dns = match sockets.dns {
+            Some((udp, tcp)) => Some((
+                tokio::net::UdpSocket::from_std(udp)?,
+                tokio::net::TcpListener::from_std(tcp)?,
+            )),
+            None => None,
+        };
+        let dns_addr = match &dns {
+            Some((udp, _)) => udp.local_addr()?,
+            None => SocketAddr::from(([0, 0, 0, 0], 0)),
+        };
 
         let metrics = Arc::new(Metrics::default());
         let model = Model::new(config.settings.clone());
@@ -111,12 +140,32 @@ impl Server {
             metrics: metrics.clone(),
             ready: AtomicBool::new(false),
             board: Arc::new(StatusBoard::default()),
+            mirror: Arc::new(MirrorStats::default()),
         });
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
 
         let (tx, rx) = mpsc::channel(64);
-        tasks.spawn(model_task(model, rx, shared.clone(), shutdown.clone()));
+        let feed = match mirror {
+            Some(m) => {
+                let (feed_tx, feed_rx) = tokio::sync::watch::channel(None);
+                tasks.spawn(crate::mirror::run::run(
+                    m,
+                    feed_rx,
+                    shared.mirror.clone(),
+                    shutdown.clone(),
+                ));
+                Some(feed_tx)
+            }
+            None => None,
+        };
+        tasks.spawn(model_task(
+            model,
+            rx,
+            shared.clone(),
+            feed,
+            shutdown.clone(),
+        ));
         let origin = match source {
             SourceSetup::Files => {
                 let zones = config.zones.clone().ok_or_else(|| {
@@ -138,14 +187,16 @@ impl Server {
             }
         };
 
-        let handler = Arc::new(Handler::new(shared.snapshot.clone(), metrics));
-        tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
-        tasks.spawn(serve_tcp(
-            tcp,
-            handler,
-            TcpLimits::default(),
-            shutdown.clone(),
-        ));
+        if let Some((udp, tcp)) = dns {
+            let handler = Arc::new(Handler::new(shared.snapshot.clone(), metrics));
+            tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
+            tasks.spawn(serve_tcp(
+                tcp,
+                handler,
+                TcpLimits::default(),
+                shutdown.clone(),
+            ));
+        }
         let (s, token) = (shared.clone(), shutdown.clone());
         tasks.spawn(async move {
             if let Err(e) = crate::admin::serve(admin, s, token).await {
@@ -193,6 +244,7 @@ async fn model_task(
     mut model: Model,
     mut rx: mpsc::Receiver<SourceMsg>,
     shared: Arc<Shared>,
+    mirror: Option<tokio::sync::watch::Sender<Option<(Arc<ClusterSet>, Instant)>>>,
     shutdown: CancellationToken,
 ) {
     let mut initial_done = false;
@@ -213,6 +265,10 @@ async fn model_task(
         };
         if changed {
             shared.snapshot.store(model.snapshot());
+            if let Some(feed) = &mirror {
+                // The mirror derives from the same state, a copy per change.
+                feed.send_replace(Some((Arc::new(model.clusters().clone()), Instant::now())));
+            }
         }
         let ready = initial_done
             && model

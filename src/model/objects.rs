@@ -137,6 +137,10 @@ pub struct Service {
     pub ports: Vec<Port>,
     /// `publishNotReadyAddresses`: not-ready endpoints are served too.
     pub publish_not_ready: bool,
+    /// `config.linkerd.io/opaque-ports`, copied onto mirror Services as
+    /// Linkerd does (linkerd-compat.md §2.2): meshed clients need it to skip
+    /// protocol detection on server-speaks-first ports.
+    pub opaque_ports: Option<Arc<str>>,
 }
 
 /// An address family of an EndpointSlice.

@@ -34,6 +34,7 @@ pub(crate) fn service(
         cluster_ips: ips.iter().map(|s| s.parse().expect("ip")).collect(),
         ports,
         publish_not_ready: false,
+        opaque_ports: None,
     }
 }
 

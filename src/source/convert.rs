@@ -30,6 +30,8 @@ pub const LABEL_CLUSTER_NAME: &str = "mirror.linkerd.io/cluster-name";
 pub const LABEL_HEADLESS_PARENT: &str = "mirror.linkerd.io/headless-mirror-svc-name";
 /// `mirror.linkerd.io/gateway-identity`.
 pub const ANNOTATION_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/gateway-identity";
+/// `config.linkerd.io/opaque-ports` (copied onto mirror Services).
+pub const ANNOTATION_OPAQUE_PORTS: &str = "config.linkerd.io/opaque-ports";
 /// `kubernetes.io/service-name` on EndpointSlices.
 pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
 /// Namespace of the Linkerd multicluster gateway.
@@ -294,6 +296,11 @@ pub fn convert_service(
             cluster_ips: ips,
             ports: service_ports(svc)?,
             publish_not_ready: spec.and_then(|s| s.publish_not_ready_addresses) == Some(true),
+            opaque_ports: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_OPAQUE_PORTS))
+                .map(|v| Arc::from(v.as_str())),
         }),
         warnings,
     )

@@ -25,6 +25,7 @@ async fn ready_is_503_until_loaded() {
         metrics: Arc::new(Metrics::default()),
         ready: AtomicBool::new(false),
         board: Arc::default(),
+        mirror: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

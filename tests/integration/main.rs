@@ -16,4 +16,5 @@ mod kubesim_faults;
 mod live;
 mod live_conformance;
 mod live_demo;
+mod mirror;
 mod reload;

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use clusterset_dns::config::Config;
 use clusterset_dns::dns::name::ZoneName;
+use clusterset_dns::mirror::lease::LeaseConfig;
+use clusterset_dns::mirror::run::MirrorConfig;
 use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
 use clusterset_dns::source::api;
@@ -122,6 +124,7 @@ pub async fn start(zones: &Path, opts: Options) -> TestServer {
     let settings = settings(&opts);
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let config = Config {
+        mirror: None,
         zones: Some(zones.to_owned()),
         live: None,
         local_cluster: opts.local.map(str::to_owned),
@@ -166,6 +169,34 @@ pub struct Live {
     pub federated_grace: Duration,
     /// Wait for readiness before returning.
     pub wait_ready: bool,
+    /// Run the mirror controller too.
+    pub mirror: Option<MirrorSetup>,
+}
+
+/// Mirror controller settings for a test: short lease timings so takeovers
+/// happen within seconds.
+#[derive(Debug, Clone)]
+pub struct MirrorSetup {
+    /// Lease holder identity.
+    pub identity: String,
+    /// `--linkerd-flat-compat`.
+    pub linkerd_flat_compat: bool,
+    /// Resync period.
+    pub resync: Duration,
+    /// Lease duration; renew deadline is 3/4 of it, retry 1/8.
+    pub lease_duration: Duration,
+}
+
+impl MirrorSetup {
+    /// Identity `id`, 60 s resync, 2 s lease.
+    pub fn new(id: &str) -> Self {
+        Self {
+            identity: id.to_owned(),
+            linkerd_flat_compat: false,
+            resync: Duration::from_secs(60),
+            lease_duration: Duration::from_secs(2),
+        }
+    }
 }
 
 impl Live {
@@ -179,6 +210,7 @@ impl Live {
             max_stale: None,
             federated_grace: Duration::from_secs(30),
             wait_ready: true,
+            mirror: None,
         }
     }
 }
@@ -192,6 +224,7 @@ pub async fn start_live(opts: Options, live: Live) -> TestServer {
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let local = opts.local.expect("live mode needs a local cluster");
     let config = Config {
+        mirror: None,
         zones: None,
         live: None,
         local_cluster: Some(local.to_owned()),
@@ -203,7 +236,26 @@ pub async fn start_live(opts: Options, live: Live) -> TestServer {
         .await
         .expect("local client");
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
-    let server = Server::start_with(
+    let mirror = live.mirror.map(|m| {
+        let mut lease = LeaseConfig::new("default", "clusterset-dns-mirror", &m.identity);
+        lease.lease_duration = m.lease_duration;
+        lease.renew_deadline = m.lease_duration * 3 / 4;
+        lease.retry_period = m.lease_duration / 8;
+        MirrorConfig {
+            client: local_client.clone(),
+            local: local.into(),
+            cluster_domain: "cluster.local".into(),
+            linkerd_flat_compat: m.linkerd_flat_compat,
+            link_namespace: match &live.links {
+                Links::Linkerd { namespace } => Some(namespace.clone()),
+                Links::File(_) => None,
+            },
+            lease,
+            resync: m.resync,
+            federated_grace: live.federated_grace,
+        }
+    });
+    let server = Server::start_full(
         &config,
         sockets,
         SourceSetup::Live(LiveConfig {
@@ -212,6 +264,7 @@ pub async fn start_live(opts: Options, live: Live) -> TestServer {
             links: live.links,
             sync_timeout: live.sync_timeout,
         }),
+        mirror,
     )
     .expect("start server");
     if live.wait_ready {

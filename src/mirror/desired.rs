@@ -1,0 +1,880 @@
+//! Desired mirror objects: the Services and EndpointSlices the local cluster
+//! should hold, as a pure function of the cluster state (DESIGN.md, "Mirror
+//! controller"; linkerd-compat.md §3 and §8).
+//!
+//! Owns the shape of every object we write: names (and their deterministic
+//! shortening), Linkerd's labels and annotations, sharding of endpoints into
+//! EndpointSlices, and which endpoints a mirror carries. The endpoint rules
+//! are the ones the DNS answers use ([`crate::model::entry`]), so that
+//! CoreDNS serving these objects in `cluster.local` gives the names and
+//! addresses we serve in the clusterset zone.
+//!
+//! It must not do I/O, read the clock, or look at what exists in the API:
+//! comparing with the actual objects and deciding writes (and whether a
+//! delete is safe, e.g. while a cluster has not synced yet) is
+//! [`super::reconcile`]'s job.
+//!
+//! Documented differences from Linkerd's service mirror, all forced by the
+//! slim model (DESIGN.md, "Slim objects at the edge"):
+//! - remote labels and annotations are not copied (we keep neither), except
+//!   `config.linkerd.io/opaque-ports`, which Linkerd copies even when it is
+//!   excluded because meshed clients need it;
+//! - no `mirror.linkerd.io/remote-resource-version`: we are level-based and
+//!   compare whole objects, not versions;
+//! - Service ports carry `name`, `protocol` and `port` but no `targetPort`
+//!   (the model does not keep it). On a selector-less Service it is
+//!   informational: kube-proxy and CoreDNS take the endpoint port from the
+//!   EndpointSlice, matched by port name, and the API server defaults
+//!   `targetPort` to `port`;
+//! - EndpointSlices instead of v1 Endpoints (linkerd-compat.md §8.1 item 5).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::{
+    CLUSTER_LABEL, Desired, FULL_NAME_ANNOTATION, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef,
+    SLICE_MANAGED_BY,
+};
+use crate::dns::name::{MAX_LABEL, MAX_NAME_TEXT};
+use crate::model::cluster::{Cluster, ClusterSet};
+use crate::model::entry::{BuildContext, federation_eligible};
+use crate::model::names::{FEDERATED, dashed_ip};
+use crate::model::objects::{Endpoint, ExportMode, Mirror, ObjectKey, Port, Service};
+use crate::source::convert::{
+    ANNOTATION_OPAQUE_PORTS, LABEL_CLUSTER_NAME, LABEL_HEADLESS_PARENT, LABEL_MIRRORED,
+    LABEL_SERVICE_NAME,
+};
+
+/// `multicluster.linkerd.io/remote-discovery`: a label naming the cluster on
+/// flat-mode mirrors, an annotation listing `svc@cluster` members on
+/// federated Services (linkerd-compat.md §2.2).
+pub const REMOTE_DISCOVERY: &str = "multicluster.linkerd.io/remote-discovery";
+/// `multicluster.linkerd.io/remote-service` label on flat-mode mirrors.
+pub const LABEL_REMOTE_SERVICE: &str = "multicluster.linkerd.io/remote-service";
+/// `multicluster.linkerd.io/local-discovery` annotation on federated
+/// Services whose local cluster is a member.
+pub const ANNOTATION_LOCAL_DISCOVERY: &str = "multicluster.linkerd.io/local-discovery";
+/// `mirror.linkerd.io/remote-svc-fq-name`: what the gateway dials.
+pub const ANNOTATION_REMOTE_FQ_NAME: &str = "mirror.linkerd.io/remote-svc-fq-name";
+/// `mirror.linkerd.io/remote-gateway-identity`: the gateway's mTLS identity.
+pub const ANNOTATION_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/remote-gateway-identity";
+/// `endpointslice.kubernetes.io/managed-by`.
+pub const LABEL_SLICE_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
+/// Most endpoints in one EndpointSlice (the Kubernetes controller's default).
+pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
+/// Longest Service name: a DNS label, since it becomes one in `cluster.local`.
+pub const MAX_SERVICE_NAME: usize = MAX_LABEL;
+/// Longest object name that is a DNS subdomain (EndpointSlices).
+pub const MAX_SUBDOMAIN_NAME: usize = MAX_NAME_TEXT;
+
+/// Inputs of [`desired`] that are not cluster state.
+#[derive(Debug, Clone)]
+pub struct MirrorSettings {
+    /// The local cluster's name (its own services are never mirrored as
+    /// `<svc>-<local>`).
+    pub local: Arc<str>,
+    /// Cluster domain of the remote clusters, for
+    /// `mirror.linkerd.io/remote-svc-fq-name` (default `cluster.local`).
+    pub cluster_domain: String,
+    /// `--linkerd-flat-compat`: flat-mode mirrors get no endpoints (exactly
+    /// Linkerd's shape).
+    pub linkerd_flat_compat: bool,
+    /// Clusters whose `<svc>-<cluster>` objects Linkerd's own service mirror
+    /// manages: they are skipped (their federated membership still counts).
+    pub linkerd_managed: BTreeSet<Arc<str>>,
+    /// The time federated eligibility is judged against (a broken watch
+    /// leaves federated names after [`Self::federated_grace`]).
+    pub now: Instant,
+    /// How long a broken watch keeps a member in `<svc>-federated`; the same
+    /// value the index uses, so DNS and mirrors agree.
+    pub federated_grace: Duration,
+}
+
+impl MirrorSettings {
+    /// Settings with the documented defaults: `cluster.local`, Linkerd flat
+    /// compatibility off, no Linkerd-managed cluster, a 30 s grace.
+    pub fn new(local: impl Into<Arc<str>>, now: Instant) -> Self {
+        Self {
+            local: local.into(),
+            cluster_domain: "cluster.local".to_owned(),
+            linkerd_flat_compat: false,
+            linkerd_managed: BTreeSet::new(),
+            now,
+            federated_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Something about the desired objects worth reporting (an Event and a
+/// metric): a shortened name, a lost name collision, a hostname left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The object it is about (as written, i.e. with its shortened name).
+    pub object: ObjectRef,
+    /// What happened.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.object, self.message)
+    }
+}
+
+/// Every object the local cluster should hold, sorted by key, and the
+/// problems met computing them.
+///
+/// - `<svc>-<cluster>` for every exported service of every remote cluster
+///   not managed by Linkerd (gateway, flat, headless shapes as in
+///   linkerd-compat.md §3.1–3.3), plus `<hostname>-<cluster>` endpoint
+///   mirrors for gateway-mode StatefulSets;
+/// - `<svc>-federated` for every service with a federated member anywhere,
+///   the local cluster included (§3.4, with EndpointSlices).
+///
+/// When two objects want one name, the one DNS gives the name to keeps it
+/// (DESIGN.md decision 7: federated first, then the older Service, then
+/// the cluster name); endpoint mirrors come after every service.
+pub fn desired(set: &ClusterSet, settings: &MirrorSettings) -> (Vec<Desired>, Vec<Problem>) {
+    let mut units = Vec::new();
+    let mut problems = Vec::new();
+    federated_units(set, settings, &mut units, &mut problems);
+    for c in set.iter() {
+        if is_local(c, settings) || settings.linkerd_managed.contains(&c.name) {
+            continue;
+        }
+        let mut keys: Vec<&ObjectKey> = c.services.keys().collect();
+        keys.sort();
+        for key in keys {
+            if let Some(svc) = c.services.get(key) {
+                cluster_units(set, c, svc, settings, &mut units, &mut problems);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    finish(units, &mut out, &mut problems);
+    (out.into_values().collect(), problems)
+}
+
+/// Which unit keeps a contested name. Lower wins.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Rank {
+    /// 0 federated, 1 a service's own mirror, 2 an endpoint mirror: the
+    /// same order as the index's claims, endpoint mirrors (not a DNS name of
+    /// ours) last.
+    tier: u8,
+    /// Service creation time: older wins.
+    created: i64,
+    /// Ties broken by cluster, then service, then hostname.
+    cluster: Arc<str>,
+    service: ObjectKey,
+    host: Arc<str>,
+}
+
+/// One endpoint of a slice we write: one address (Kubernetes consumers
+/// assume one per endpoint).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Ep {
+    addr: IpAddr,
+    hostname: Option<Arc<str>>,
+    ready: bool,
+}
+
+/// Endpoints grouped the way EndpointSlices must hold them: by address
+/// family, then by port set (every endpoint of a slice shares its ports).
+#[derive(Debug, Default)]
+struct Endpoints {
+    groups: BTreeMap<(bool, Vec<Port>), Vec<Ep>>,
+}
+
+impl Endpoints {
+    fn add(&mut self, ports: &[Port], ep: Ep) {
+        let mut ports = ports.to_vec();
+        // One port set in whatever order the sources listed it.
+        ports.sort();
+        ports.dedup();
+        self.groups
+            .entry((ep.addr.is_ipv6(), ports))
+            .or_default()
+            .push(ep);
+    }
+}
+
+/// A Service and its EndpointSlices, before its name is settled.
+#[derive(Debug)]
+struct Unit {
+    rank: Rank,
+    namespace: Arc<str>,
+    /// The name it should have; shortened if too long.
+    full_name: String,
+    cluster: Option<Arc<str>>,
+    /// For an endpoint mirror, the root's full name: if the root loses its
+    /// name, its children go too.
+    parent: Option<String>,
+    labels: Map<String, Value>,
+    annotations: Map<String, Value>,
+    ports: Vec<Port>,
+    headless: bool,
+    /// Labels of the slices besides the ones every slice gets.
+    slice_labels: Map<String, Value>,
+    slice_annotations: Map<String, Value>,
+    endpoints: Endpoints,
+}
+
+fn is_local(c: &Cluster, settings: &MirrorSettings) -> bool {
+    c.local || c.name == settings.local
+}
+
+/// The same readiness rule as the DNS answers (`entry.rs`): a not-ready
+/// endpoint counts when the Service publishes not-ready addresses.
+fn ready(svc: &Service, ep: &Endpoint) -> bool {
+    ep.ready || svc.publish_not_ready
+}
+
+/// The hostname CoreDNS and our DNS give an endpoint.
+fn pod_hostname(ep: &Endpoint) -> Arc<str> {
+    ep.hostname
+        .clone()
+        .unwrap_or_else(|| dashed_ip(ep.addr).into())
+}
+
+fn has_ready(c: &Cluster, svc: &Service) -> bool {
+    c.slices_of(&svc.key)
+        .any(|s| s.endpoints.iter().any(|ep| ready(svc, ep)))
+}
+
+fn text(s: &str) -> Value {
+    Value::String(s.to_owned())
+}
+
+fn fq_name(svc: &ObjectKey, settings: &MirrorSettings) -> String {
+    format!(
+        "{}.{}.svc.{}",
+        svc.name, svc.namespace, settings.cluster_domain
+    )
+}
+
+/// Labels of every object of one linked cluster: ours, and Linkerd's owner
+/// labels (its destination controller and `check` key on them; DESIGN.md
+/// decision 1 finds the mirror by them).
+fn cluster_labels(cluster: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(CLUSTER_LABEL.to_owned(), text(cluster));
+    m.insert(LABEL_MIRRORED.to_owned(), text("true"));
+    m.insert(LABEL_CLUSTER_NAME.to_owned(), text(cluster));
+    m
+}
+
+/// The Service-level annotations of `<svc>-<cluster>`.
+fn mirror_annotations(svc: &Service, settings: &MirrorSettings) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(
+        ANNOTATION_REMOTE_FQ_NAME.to_owned(),
+        text(&fq_name(&svc.key, settings)),
+    );
+    if let Some(opaque) = &svc.opaque_ports {
+        m.insert(ANNOTATION_OPAQUE_PORTS.to_owned(), text(opaque));
+    }
+    m
+}
+
+/// Annotations of a gateway-mode slice: what the gateway dials and its
+/// identity, read by Linkerd's destination from the slices.
+fn gateway_slice_annotations(c: &Cluster, fq: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(ANNOTATION_REMOTE_FQ_NAME.to_owned(), text(fq));
+    if let Some(id) = c.gateway.as_ref().and_then(|g| g.identity.as_deref()) {
+        m.insert(ANNOTATION_GATEWAY_IDENTITY.to_owned(), text(id));
+    }
+    m
+}
+
+/// The cluster's gateway endpoints for a Service with `ports`: every
+/// gateway address, every Service port mapped to the gateway port (names
+/// kept), not ready while the gateway probe fails (DESIGN.md decision 5).
+/// Nothing when the cluster has no usable gateway.
+fn add_gateway_endpoints(c: &Cluster, ports: &[Port], eps: &mut Endpoints) {
+    let Some(gw) = &c.gateway else { return };
+    let Some(gw_port) = gw.port else { return };
+    let ports: Vec<Port> = ports
+        .iter()
+        .map(|p| Port {
+            port: gw_port,
+            ..p.clone()
+        })
+        .collect();
+    let ready = c.health.gateway_alive != Some(false);
+    for addr in &gw.addresses {
+        eps.add(
+            &ports,
+            Ep {
+                addr: *addr,
+                hostname: None,
+                ready,
+            },
+        );
+    }
+}
+
+fn cluster_rank(c: &Cluster, svc: &Service, tier: u8, host: &str) -> Rank {
+    Rank {
+        tier,
+        created: svc.created,
+        cluster: c.name.clone(),
+        service: svc.key.clone(),
+        host: host.into(),
+    }
+}
+
+/// The units of one exported service of a remote cluster.
+fn cluster_units(
+    set: &ClusterSet,
+    c: &Cluster,
+    svc: &Service,
+    settings: &MirrorSettings,
+    units: &mut Vec<Unit>,
+    problems: &mut Vec<Problem>,
+) {
+    let Some(mode) = svc.export else { return };
+    let full_name = format!("{}-{}", svc.key.name, c.name);
+    let mut unit = Unit {
+        rank: cluster_rank(c, svc, 1, ""),
+        namespace: svc.key.namespace.clone(),
+        full_name,
+        cluster: Some(c.name.clone()),
+        parent: None,
+        labels: cluster_labels(&c.name),
+        annotations: mirror_annotations(svc, settings),
+        ports: svc.ports.clone(),
+        headless: svc.headless,
+        slice_labels: cluster_labels(&c.name),
+        slice_annotations: Map::new(),
+        endpoints: Endpoints::default(),
+    };
+    match mode {
+        ExportMode::Flat => {
+            unit.labels
+                .insert(REMOTE_DISCOVERY.to_owned(), text(&c.name));
+            unit.labels
+                .insert(LABEL_REMOTE_SERVICE.to_owned(), text(&svc.key.name));
+            // Linkerd's destination resolves flat mirrors itself (remote
+            // discovery); the pod IPs are for everyone else (kube-proxy,
+            // Ingress, CoreDNS), unless asked for Linkerd's exact shape.
+            if !settings.linkerd_flat_compat {
+                for slice in c.slices_of(&svc.key) {
+                    for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
+                        // Headless: the pod's own hostname, else none, so
+                        // CoreDNS falls back to the dashed IP exactly as our
+                        // DNS does (DESIGN.md decision 3).
+                        let hostname = ep.hostname.clone().filter(|_| svc.headless);
+                        unit.endpoints.add(
+                            &slice.ports,
+                            Ep {
+                                addr: ep.addr,
+                                hostname,
+                                ready: true,
+                            },
+                        );
+                    }
+                }
+            }
+            units.push(unit);
+        }
+        ExportMode::Gateway => {
+            let named = c
+                .slices_of(&svc.key)
+                .flat_map(|s| s.endpoints.iter())
+                .any(|ep| ep.hostname.is_some());
+            let any = c.slices_of(&svc.key).any(|s| !s.endpoints.is_empty());
+            // Linkerd's shouldExportAsHeadlessService: a headless service
+            // with pod hostnames (a StatefulSet) keeps per-pod names through
+            // endpoint mirrors; one without (a headless Deployment) gets a
+            // ClusterIP mirror. With no endpoints at all we keep it
+            // headless, so a StatefulSet scaled to zero does not flip the
+            // (immutable) clusterIP.
+            if svc.headless && (named || !any) {
+                gateway_headless_units(set, c, svc, settings, unit, units, problems);
+                return;
+            }
+            unit.headless = false;
+            unit.slice_annotations = gateway_slice_annotations(c, &fq_name(&svc.key, settings));
+            // Linkerd's isEmptyService: no ready remote endpoint, no
+            // endpoints here either, so failover can tell.
+            if has_ready(c, svc) {
+                add_gateway_endpoints(c, &svc.ports, &mut unit.endpoints);
+            }
+            units.push(unit);
+        }
+    }
+}
+
+/// A gateway-mode StatefulSet: Linkerd's root headless mirror plus one
+/// ClusterIP endpoint mirror `<hostname>-<cluster>` per pod hostname
+/// (linkerd-compat.md §3.3).
+///
+/// The root's endpoints are the endpoint mirrors' ClusterIPs, which exist
+/// only once the API has allocated them: they are read back from the local
+/// mirrors in the model (the same ones the DNS answers use), and a pod
+/// whose endpoint mirror has no ClusterIP yet is left out of the root's
+/// slices until it has one. The next computation after the mirror Service
+/// is seen adds it.
+fn gateway_headless_units(
+    set: &ClusterSet,
+    c: &Cluster,
+    svc: &Service,
+    settings: &MirrorSettings,
+    mut root: Unit,
+    units: &mut Vec<Unit>,
+    problems: &mut Vec<Problem>,
+) {
+    let root_name = fit_name(&root.full_name, MAX_SERVICE_NAME);
+    let fq = fq_name(&svc.key, settings);
+    root.slice_annotations = gateway_slice_annotations(c, &fq);
+
+    // Every pod hostname, ready or not, gets an endpoint mirror: a pod that
+    // restarts keeps its mirror and so its ClusterIP.
+    let mut hosts: BTreeMap<Arc<str>, bool> = BTreeMap::new();
+    for ep in c.slices_of(&svc.key).flat_map(|s| s.endpoints.iter()) {
+        if let Some(host) = &ep.hostname {
+            *hosts.entry(host.clone()).or_default() |= ready(svc, ep);
+        }
+    }
+    for (host, host_ready) in &hosts {
+        let full_name = format!("{host}-{}", c.name);
+        let name = fit_name(&full_name, MAX_SERVICE_NAME);
+        if !name.starts_with(|ch: char| ch.is_ascii_lowercase()) {
+            // Service names are RFC 1035 labels: a hostname starting with a
+            // digit cannot make one.
+            problems.push(Problem {
+                object: service_ref(&svc.key.namespace, &name),
+                message: format!(
+                    "no endpoint mirror for pod {host} of {}/{} in {}: {name:?} does not start with a letter, as a Service name must",
+                    svc.key.namespace, svc.key.name, c.name
+                ),
+            });
+            continue;
+        }
+        let host_fq = format!("{host}.{fq}");
+        let mut labels = cluster_labels(&c.name);
+        labels.insert(LABEL_HEADLESS_PARENT.to_owned(), text(&root_name));
+        let slice_labels = labels.clone();
+        // Only these two on endpoint mirrors, as Linkerd writes them.
+        let mut annotations = Map::new();
+        annotations.insert(ANNOTATION_REMOTE_FQ_NAME.to_owned(), text(&host_fq));
+        let mut endpoints = Endpoints::default();
+        // The per-pod form of isEmptyService: no ready pod, no endpoints.
+        if *host_ready {
+            add_gateway_endpoints(c, &svc.ports, &mut endpoints);
+        }
+        units.push(Unit {
+            rank: cluster_rank(c, svc, 2, host),
+            namespace: svc.key.namespace.clone(),
+            full_name,
+            cluster: Some(c.name.clone()),
+            parent: Some(root.full_name.clone()),
+            labels,
+            annotations,
+            ports: svc.ports.clone(),
+            headless: false,
+            slice_labels,
+            slice_annotations: gateway_slice_annotations(c, &host_fq),
+            endpoints,
+        });
+
+        if !host_ready {
+            continue;
+        }
+        let Some(mirror) = local_endpoint_mirror(set, &svc.key.namespace, &name, &root_name, c)
+        else {
+            continue;
+        };
+        // Always ready: per-cluster names are never health-filtered
+        // (DESIGN.md decision 5); the endpoint mirror's own slice carries
+        // the gateway's liveness. Ports are the endpoint mirror's Service
+        // ports, since that is what its ClusterIP listens on (decision 10;
+        // Linkerd copies the remote target ports here instead).
+        for ip in &mirror.cluster_ips {
+            root.endpoints.add(
+                &mirror.ports,
+                Ep {
+                    addr: *ip,
+                    hostname: Some(host.clone()),
+                    ready: true,
+                },
+            );
+        }
+    }
+    units.push(root);
+}
+
+/// The local endpoint mirror `name` of root `parent` for cluster `c`, once
+/// the API has given it a ClusterIP. Looked up by the names we write (which
+/// are `ClusterSet::endpoint_mirror`'s unless shortened).
+fn local_endpoint_mirror<'s>(
+    set: &'s ClusterSet,
+    namespace: &str,
+    name: &str,
+    parent: &str,
+    c: &Cluster,
+) -> Option<&'s Mirror> {
+    let key = ObjectKey::new(namespace, name);
+    set.iter()
+        .filter(|l| l.local)
+        .find_map(|l| l.mirrors.get(&key))
+        .filter(|m| {
+            m.cluster == c.name
+                && m.headless_parent.as_deref() == Some(parent)
+                && !m.cluster_ips.is_empty()
+        })
+}
+
+/// `<svc>-federated` for every service with a federated member.
+fn federated_units(
+    set: &ClusterSet,
+    settings: &MirrorSettings,
+    units: &mut Vec<Unit>,
+    problems: &mut Vec<Problem>,
+) {
+    let keys: BTreeSet<&ObjectKey> = set
+        .iter()
+        .flat_map(|c| c.services.values())
+        .filter(|s| s.federated)
+        .map(|s| &s.key)
+        .collect();
+    // `federation_eligible` reads only the grace and the time.
+    let cx = BuildContext {
+        zone: "",
+        federated_grace: settings.federated_grace,
+        now: settings.now,
+    };
+    for key in keys {
+        // In cluster-name order (the set is a BTreeMap).
+        let members: Vec<(&Cluster, &Service)> = set
+            .iter()
+            .filter_map(|c| Some((c, c.services.get(key).filter(|s| s.federated)?)))
+            .collect();
+        // Source of truth for ports and opaque-ports: the local member, else
+        // the oldest Service. Linkerd uses the oldest Link, which the model
+        // does not hold; the Service's age is the closest stable stand-in.
+        let Some((_, truth)) = members
+            .iter()
+            .min_by_key(|(c, s)| (!is_local(c, settings), s.created, c.name.clone()))
+        else {
+            continue;
+        };
+        // The shape follows every member, not only the healthy ones, so a
+        // probe flap does not flip the (immutable) clusterIP.
+        let headless = members.iter().all(|(_, s)| s.headless);
+        let full_name = format!("{}-{FEDERATED}", key.name);
+        let name = fit_name(&full_name, MAX_SERVICE_NAME);
+
+        let mut labels = Map::new();
+        labels.insert(LABEL_MIRRORED.to_owned(), text("true"));
+        let mut annotations = Map::new();
+        let remote: Vec<String> = members
+            .iter()
+            .filter(|(c, _)| !is_local(c, settings))
+            .map(|(c, _)| format!("{}@{}", key.name, c.name))
+            .collect();
+        if !remote.is_empty() {
+            annotations.insert(REMOTE_DISCOVERY.to_owned(), text(&remote.join(",")));
+        }
+        if members.iter().any(|(c, _)| is_local(c, settings)) {
+            annotations.insert(ANNOTATION_LOCAL_DISCOVERY.to_owned(), text(&key.name));
+        }
+        if let Some(opaque) = &truth.opaque_ports {
+            annotations.insert(ANNOTATION_OPAQUE_PORTS.to_owned(), text(opaque));
+        }
+
+        // The members the DNS answer uses: the eligible ones, or all of them
+        // when none is (fail open), exactly as `build_federated_entry`.
+        let eligible: Vec<&(&Cluster, &Service)> = members
+            .iter()
+            .filter(|(c, _)| federation_eligible(&c.health, &cx))
+            .collect();
+        let used: Vec<&(&Cluster, &Service)> = if eligible.is_empty() {
+            members.iter().collect()
+        } else {
+            eligible
+        };
+        let mut endpoints = Endpoints::default();
+        for (c, svc) in used {
+            for slice in c.slices_of(key) {
+                for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
+                    // A headless member's pods are named `<hostname>-<cluster>`,
+                    // the alias our DNS serves next to the canonical
+                    // `<hostname>.<cluster>` (DESIGN.md decision 4).
+                    let hostname = if svc.headless {
+                        let alias = format!("{}-{}", pod_hostname(ep), c.name);
+                        if alias.len() > MAX_LABEL {
+                            problems.push(Problem {
+                                object: service_ref(&key.namespace, &name),
+                                message: format!(
+                                    "pod {} of {} has no hostname in the federated slices: {alias:?} is longer than {MAX_LABEL} characters",
+                                    ep.addr, c.name
+                                ),
+                            });
+                            None
+                        } else {
+                            Some(Arc::from(alias))
+                        }
+                    } else {
+                        None
+                    };
+                    endpoints.add(
+                        &slice.ports,
+                        Ep {
+                            addr: ep.addr,
+                            hostname,
+                            ready: true,
+                        },
+                    );
+                }
+            }
+        }
+
+        let mut slice_labels = Map::new();
+        slice_labels.insert(LABEL_MIRRORED.to_owned(), text("true"));
+        units.push(Unit {
+            rank: Rank {
+                tier: 0,
+                created: i64::MIN,
+                cluster: Arc::from(""),
+                service: key.clone(),
+                host: Arc::from(""),
+            },
+            namespace: key.namespace.clone(),
+            full_name,
+            cluster: None,
+            parent: None,
+            labels,
+            annotations,
+            ports: truth.ports.clone(),
+            headless,
+            slice_labels,
+            slice_annotations: Map::new(),
+            endpoints,
+        });
+    }
+}
+
+fn service_ref(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef {
+        kind: Kind::Service,
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+/// Settles names (shortening, collisions) and renders the objects.
+fn finish(
+    mut units: Vec<Unit>,
+    out: &mut BTreeMap<ObjectRef, Desired>,
+    problems: &mut Vec<Problem>,
+) {
+    units.sort_by(|a, b| a.rank.cmp(&b.rank));
+    // Who holds each Service name, and which roots lost theirs.
+    let mut holders: BTreeMap<ObjectRef, String> = BTreeMap::new();
+    let mut lost: BTreeSet<(Arc<str>, String)> = BTreeSet::new();
+    for unit in units {
+        let name = fit_name(&unit.full_name, MAX_SERVICE_NAME);
+        let key = service_ref(&unit.namespace, &name);
+        if let Some(parent) = &unit.parent
+            && lost.contains(&(unit.namespace.clone(), parent.clone()))
+        {
+            continue;
+        }
+        if let Some(holder) = holders.get(&key) {
+            problems.push(Problem {
+                object: key.clone(),
+                message: format!(
+                    "name collision: {} wants this name, which {holder} keeps (federated names first, then the older service)",
+                    describe(&unit)
+                ),
+            });
+            lost.insert((unit.namespace.clone(), unit.full_name.clone()));
+            continue;
+        }
+        let shortened = name != unit.full_name;
+        if shortened {
+            problems.push(Problem {
+                object: key.clone(),
+                message: format!(
+                    "name {:?} is longer than {MAX_SERVICE_NAME} characters; shortened (full name in annotation {FULL_NAME_ANNOTATION})",
+                    unit.full_name
+                ),
+            });
+        }
+        holders.insert(key.clone(), describe(&unit));
+        render(unit, key, shortened, out);
+    }
+}
+
+fn describe(unit: &Unit) -> String {
+    match &unit.cluster {
+        Some(c) => format!(
+            "{} of service {} in cluster {c}",
+            unit.full_name, unit.rank.service
+        ),
+        None => format!("{} (federated {})", unit.full_name, unit.rank.service),
+    }
+}
+
+fn port_json(p: &Port) -> Value {
+    let mut m = Map::new();
+    if let Some(name) = &p.name {
+        m.insert("name".to_owned(), text(name));
+    }
+    m.insert("protocol".to_owned(), text(p.protocol.k8s()));
+    m.insert("port".to_owned(), json!(p.port));
+    Value::Object(m)
+}
+
+fn metadata(
+    name: &str,
+    namespace: &str,
+    labels: Map<String, Value>,
+    annotations: Map<String, Value>,
+) -> Value {
+    let mut m = Map::new();
+    m.insert("name".to_owned(), text(name));
+    m.insert("namespace".to_owned(), text(namespace));
+    m.insert("labels".to_owned(), Value::Object(labels));
+    if !annotations.is_empty() {
+        m.insert("annotations".to_owned(), Value::Object(annotations));
+    }
+    Value::Object(m)
+}
+
+/// Renders a unit whose name is settled: the Service, then its slices.
+fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<ObjectRef, Desired>) {
+    let Unit {
+        namespace,
+        full_name,
+        cluster,
+        mut labels,
+        mut annotations,
+        ports,
+        headless,
+        mut slice_labels,
+        slice_annotations,
+        endpoints,
+        ..
+    } = unit;
+    let name = key.name.clone();
+
+    labels.insert(MANAGED_BY_LABEL.to_owned(), text(MANAGED_BY));
+    if shortened {
+        annotations.insert(FULL_NAME_ANNOTATION.to_owned(), text(&full_name));
+    }
+    let mut spec = Map::new();
+    // No selector, type or clusterIP: a selector-less ClusterIP Service
+    // whose IP the API allocates, as Linkerd writes it.
+    spec.insert(
+        "ports".to_owned(),
+        Value::Array(ports.iter().map(port_json).collect()),
+    );
+    if headless {
+        spec.insert("clusterIP".to_owned(), text("None"));
+    }
+    out.insert(
+        key,
+        Desired {
+            key: service_ref(&namespace, &name),
+            object: json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": metadata(&name, &namespace, labels, annotations),
+                "spec": Value::Object(spec),
+            }),
+            cluster: cluster.clone(),
+        },
+    );
+
+    slice_labels.insert(MANAGED_BY_LABEL.to_owned(), text(MANAGED_BY));
+    slice_labels.insert(LABEL_SERVICE_NAME.to_owned(), text(&name));
+    slice_labels.insert(LABEL_SLICE_MANAGED_BY.to_owned(), text(SLICE_MANAGED_BY));
+    // Numbered per family across port sets: `<service>-v4-0`, `-v4-1`, …
+    // The fixed suffix keeps slice names of different Services apart, and
+    // a Service name of at most 63 keeps them far below 253.
+    let mut next = [0usize; 2];
+    for ((v6, ports), mut eps) in endpoints.groups {
+        // Sorted, so the same endpoints always make the same slices.
+        eps.sort();
+        eps.dedup_by(|a, b| a.addr == b.addr);
+        let (family, address_type) = if v6 { ("v6", "IPv6") } else { ("v4", "IPv4") };
+        for chunk in eps.chunks(MAX_ENDPOINTS_PER_SLICE) {
+            let n = &mut next[usize::from(v6)];
+            let slice_name = fit_name(&format!("{name}-{family}-{n}"), MAX_SUBDOMAIN_NAME);
+            *n += 1;
+            let endpoints: Vec<Value> = chunk.iter().map(endpoint_json).collect();
+            let key = ObjectRef {
+                kind: Kind::EndpointSlice,
+                namespace: namespace.clone(),
+                name: slice_name.as_str().into(),
+            };
+            out.insert(
+                key.clone(),
+                Desired {
+                    key,
+                    object: json!({
+                        "apiVersion": "discovery.k8s.io/v1",
+                        "kind": "EndpointSlice",
+                        "metadata": metadata(
+                            &slice_name,
+                            &namespace,
+                            slice_labels.clone(),
+                            slice_annotations.clone(),
+                        ),
+                        "addressType": address_type,
+                        "endpoints": endpoints,
+                        "ports": ports.iter().map(port_json).collect::<Vec<_>>(),
+                    }),
+                    cluster: cluster.clone(),
+                },
+            );
+        }
+    }
+}
+
+fn endpoint_json(ep: &Ep) -> Value {
+    let mut m = Map::new();
+    m.insert("addresses".to_owned(), json!([ep.addr.to_string()]));
+    m.insert("conditions".to_owned(), json!({ "ready": ep.ready }));
+    if let Some(h) = &ep.hostname {
+        m.insert("hostname".to_owned(), text(h));
+    }
+    Value::Object(m)
+}
+
+/// `full` if it fits in `max` characters, else a readable prefix, `-` and
+/// 8 hex digits of its FNV-1a hash: deterministic across runs and releases,
+/// and distinct for distinct long names short of a hash collision.
+pub fn fit_name(full: &str, max: usize) -> String {
+    if full.len() <= max {
+        return full.to_owned();
+    }
+    let hash = format!("{:08x}", fnv1a32(full.as_bytes()));
+    let mut end = max.saturating_sub(hash.len() + 1);
+    while !full.is_char_boundary(end) {
+        end -= 1;
+    }
+    // No `--` or `.-` before the hash: names stay labels/subdomains.
+    let prefix = full[..end].trim_end_matches(['-', '.']);
+    format!("{prefix}-{hash}")
+}
+
+/// 32-bit FNV-1a. `DefaultHasher` is not stable across Rust releases, and a
+/// name that changed with the compiler would delete and recreate objects.
+fn fnv1a32(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+#[cfg(test)]
+mod tests;

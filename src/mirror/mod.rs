@@ -1,0 +1,80 @@
+//! The mirror controller: the Services and EndpointSlices that make the
+//! clusterset's names visible in the local cluster's own DNS and to
+//! kube-proxy, derived from the same model the DNS answers come from.
+//!
+//! - [`desired`]: the desired objects, a pure function of the cluster state;
+//! - `reconcile`: desired vs actual, and the writes that close the gap.
+//!
+//! Objects are told apart from everyone else's by [`MANAGED_BY_LABEL`] =
+//! [`MANAGED_BY`]; nothing without it is ever modified or deleted.
+
+pub mod desired;
+pub mod lease;
+pub mod reconcile;
+pub mod run;
+pub mod stats;
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Ownership label on every object we write.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Its value.
+pub const MANAGED_BY: &str = "clusterset-dns";
+/// `endpointslice.kubernetes.io/managed-by` on our EndpointSlices.
+pub const SLICE_MANAGED_BY: &str = "clusterset-dns.io/mirror";
+/// The server-side apply field manager.
+pub const FIELD_MANAGER: &str = "clusterset-dns";
+/// Annotation holding the full name of an object whose name was shortened.
+pub const FULL_NAME_ANNOTATION: &str = "clusterset-dns.io/full-name";
+/// Label naming the linked cluster an object mirrors (absent on federated
+/// objects, which belong to every member).
+pub const CLUSTER_LABEL: &str = "clusterset-dns.io/cluster";
+
+/// Kind of a mirror object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `v1 Service`.
+    Service,
+    /// `discovery.k8s.io/v1 EndpointSlice`.
+    EndpointSlice,
+}
+
+impl Kind {
+    /// The `kind` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Service => "Service",
+            Self::EndpointSlice => "EndpointSlice",
+        }
+    }
+}
+
+/// Which object: kind, namespace, name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectRef {
+    /// Kind.
+    pub kind: Kind,
+    /// Namespace.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: Arc<str>,
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// One object we want to exist.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Desired {
+    /// Which object.
+    pub key: ObjectRef,
+    /// The whole server-side apply body: `apiVersion`, `kind`, `metadata`
+    /// (name, namespace, labels, annotations) and the fields we own.
+    pub object: serde_json::Value,
+    /// The linked cluster it mirrors (`None` for `<svc>-federated` objects).
+    pub cluster: Option<Arc<str>>,
+}

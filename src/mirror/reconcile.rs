@@ -1,0 +1,144 @@
+//! Desired vs actual: the writes that bring the local cluster to the desired
+//! mirror objects, as a pure plan.
+//!
+//! Owns the rules of safety: only objects carrying our managed-by label are
+//! ever updated or deleted (the caller lists exactly those as `actual`); an
+//! object we want but that exists without our label is someone else's and is
+//! left alone; an object is rewritten only when one of the fields we own
+//! differs (so a resync with no change writes nothing, and a manual edit of
+//! our fields is repaired). It must not do I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::{Desired, ObjectRef};
+
+/// An object of ours as the API holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actual {
+    /// The whole object as listed.
+    pub object: Value,
+}
+
+impl Actual {
+    /// `metadata.uid`.
+    pub fn uid(&self) -> Option<&str> {
+        self.object.pointer("/metadata/uid").and_then(Value::as_str)
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+    }
+}
+
+/// One write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// Create a new object (POST: fails if a same-named object exists, so
+    /// someone else's object is never taken over).
+    Create(Desired),
+    /// Server-side apply over an object of ours whose fields drifted.
+    Apply(Desired),
+    /// Delete an object of ours nobody wants any more, only if it is still
+    /// the one we listed (uid and resourceVersion preconditions).
+    Delete {
+        /// Which.
+        key: ObjectRef,
+        /// Its uid.
+        uid: Option<String>,
+        /// Its resourceVersion.
+        resource_version: Option<String>,
+    },
+}
+
+impl Op {
+    /// The object the write is about.
+    pub fn key(&self) -> &ObjectRef {
+        match self {
+            Self::Create(d) | Self::Apply(d) => &d.key,
+            Self::Delete { key, .. } => key,
+        }
+    }
+}
+
+/// What to write. `unowned` lists wanted objects that exist without our
+/// label (found by a failed create): they are not written.
+pub fn plan(
+    desired: &[Desired],
+    actual: &BTreeMap<ObjectRef, Actual>,
+    unowned: &BTreeSet<ObjectRef>,
+) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let mut wanted = BTreeSet::new();
+    for d in desired {
+        wanted.insert(&d.key);
+        let d = &stamped(d);
+        match actual.get(&d.key) {
+            None if unowned.contains(&d.key) => {}
+            None => ops.push(Op::Create(d.clone())),
+            Some(a) if !contains(&a.object, &d.object) => ops.push(Op::Apply(d.clone())),
+            Some(_) => {}
+        }
+    }
+    for (key, a) in actual {
+        if !wanted.contains(key) {
+            ops.push(Op::Delete {
+                key: key.clone(),
+                uid: a.uid().map(str::to_owned),
+                resource_version: a.resource_version().map(str::to_owned),
+            });
+        }
+    }
+    ops
+}
+
+/// `d` with [`HASH_ANNOTATION`] set to a hash of its body: a field we stop
+/// writing shows as a changed hash, which the field comparison alone would
+/// not see.
+pub fn stamped(d: &Desired) -> Desired {
+    let mut d = d.clone();
+    let text = serde_json::to_string(&d.object).unwrap_or_default();
+    let hash = format!("{:016x}", fnv1a(text.as_bytes()));
+    if let Some(meta) = d.object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(HASH_ANNOTATION.to_owned(), Value::String(hash));
+        }
+    }
+    d
+}
+
+/// FNV-1a, 64 bits: stable across releases, unlike the std hasher.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Annotation with a hash of what we last applied.
+pub const HASH_ANNOTATION: &str = "clusterset-dns.io/applied-hash";
+
+/// Whether `have` holds every field of `want` with the same value: objects
+/// may have more keys (server defaults, other managers' fields), arrays must
+/// match element by element. A `null` in `want` means "absent".
+pub fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w.iter().all(|(k, wv)| match h.get(k) {
+            Some(hv) => contains(hv, wv),
+            None => wv.is_null(),
+        }),
+        (Value::Array(h), Value::Array(w)) => {
+            h.len() == w.len() && h.iter().zip(w).all(|(hv, wv)| contains(hv, wv))
+        }
+        (h, w) => h == w,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,150 @@
+use super::*;
+use crate::mirror::Kind;
+use serde_json::json;
+
+fn key(name: &str) -> ObjectRef {
+    ObjectRef {
+        kind: Kind::Service,
+        namespace: "prod".into(),
+        name: name.into(),
+    }
+}
+
+fn desired(name: &str, port: u16) -> Desired {
+    Desired {
+        key: key(name),
+        object: json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "prod",
+                         "labels": {"app.kubernetes.io/managed-by": "clusterset-dns"}},
+            "spec": {"ports": [{"name": "http", "port": port, "protocol": "TCP"}]}
+        }),
+        cluster: Some("east".into()),
+    }
+}
+
+/// What the API would hold after applying `d`: server fields added.
+fn applied(d: &Desired) -> Actual {
+    let mut object = stamped(d).object;
+    object["metadata"]["uid"] = json!(format!("uid-{}", d.key.name));
+    object["metadata"]["resourceVersion"] = json!("7");
+    object["spec"]["clusterIP"] = json!("10.96.0.9");
+    object["spec"]["ports"][0]["targetPort"] = json!(80);
+    object["metadata"]["labels"]["team"] = json!("added-by-someone");
+    Actual { object }
+}
+
+fn names(ops: &[Op]) -> Vec<String> {
+    ops.iter()
+        .map(|op| match op {
+            Op::Create(d) => format!("create {}", d.key.name),
+            Op::Apply(d) => format!("apply {}", d.key.name),
+            Op::Delete { key, uid, .. } => {
+                format!("delete {} {}", key.name, uid.as_deref().unwrap_or("-"))
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn plan_table() {
+    let web = desired("web-east", 80);
+    let api = desired("api-east", 80);
+    let cases: Vec<(&str, Vec<Desired>, Vec<Actual>, Vec<ObjectRef>, Vec<&str>)> = vec![
+        (
+            "nothing yet: create",
+            vec![web.clone()],
+            vec![],
+            vec![],
+            vec!["create web-east"],
+        ),
+        (
+            "as applied, server defaults and other labels added: no write",
+            vec![web.clone()],
+            vec![applied(&web)],
+            vec![],
+            vec![],
+        ),
+        (
+            "desired port changed: apply",
+            vec![desired("web-east", 8080)],
+            vec![applied(&web)],
+            vec![],
+            vec!["apply web-east"],
+        ),
+        (
+            "ours, no longer wanted: delete with its uid",
+            vec![],
+            vec![applied(&web)],
+            vec![],
+            vec!["delete web-east uid-web-east"],
+        ),
+        (
+            "someone else's same-named object: left alone",
+            vec![web.clone(), api.clone()],
+            vec![applied(&api)],
+            vec![key("web-east")],
+            vec![],
+        ),
+    ];
+    for (name, want_objects, have, unowned, expect) in cases {
+        let actual: BTreeMap<ObjectRef, Actual> = have
+            .into_iter()
+            .map(|a| {
+                let n = a.object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned();
+                (key(&n), a)
+            })
+            .collect();
+        let unowned: BTreeSet<ObjectRef> = unowned.into_iter().collect();
+        let ops = plan(&want_objects, &actual, &unowned);
+        assert_eq!(names(&ops), expect, "{name}");
+    }
+}
+
+#[test]
+fn a_manual_edit_of_our_fields_is_repaired() {
+    let web = desired("web-east", 80);
+    let mut edited = applied(&web);
+    edited.object["spec"]["ports"][0]["port"] = json!(81);
+    let actual = BTreeMap::from([(key("web-east"), edited)]);
+    assert_eq!(
+        names(&plan(&[web], &actual, &BTreeSet::new())),
+        ["apply web-east"]
+    );
+}
+
+#[test]
+fn a_field_we_stop_writing_is_applied_away() {
+    let mut with_identity = desired("web-east", 80);
+    with_identity.object["metadata"]["annotations"] =
+        json!({"mirror.linkerd.io/remote-gateway-identity": "gw"});
+    let actual = BTreeMap::from([(key("web-east"), applied(&with_identity))]);
+    // The annotation is still there, so field comparison alone passes; the
+    // applied hash differs.
+    assert_eq!(
+        names(&plan(&[desired("web-east", 80)], &actual, &BTreeSet::new())),
+        ["apply web-east"]
+    );
+}
+
+#[test]
+fn contains_table() {
+    let cases = [
+        (json!({"a": 1, "b": 2}), json!({"a": 1}), true),
+        (json!({"a": 1}), json!({"a": 2}), false),
+        (json!({"a": 1}), json!({"b": null}), true),
+        (json!({"a": [1, 2]}), json!({"a": [1]}), false),
+        (
+            json!({"a": [{"x": 1, "y": 2}]}),
+            json!({"a": [{"x": 1}]}),
+            true,
+        ),
+        (json!({}), json!({"a": {}}), false),
+    ];
+    for (have, want, expect) in cases {
+        assert_eq!(contains(&have, &want), expect, "{have} ⊇ {want}");
+    }
+}

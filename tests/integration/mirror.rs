@@ -1,0 +1,527 @@
+//! The mirror controller against kubesim: the objects it writes into the
+//! local cluster, what it must never touch, what it removes and when, and
+//! leader election between two replicas.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::binary::http_get;
+use crate::kubesim_api::{client, sim};
+use crate::support::{Links, Live, MirrorSetup, Options, TestServer, create_object, start_live};
+
+const NS: &str = "prod";
+const OURS: &str = "app.kubernetes.io/managed-by=clusterset-dns";
+
+async fn get(c: &kube::Client, path: &str) -> Option<Value> {
+    let req = http::Request::get(path).body(Vec::new()).expect("request");
+    match c.request::<Value>(req).await {
+        Ok(v) => Some(v),
+        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) => panic!("GET {path}: {e}"),
+    }
+}
+
+async fn items(c: &kube::Client, path: &str) -> Vec<Value> {
+    get(c, path)
+        .await
+        .and_then(|v| v["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn svc_path(name: &str) -> String {
+    format!("/api/v1/namespaces/{NS}/services/{name}")
+}
+
+/// Our EndpointSlices of local Service `service`.
+async fn slices_of(c: &kube::Client, service: &str) -> Vec<Value> {
+    items(
+        c,
+        &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices?labelSelector=kubernetes.io/service-name%3D{service}"),
+    )
+    .await
+}
+
+/// Addresses (and hostnames) of the ready endpoints of `service`'s slices.
+async fn endpoints_of(c: &kube::Client, service: &str) -> Vec<String> {
+    let mut out: Vec<String> = slices_of(c, service)
+        .await
+        .iter()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] != json!(false))
+        .flat_map(|e| {
+            let host = e["hostname"]
+                .as_str()
+                .map(|h| format!("{h}="))
+                .unwrap_or_default();
+            e["addresses"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |a| format!("{host}{}", a.as_str().unwrap_or("")))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Polls `check` every 20 ms until it returns true, at most `limit`.
+async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    for _ in 0..10_000 {
+        if check().await {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{what}: gave up");
+}
+
+fn service(name: &str, labels: Value, headless: bool) -> Value {
+    let mut spec = json!({"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]});
+    if headless {
+        spec["clusterIP"] = json!("None");
+    }
+    json!({"apiVersion": "v1", "kind": "Service",
+           "metadata": {"name": name, "namespace": NS, "labels": labels}, "spec": spec})
+}
+
+fn slice(service: &str, name: &str, eps: &[(&str, Option<&str>)]) -> Value {
+    let endpoints: Vec<Value> = eps
+        .iter()
+        .map(|(ip, host)| {
+            let mut e = json!({"addresses": [ip], "conditions": {"ready": true}});
+            if let Some(h) = host {
+                e["hostname"] = json!(h);
+            }
+            e
+        })
+        .collect();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+           "metadata": {"name": name, "namespace": NS, "labels": {"kubernetes.io/service-name": service}},
+           "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+           "endpoints": endpoints})
+}
+
+fn write_clusters(path: &Path, entries: &[(&kubesim::Cluster, Option<&str>)]) {
+    let text: String = entries
+        .iter()
+        .map(|(c, gw)| {
+            let mut e = format!(
+                "- name: {}\n  kubeconfig: {}\n",
+                c.name,
+                c.kubeconfig_path().display()
+            );
+            if let Some(ip) = gw {
+                e.push_str(&format!(
+                    "  gateway: {{addresses: [{ip}], port: 4143, identity: gw.east.example}}\n"
+                ));
+            }
+            e
+        })
+        .collect();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+/// local + east (gateway-mode `web`, federated headless `db`) + north (flat
+/// `api`, federated headless `db`), and a server with the mirror.
+struct Setup {
+    sim: kubesim::Sim,
+    dir: tempfile::TempDir,
+    local: kube::Client,
+    file: std::path::PathBuf,
+}
+
+async fn setup(before: impl AsyncFnOnce(&kube::Client)) -> Setup {
+    let (sim, dir) = sim(&["local", "east", "north"], |_| {}).await;
+    let local = client(sim.cluster("local").expect("local")).await;
+    let east = client(sim.cluster("east").expect("east")).await;
+    let north = client(sim.cluster("north").expect("north")).await;
+    let fed = json!({"mirror.linkerd.io/exported": "remote-discovery", "mirror.linkerd.io/federated": "member"});
+    create_object(
+        &east,
+        service("web", json!({"mirror.linkerd.io/exported": "true"}), false),
+    )
+    .await;
+    create_object(&east, slice("web", "web-1", &[("10.1.0.1", None)])).await;
+    create_object(&east, service("db", fed.clone(), true)).await;
+    create_object(
+        &east,
+        slice(
+            "db",
+            "db-1",
+            &[("10.1.2.10", Some("db-0")), ("10.1.2.11", Some("db-1"))],
+        ),
+    )
+    .await;
+    create_object(
+        &north,
+        service(
+            "api",
+            json!({"mirror.linkerd.io/exported": "remote-discovery"}),
+            false,
+        ),
+    )
+    .await;
+    create_object(
+        &north,
+        slice("api", "api-1", &[("10.2.0.1", None), ("10.2.0.2", None)]),
+    )
+    .await;
+    create_object(&north, service("db", fed, true)).await;
+    create_object(&north, slice("db", "db-1", &[("10.2.2.10", Some("db-0"))])).await;
+    // The mirrors go into namespaces that exist locally.
+    create_object(
+        &local,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )
+    .await;
+    before(&local).await;
+    let file = dir.path().join("clusters.yaml");
+    write_clusters(
+        &file,
+        &[
+            (sim.cluster("east").expect("east"), Some("203.0.113.10")),
+            (sim.cluster("north").expect("north"), None),
+        ],
+    );
+    Setup {
+        sim,
+        dir,
+        local,
+        file,
+    }
+}
+
+async fn serve(s: &Setup, mirror: MirrorSetup, tweak: impl FnOnce(&mut Live)) -> TestServer {
+    let mut live = Live::new(
+        s.sim.cluster("local").expect("local").kubeconfig_path(),
+        Links::File(s.file.clone()),
+    );
+    live.mirror = Some(mirror);
+    tweak(&mut live);
+    start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        live,
+    )
+    .await
+}
+
+fn label<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v["metadata"]["labels"][key].as_str()
+}
+
+fn annotation<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v["metadata"]["annotations"][key].as_str()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_and_federated_objects_as_linkerd_reads_them() {
+    let s = setup(async |_| {}).await;
+    let server = serve(&s, MirrorSetup::new("a"), |_| {}).await;
+    let c = &s.local;
+    eventually("mirrors written", Duration::from_secs(10), || async {
+        get(c, &svc_path("web-east")).await.is_some()
+            && get(c, &svc_path("api-north")).await.is_some()
+            && get(c, &svc_path("db-federated")).await.is_some()
+            && !endpoints_of(c, "db-federated").await.is_empty()
+    })
+    .await;
+
+    // Gateway mode (linkerd-compat.md §3.1): a ClusterIP Service, slices of
+    // the gateway address and port with the gateway identity.
+    let web = get(c, &svc_path("web-east")).await.expect("web-east");
+    assert_eq!(
+        label(&web, "mirror.linkerd.io/mirrored-service"),
+        Some("true")
+    );
+    assert_eq!(label(&web, "mirror.linkerd.io/cluster-name"), Some("east"));
+    assert_eq!(
+        label(&web, "app.kubernetes.io/managed-by"),
+        Some("clusterset-dns")
+    );
+    assert_eq!(
+        annotation(&web, "mirror.linkerd.io/remote-svc-fq-name"),
+        Some("web.prod.svc.cluster.local")
+    );
+    assert_ne!(web["spec"]["clusterIP"], json!("None"));
+    assert!(web["spec"]["selector"].is_null(), "no selector: {web}");
+    let web_slices = slices_of(c, "web-east").await;
+    assert!(!web_slices.is_empty());
+    for sl in &web_slices {
+        assert_eq!(
+            label(sl, "endpointslice.kubernetes.io/managed-by"),
+            Some("clusterset-dns.io/mirror")
+        );
+        assert_eq!(
+            annotation(sl, "mirror.linkerd.io/remote-gateway-identity"),
+            Some("gw.east.example")
+        );
+        assert_eq!(sl["ports"][0]["port"], json!(4143), "{sl}");
+    }
+    assert_eq!(endpoints_of(c, "web-east").await, ["203.0.113.10"]);
+
+    // Flat mode (§3.2): Linkerd's remote-discovery labels, plus the remote
+    // pod IPs so clients without a mesh work.
+    let api = get(c, &svc_path("api-north")).await.expect("api-north");
+    assert_eq!(
+        label(&api, "multicluster.linkerd.io/remote-discovery"),
+        Some("north")
+    );
+    assert_eq!(
+        label(&api, "multicluster.linkerd.io/remote-service"),
+        Some("api")
+    );
+    assert_eq!(endpoints_of(c, "api-north").await, ["10.2.0.1", "10.2.0.2"]);
+
+    // Federated (§3.4, plus our EndpointSlices): members listed, pods of
+    // every member with hostnames <host>-<cluster>.
+    let fed = get(c, &svc_path("db-federated"))
+        .await
+        .expect("db-federated");
+    assert_eq!(
+        label(&fed, "mirror.linkerd.io/mirrored-service"),
+        Some("true")
+    );
+    assert_eq!(label(&fed, "mirror.linkerd.io/cluster-name"), None);
+    assert_eq!(
+        annotation(&fed, "multicluster.linkerd.io/remote-discovery"),
+        Some("db@east,db@north")
+    );
+    assert_eq!(
+        endpoints_of(c, "db-federated").await,
+        [
+            "db-0-east=10.1.2.10",
+            "db-0-north=10.2.2.10",
+            "db-1-east=10.1.2.11"
+        ]
+    );
+
+    // Every object of ours answers to the label users filter on.
+    let ours = items(c, &format!("/api/v1/services?labelSelector={OURS}")).await;
+    assert!(ours.len() >= 4, "{ours:?}");
+
+    // A StatefulSet scaled in north: the federated slice follows within a second.
+    let north = client(s.sim.cluster("north").expect("north")).await;
+    let body = json!({"endpoints": [
+        {"addresses": ["10.2.2.10"], "hostname": "db-0", "conditions": {"ready": true}},
+        {"addresses": ["10.2.2.11"], "hostname": "db-1", "conditions": {"ready": true}}]});
+    let req = http::Request::patch(format!(
+        "/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices/db-1"
+    ))
+    .header("content-type", "application/merge-patch+json")
+    .body(serde_json::to_vec(&body).expect("json"))
+    .expect("request");
+    north.request_text(req).await.expect("scale");
+    eventually(
+        "db-1-north in the federated slice",
+        Duration::from_secs(1),
+        || async {
+            endpoints_of(c, "db-federated")
+                .await
+                .contains(&"db-1-north=10.2.2.11".to_owned())
+        },
+    )
+    .await;
+    let metrics = http_get(server.admin, "/metrics").1;
+    assert!(
+        metrics.contains("clusterset_dns_mirror_leader 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "clusterset_dns_mirror_writes_total{kind=\"Service\",op=\"create\",outcome=\"ok\"}"
+        ),
+        "{metrics}"
+    );
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_object_survives_and_an_unlinked_cluster_takes_exactly_its_objects() {
+    let s = setup(async |local| {
+        // The user's own Service that happens to be called web-east.
+        create_object(local, service("web-east", json!({"team": "mine"}), false)).await;
+    })
+    .await;
+    let c = &s.local;
+    let before = get(c, &svc_path("web-east"))
+        .await
+        .expect("user's web-east");
+    let server = serve(&s, MirrorSetup::new("a"), |_| {}).await;
+    eventually("north mirrored", Duration::from_secs(10), || async {
+        get(c, &svc_path("api-north")).await.is_some()
+            && !endpoints_of(c, "db-federated").await.is_empty()
+    })
+    .await;
+    // Untouched: same resourceVersion, no label of ours, and reported.
+    let after = get(c, &svc_path("web-east")).await.expect("still there");
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    assert_eq!(label(&after, "app.kubernetes.io/managed-by"), None);
+    let events = items(c, &format!("/api/v1/namespaces/{NS}/events")).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "NotOwned" && e["involvedObject"]["name"] == "web-east"),
+        "{events:?}"
+    );
+    let metrics = http_get(server.admin, "/metrics").1;
+    assert!(
+        metrics.contains("clusterset_dns_mirror_objects_not_owned 1"),
+        "{metrics}"
+    );
+
+    // North unlinked: its mirrors go, its federated membership goes, east's stay.
+    write_clusters(
+        &s.file,
+        &[(s.sim.cluster("east").expect("east"), Some("203.0.113.10"))],
+    );
+    eventually(
+        "north's objects removed",
+        Duration::from_secs(5),
+        || async {
+            get(c, &svc_path("api-north")).await.is_none()
+                && slices_of(c, "api-north").await.is_empty()
+        },
+    )
+    .await;
+    eventually(
+        "north left the federation",
+        Duration::from_secs(5),
+        || async {
+            endpoints_of(c, "db-federated").await == ["db-0-east=10.1.2.10", "db-1-east=10.1.2.11"]
+        },
+    )
+    .await;
+    let fed = get(c, &svc_path("db-federated"))
+        .await
+        .expect("db-federated");
+    assert_eq!(
+        annotation(&fed, "multicluster.linkerd.io/remote-discovery"),
+        Some("db@east")
+    );
+    assert!(
+        get(c, &svc_path("web-east")).await.is_some(),
+        "the user's web-east stays"
+    );
+    let _ = &s.dir;
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_past_max_stale_keeps_its_mirrors() {
+    let s = setup(async |_| {}).await;
+    let server = serve(&s, MirrorSetup::new("a"), |l| {
+        l.max_stale = Some(Duration::from_millis(500))
+    })
+    .await;
+    let c = &s.local;
+    eventually("north mirrored", Duration::from_secs(10), || async {
+        !endpoints_of(c, "api-north").await.is_empty()
+    })
+    .await;
+    s.sim.cluster("north").expect("north").stop();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // DNS says SERVFAIL for north's names by now; the mirrors stay.
+    assert!(get(c, &svc_path("api-north")).await.is_some());
+    assert_eq!(endpoints_of(c, "api-north").await, ["10.2.0.1", "10.2.0.2"]);
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_without_change_writes_nothing_and_a_manual_edit_is_repaired() {
+    let s = setup(async |_| {}).await;
+    let mut m = MirrorSetup::new("a");
+    m.resync = Duration::from_millis(300);
+    let server = serve(&s, m, |_| {}).await;
+    let c = &s.local;
+    eventually("mirrors written", Duration::from_secs(10), || async {
+        !endpoints_of(c, "db-federated").await.is_empty()
+            && !endpoints_of(c, "web-east").await.is_empty()
+    })
+    .await;
+    // Settle, then count.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let writes = server.server.shared.mirror.ok_writes();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        server.server.shared.mirror.ok_writes(),
+        writes,
+        "resyncs wrote"
+    );
+
+    // Someone edits our Service's port: put back.
+    let req = http::Request::patch(svc_path("web-east"))
+        .header("content-type", "application/merge-patch+json")
+        .body(
+            serde_json::to_vec(
+                &json!({"spec": {"ports": [{"name": "http", "port": 81, "protocol": "TCP"}]}}),
+            )
+            .expect("json"),
+        )
+        .expect("request");
+    c.request_text(req).await.expect("edit");
+    eventually("edit repaired", Duration::from_secs(3), || async {
+        get(c, &svc_path("web-east"))
+            .await
+            .is_some_and(|v| v["spec"]["ports"][0]["port"] == json!(80))
+    })
+    .await;
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_writer_and_a_takeover() {
+    let s = setup(async |_| {}).await;
+    let a = serve(&s, MirrorSetup::new("replica-a"), |_| {}).await;
+    let b = serve(&s, MirrorSetup::new("replica-b"), |_| {}).await;
+    let c = &s.local;
+    eventually("mirrors written", Duration::from_secs(10), || async {
+        !endpoints_of(c, "db-federated").await.is_empty()
+    })
+    .await;
+    let (leader, follower) = if a.server.shared.mirror.is_leader() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert!(leader.server.shared.mirror.is_leader());
+    assert!(!follower.server.shared.mirror.is_leader());
+    assert!(leader.server.shared.mirror.ok_writes() > 0);
+    assert_eq!(
+        follower.server.shared.mirror.ok_writes(),
+        0,
+        "the follower wrote"
+    );
+    // The leader dies; within the lease duration (2 s) the other takes over
+    // and mirrors what changed meanwhile.
+    leader.server.stop().await;
+    let east = client(s.sim.cluster("east").expect("east")).await;
+    create_object(
+        &east,
+        service("new", json!({"mirror.linkerd.io/exported": "true"}), false),
+    )
+    .await;
+    let took = eventually("takeover", Duration::from_secs(6), || async {
+        get(c, &svc_path("new-east")).await.is_some()
+    })
+    .await;
+    assert!(follower.server.shared.mirror.is_leader());
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    follower.server.stop().await;
+}
