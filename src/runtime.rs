@@ -240,11 +240,14 @@ impl Server {
     }
 }
 
+/// Where the model task hands the mirror controller each new state.
+type MirrorFeed = tokio::sync::watch::Sender<Option<(Arc<ClusterSet>, Instant)>>;
+
 async fn model_task(
     mut model: Model,
     mut rx: mpsc::Receiver<SourceMsg>,
     shared: Arc<Shared>,
-    mirror: Option<tokio::sync::watch::Sender<Option<(Arc<ClusterSet>, Instant)>>>,
+    mirror: Option<MirrorFeed>,
     shutdown: CancellationToken,
 ) {
     let mut initial_done = false;

@@ -66,11 +66,14 @@ impl Op {
 }
 
 /// What to write. `unowned` lists wanted objects that exist without our
-/// label (found by a failed create): they are not written.
+/// label (found by a failed create): they are not written. `keep` says
+/// which unwanted objects must stay all the same: those of a cluster that
+/// has not synced yet, whose absence from `desired` means nothing.
 pub fn plan(
     desired: &[Desired],
     actual: &BTreeMap<ObjectRef, Actual>,
     unowned: &BTreeSet<ObjectRef>,
+    keep: impl Fn(&Actual) -> bool,
 ) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut wanted = BTreeSet::new();
@@ -85,7 +88,7 @@ pub fn plan(
         }
     }
     for (key, a) in actual {
-        if !wanted.contains(key) {
+        if !wanted.contains(key) && !keep(a) {
             ops.push(Op::Delete {
                 key: key.clone(),
                 uid: a.uid().map(str::to_owned),
@@ -119,6 +122,23 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// Whether an object of ours must be kept although nobody wants it now:
+/// it mirrors a cluster in `unsynced` (by [`super::CLUSTER_LABEL`]), or it is
+/// a federated object (no cluster label) while any cluster is unsynced.
+pub fn keep_unsynced(a: &Actual, unsynced: &BTreeSet<std::sync::Arc<str>>) -> bool {
+    if unsynced.is_empty() {
+        return false;
+    }
+    let pointer = format!(
+        "/metadata/labels/{}",
+        super::CLUSTER_LABEL.replace('/', "~1")
+    );
+    match a.object.pointer(&pointer).and_then(Value::as_str) {
+        Some(cluster) => unsynced.contains(cluster),
+        None => true,
+    }
 }
 
 /// Annotation with a hash of what we last applied.

@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::desired::{MirrorSettings, desired};
 use super::lease::{self, LeaseConfig};
-use super::reconcile::{Actual, Op, plan};
+use super::reconcile::{Actual, Op, keep_unsynced, plan};
 use super::stats::MirrorStats;
 use super::{FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef};
 use crate::model::ClusterSet;
@@ -256,7 +256,16 @@ impl Controller {
                 warn!("mirror: {text}");
             }
         }
-        let ops = plan(&want, &self.actual, &self.unowned);
+        // Before a cluster's first sync its objects are missing from `want`
+        // for no reason: never delete because of that.
+        let unsynced: BTreeSet<Arc<str>> = set
+            .iter()
+            .filter(|c| !c.health.synced)
+            .map(|c| c.name.clone())
+            .collect();
+        let ops = plan(&want, &self.actual, &self.unowned, |a| {
+            keep_unsynced(a, &unsynced)
+        });
         let mut wrote = false;
         for op in ops {
             if !*leading.borrow() {

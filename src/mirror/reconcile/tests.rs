@@ -46,11 +46,47 @@ fn names(ops: &[Op]) -> Vec<String> {
         .collect()
 }
 
+/// (case, desired, actual, unowned, expected writes)
+type PlanCase = (
+    &'static str,
+    Vec<Desired>,
+    Vec<Actual>,
+    Vec<ObjectRef>,
+    Vec<&'static str>,
+);
+
+#[test]
+fn objects_of_an_unsynced_cluster_are_kept() {
+    let mut web = applied(&desired("web-east", 80));
+    web.object["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
+    let mut fed = applied(&desired("db-federated", 80));
+    fed.object["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "clusterset-dns"});
+    let actual = BTreeMap::from([
+        (key("web-east"), web.clone()),
+        (key("db-federated"), fed.clone()),
+    ]);
+    let unsynced: BTreeSet<std::sync::Arc<str>> = ["east".into()].into_iter().collect();
+    let ops = plan(&[], &actual, &BTreeSet::new(), |a| {
+        keep_unsynced(a, &unsynced)
+    });
+    assert!(ops.is_empty(), "{:?}", names(&ops));
+    let north: BTreeSet<std::sync::Arc<str>> = ["north".into()].into_iter().collect();
+    assert!(
+        !keep_unsynced(&web, &north),
+        "another cluster's sync does not protect east"
+    );
+    assert!(
+        keep_unsynced(&fed, &north),
+        "federated objects wait for every member"
+    );
+    assert!(!keep_unsynced(&fed, &BTreeSet::new()));
+}
+
 #[test]
 fn plan_table() {
     let web = desired("web-east", 80);
     let api = desired("api-east", 80);
-    let cases: Vec<(&str, Vec<Desired>, Vec<Actual>, Vec<ObjectRef>, Vec<&str>)> = vec![
+    let cases: Vec<PlanCase> = vec![
         (
             "nothing yet: create",
             vec![web.clone()],
@@ -99,7 +135,7 @@ fn plan_table() {
             })
             .collect();
         let unowned: BTreeSet<ObjectRef> = unowned.into_iter().collect();
-        let ops = plan(&want_objects, &actual, &unowned);
+        let ops = plan(&want_objects, &actual, &unowned, |_| false);
         assert_eq!(names(&ops), expect, "{name}");
     }
 }
@@ -111,7 +147,7 @@ fn a_manual_edit_of_our_fields_is_repaired() {
     edited.object["spec"]["ports"][0]["port"] = json!(81);
     let actual = BTreeMap::from([(key("web-east"), edited)]);
     assert_eq!(
-        names(&plan(&[web], &actual, &BTreeSet::new())),
+        names(&plan(&[web], &actual, &BTreeSet::new(), |_| false)),
         ["apply web-east"]
     );
 }
@@ -125,7 +161,12 @@ fn a_field_we_stop_writing_is_applied_away() {
     // The annotation is still there, so field comparison alone passes; the
     // applied hash differs.
     assert_eq!(
-        names(&plan(&[desired("web-east", 80)], &actual, &BTreeSet::new())),
+        names(&plan(
+            &[desired("web-east", 80)],
+            &actual,
+            &BTreeSet::new(),
+            |_| false
+        )),
         ["apply web-east"]
     );
 }
