@@ -259,7 +259,8 @@ async fn model_task(
                 Some(SourceMsg::Events(events)) => model.apply(events),
                 Some(SourceMsg::InitialSyncDone) => {
                     initial_done = true;
-                    false
+                    // The mirror may start: every cluster is known now.
+                    true
                 }
                 None => return,
             },
@@ -268,8 +269,10 @@ async fn model_task(
         };
         if changed {
             shared.snapshot.store(model.snapshot());
-            if let Some(feed) = &mirror {
-                // The mirror derives from the same state, a copy per change.
+            if let Some(feed) = mirror.as_ref().filter(|_| initial_done) {
+                // The mirror derives from the same state, a copy per change,
+                // once the source has said which clusters exist (before
+                // that, a missing cluster would look like one unlinked).
                 feed.send_replace(Some((Arc::new(model.clusters().clone()), Instant::now())));
             }
         }

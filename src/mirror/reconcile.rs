@@ -27,6 +27,16 @@ impl Actual {
         self.object.pointer("/metadata/uid").and_then(Value::as_str)
     }
 
+    /// The cluster it mirrors ([`super::CLUSTER_LABEL`]); `None` for a
+    /// federated object.
+    pub fn cluster(&self) -> Option<&str> {
+        let pointer = format!(
+            "/metadata/labels/{}",
+            super::CLUSTER_LABEL.replace('/', "~1")
+        );
+        self.object.pointer(&pointer).and_then(Value::as_str)
+    }
+
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> Option<&str> {
         self.object
@@ -66,29 +76,43 @@ impl Op {
 }
 
 /// What to write. `unowned` lists wanted objects that exist without our
-/// label (found by a failed create): they are not written. `keep` says
-/// which unwanted objects must stay all the same: those of a cluster that
-/// has not synced yet, whose absence from `desired` means nothing.
+/// label (found by a failed create): they are not written. `hold` says,
+/// by the cluster an object mirrors (`None`: a federated object), which
+/// objects must not be written at all for now: those whose desired state is
+/// not known yet because a cluster has not synced (see [`Hold`]).
 pub fn plan(
     desired: &[Desired],
     actual: &BTreeMap<ObjectRef, Actual>,
     unowned: &BTreeSet<ObjectRef>,
-    keep: impl Fn(&Actual) -> bool,
+    hold: impl Fn(Option<&str>) -> bool,
 ) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut wanted = BTreeSet::new();
     for d in desired {
         wanted.insert(&d.key);
+        if hold(d.cluster.as_deref()) {
+            continue;
+        }
         let d = &stamped(d);
         match actual.get(&d.key) {
             None if unowned.contains(&d.key) => {}
             None => ops.push(Op::Create(d.clone())),
+            Some(a) if headless(&a.object) != headless(&d.object) => {
+                // `spec.clusterIP` is immutable: headless ↔ ClusterIP is a
+                // new object.
+                ops.push(Op::Delete {
+                    key: d.key.clone(),
+                    uid: a.uid().map(str::to_owned),
+                    resource_version: a.resource_version().map(str::to_owned),
+                });
+                ops.push(Op::Create(d.clone()));
+            }
             Some(a) if !contains(&a.object, &d.object) => ops.push(Op::Apply(d.clone())),
             Some(_) => {}
         }
     }
     for (key, a) in actual {
-        if !wanted.contains(key) && !keep(a) {
+        if !wanted.contains(key) && !hold(a.cluster()) {
             ops.push(Op::Delete {
                 key: key.clone(),
                 uid: a.uid().map(str::to_owned),
@@ -124,20 +148,31 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Whether an object of ours must be kept although nobody wants it now:
-/// it mirrors a cluster in `unsynced` (by [`super::CLUSTER_LABEL`]), or it is
-/// a federated object (no cluster label) while any cluster is unsynced.
-pub fn keep_unsynced(a: &Actual, unsynced: &BTreeSet<std::sync::Arc<str>>) -> bool {
-    if unsynced.is_empty() {
-        return false;
-    }
-    let pointer = format!(
-        "/metadata/labels/{}",
-        super::CLUSTER_LABEL.replace('/', "~1")
-    );
-    match a.object.pointer(&pointer).and_then(Value::as_str) {
-        Some(cluster) => unsynced.contains(cluster),
-        None => true,
+fn headless(v: &Value) -> bool {
+    v.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None")
+}
+
+/// Which objects wait for clusters to sync. A cluster's own objects are
+/// never written while it has not synced (it may have been unreachable
+/// since we started: never delete because of that). Federated objects,
+/// which hold every member's pods, wait while any cluster is still expected
+/// to sync; once the sync timeout gave up on it, they follow the members
+/// that answer, as the DNS names do.
+#[derive(Debug, Default, Clone)]
+pub struct Hold {
+    /// Clusters that have not synced.
+    pub unsynced: BTreeSet<std::sync::Arc<str>>,
+    /// Some of them are still within the sync timeout.
+    pub waiting: bool,
+}
+
+impl Hold {
+    /// Whether objects of `cluster` (`None`: federated) wait.
+    pub fn holds(&self, cluster: Option<&str>) -> bool {
+        match cluster {
+            Some(c) => self.unsynced.contains(c),
+            None => self.waiting,
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::desired::{MirrorSettings, desired};
 use super::lease::{self, LeaseConfig};
-use super::reconcile::{Actual, Op, keep_unsynced, plan};
+use super::reconcile::{Actual, Hold, Op, plan};
 use super::stats::MirrorStats;
 use super::{FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef};
 use crate::model::ClusterSet;
@@ -256,16 +256,18 @@ impl Controller {
                 warn!("mirror: {text}");
             }
         }
-        // Before a cluster's first sync its objects are missing from `want`
-        // for no reason: never delete because of that.
-        let unsynced: BTreeSet<Arc<str>> = set
-            .iter()
-            .filter(|c| !c.health.synced)
-            .map(|c| c.name.clone())
-            .collect();
-        let ops = plan(&want, &self.actual, &self.unowned, |a| {
-            keep_unsynced(a, &unsynced)
-        });
+        // Before a cluster's first sync its part of `want` is unknown.
+        let hold = Hold {
+            unsynced: set
+                .iter()
+                .filter(|c| !c.health.synced)
+                .map(|c| c.name.clone())
+                .collect(),
+            waiting: set
+                .iter()
+                .any(|c| !c.health.synced && !c.health.sync_given_up),
+        };
+        let ops = plan(&want, &self.actual, &self.unowned, |c| hold.holds(c));
         let mut wrote = false;
         for op in ops {
             if !*leading.borrow() {
@@ -475,7 +477,7 @@ pub async fn run(
 ) {
     stats.enable();
     let (lead_tx, mut leading) = watch::channel(false);
-    tokio::spawn(lease::run(
+    let mut lease_task = tokio::spawn(lease::run(
         config.client.clone(),
         config.lease.clone(),
         lead_tx,
@@ -541,6 +543,14 @@ pub async fn run(
                 full = true;
             }
             _ = resync.tick() => { dirty = true; full = true; }
+            // Without the election nothing may write: end, and the process
+            // with it (the server treats a task that ends as fatal).
+            r = &mut lease_task => {
+                if !shutdown.is_cancelled() {
+                    tracing::error!(result = ?r.err(), "the lease task ended; the mirror controller stops");
+                }
+                return;
+            }
             () = shutdown.cancelled() => return,
         }
         if full {

@@ -525,3 +525,82 @@ async fn two_replicas_one_writer_and_a_takeover() {
     assert!(took < Duration::from_secs(5), "took {took:?}");
     follower.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_a_cluster_is_down_deletes_nothing() {
+    let s = setup(async |_| {}).await;
+    let c = &s.local;
+    let first = serve(&s, MirrorSetup::new("a"), |_| {}).await;
+    eventually("north mirrored", Duration::from_secs(10), || async {
+        !endpoints_of(c, "api-north").await.is_empty()
+            && !endpoints_of(c, "db-federated").await.is_empty()
+    })
+    .await;
+    first.server.stop().await;
+    // North is down when the controller comes back: it never syncs north,
+    // so north's mirrors and the federated objects must stay as they are.
+    s.sim.cluster("north").expect("north").stop();
+    // (Within the sync timeout: once it gives up on north, the federated
+    // objects follow the members that answer, as the DNS names do.)
+    let second = serve(&s, MirrorSetup::new("b"), |l| {
+        l.sync_timeout = Duration::from_secs(30);
+        l.wait_ready = false;
+    })
+    .await;
+    eventually("b leads", Duration::from_secs(6), || async {
+        second.server.shared.mirror.is_leader()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(endpoints_of(c, "api-north").await, ["10.2.0.1", "10.2.0.2"]);
+    assert!(
+        endpoints_of(c, "db-federated")
+            .await
+            .contains(&"db-0-north=10.2.2.10".to_owned())
+    );
+    second.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_linkerd_already_mirrors_is_left_to_linkerd() {
+    let s = setup(async |local| {
+        // Linkerd's service mirror wrote east's mirrors (no label of ours).
+        create_object(
+            local,
+            service(
+                "web-east",
+                json!({"mirror.linkerd.io/mirrored-service": "true", "mirror.linkerd.io/cluster-name": "east"}),
+                false,
+            ),
+        )
+        .await;
+    })
+    .await;
+    let c = &s.local;
+    let server = serve(&s, MirrorSetup::new("a"), |_| {}).await;
+    eventually(
+        "north mirrored and federated written",
+        Duration::from_secs(10),
+        || async {
+            get(c, &svc_path("api-north")).await.is_some()
+                && !endpoints_of(c, "db-federated").await.is_empty()
+        },
+    )
+    .await;
+    // East's <svc>-east objects are Linkerd's business: db-east is not
+    // written, nothing touches web-east; east still counts in db-federated.
+    assert!(get(c, &svc_path("db-east")).await.is_none());
+    assert_eq!(
+        label(
+            &get(c, &svc_path("web-east")).await.expect("web-east"),
+            "app.kubernetes.io/managed-by"
+        ),
+        None
+    );
+    assert!(
+        endpoints_of(c, "db-federated")
+            .await
+            .contains(&"db-0-east=10.1.2.10".to_owned())
+    );
+    server.server.stop().await;
+}

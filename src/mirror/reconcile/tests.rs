@@ -56,30 +56,43 @@ type PlanCase = (
 );
 
 #[test]
-fn objects_of_an_unsynced_cluster_are_kept() {
+fn objects_wait_for_clusters_to_sync() {
     let mut web = applied(&desired("web-east", 80));
     web.object["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
     let mut fed = applied(&desired("db-federated", 80));
     fed.object["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "clusterset-dns"});
-    let actual = BTreeMap::from([
-        (key("web-east"), web.clone()),
-        (key("db-federated"), fed.clone()),
-    ]);
-    let unsynced: BTreeSet<std::sync::Arc<str>> = ["east".into()].into_iter().collect();
-    let ops = plan(&[], &actual, &BTreeSet::new(), |a| {
-        keep_unsynced(a, &unsynced)
+    let actual = BTreeMap::from([(key("web-east"), web), (key("db-federated"), fed)]);
+    let hold = |unsynced: &[&str], waiting| Hold {
+        unsynced: unsynced.iter().map(|c| (*c).into()).collect(),
+        waiting,
+    };
+    // (hold, expected writes when nothing is wanted any more)
+    let cases = [
+        (hold(&["east"], true), vec![]),
+        (
+            hold(&["east"], false),
+            vec!["delete db-federated uid-db-federated"],
+        ),
+        (hold(&["north"], true), vec!["delete web-east uid-web-east"]),
+        (
+            hold(&[], false),
+            vec![
+                "delete db-federated uid-db-federated",
+                "delete web-east uid-web-east",
+            ],
+        ),
+    ];
+    for (h, expect) in cases {
+        let ops = plan(&[], &actual, &BTreeSet::new(), |c| h.holds(c));
+        assert_eq!(names(&ops), expect, "{h:?}");
+    }
+    // Nor is anything created or applied for a waiting cluster.
+    let mut want = desired("api-north", 80);
+    want.cluster = Some("north".into());
+    let ops = plan(&[want], &BTreeMap::new(), &BTreeSet::new(), |c| {
+        hold(&["north"], false).holds(c)
     });
-    assert!(ops.is_empty(), "{:?}", names(&ops));
-    let north: BTreeSet<std::sync::Arc<str>> = ["north".into()].into_iter().collect();
-    assert!(
-        !keep_unsynced(&web, &north),
-        "another cluster's sync does not protect east"
-    );
-    assert!(
-        keep_unsynced(&fed, &north),
-        "federated objects wait for every member"
-    );
-    assert!(!keep_unsynced(&fed, &BTreeSet::new()));
+    assert!(ops.is_empty());
 }
 
 #[test]
@@ -168,6 +181,17 @@ fn a_field_we_stop_writing_is_applied_away() {
             |_| false
         )),
         ["apply web-east"]
+    );
+}
+
+#[test]
+fn headless_to_cluster_ip_is_a_new_object() {
+    let mut headless = desired("db-east", 80);
+    headless.object["spec"]["clusterIP"] = json!("None");
+    let actual = BTreeMap::from([(key("db-east"), applied(&desired("db-east", 80)))]);
+    assert_eq!(
+        names(&plan(&[headless], &actual, &BTreeSet::new(), |_| false)),
+        ["delete db-east uid-db-east", "create db-east"]
     );
 }
 
