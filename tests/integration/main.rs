@@ -18,3 +18,5 @@ mod live_conformance;
 mod live_demo;
 mod mirror;
 mod reload;
+mod mirror_equivalence;
+mod rbac;

@@ -1,0 +1,1 @@
+//! CoreDNS equivalence of the mirror objects (being written).

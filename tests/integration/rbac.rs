@@ -1,0 +1,1 @@
+//! RBAC sufficiency (being written).
