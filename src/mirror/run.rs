@@ -250,6 +250,7 @@ impl Controller {
             federated_grace: self.config.federated_grace,
         };
         let (want, problems) = desired(set, &settings);
+        self.stats.set_problems(problems.len());
         for p in problems {
             let text = format!("{}: {}", p.object, p.message);
             if self.reported.insert(text.clone()) {

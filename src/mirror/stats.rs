@@ -21,6 +21,7 @@ pub struct MirrorStats {
     leader: AtomicBool,
     owned: AtomicU64,
     unowned: AtomicU64,
+    problems: AtomicU64,
     writes: Mutex<BTreeMap<(&'static str, &'static str, &'static str), u64>>,
     latency: Mutex<([u64; BUCKETS.len()], u64, f64)>,
 }
@@ -49,6 +50,11 @@ impl MirrorStats {
     pub fn set_objects(&self, owned: usize, unowned: usize) {
         self.owned.store(owned as u64, Ordering::Relaxed);
         self.unowned.store(unowned as u64, Ordering::Relaxed);
+    }
+
+    /// Problems of the last computation (names shortened, collisions).
+    pub fn set_problems(&self, n: usize) {
+        self.problems.store(n as u64, Ordering::Relaxed);
     }
 
     /// One write: kind (`Service`...), op (`create`, `apply`, `delete`),
@@ -104,6 +110,12 @@ impl MirrorStats {
             "clusterset_dns_mirror_objects_not_owned",
             "Wanted objects left alone because a same-named object without our label exists.",
             self.unowned.load(Ordering::Relaxed),
+        );
+        gauge(
+            out,
+            "clusterset_dns_mirror_problems",
+            "Desired objects reported at the last computation: names shortened to 63 characters (full name kept in an annotation), name collisions.",
+            self.problems.load(Ordering::Relaxed),
         );
         let _ = writeln!(
             out,
