@@ -604,3 +604,43 @@ async fn a_cluster_linkerd_already_mirrors_is_left_to_linkerd() {
     );
     server.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mirror_subcommand_writes_without_serving_dns() {
+    let s = setup(async |_| {}).await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_clusterset-dns"))
+        .arg("mirror")
+        .arg("--kubeconfig")
+        .arg(s.sim.cluster("local").expect("local").kubeconfig_path())
+        .args(["--local-cluster", "local", "--clusters"])
+        .arg(&s.file)
+        .args([
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--mirror-namespace",
+            "default",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mirror starts");
+    let lines = crate::kubectl::stdout_lines(&mut child);
+    let _child = crate::kubectl::Running(child);
+    let first = lines
+        .recv_timeout(Duration::from_secs(20))
+        .expect("prints where it listens");
+    assert!(
+        first.starts_with("listening admin=127.0.0.1:") && !first.contains("dns="),
+        "{first}"
+    );
+    let c = &s.local;
+    eventually(
+        "mirrors written by the subcommand",
+        Duration::from_secs(15),
+        || async {
+            !endpoints_of(c, "db-federated").await.is_empty()
+                && get(c, &svc_path("api-north")).await.is_some()
+        },
+    )
+    .await;
+}
