@@ -88,7 +88,23 @@ pub fn plan(
 ) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut wanted = BTreeSet::new();
+    // The slices of a Service someone else owns would feed their Service
+    // (by `kubernetes.io/service-name`): they are not wanted either.
+    let blocked: BTreeSet<(&str, &str)> = unowned
+        .iter()
+        .filter(|k| k.kind == super::Kind::Service)
+        .map(|k| (&*k.namespace, &*k.name))
+        .collect();
     for d in desired {
+        if d.key.kind == super::Kind::EndpointSlice
+            && let Some(svc) = d
+                .object
+                .pointer("/metadata/labels/kubernetes.io~1service-name")
+                .and_then(Value::as_str)
+            && blocked.contains(&(&*d.key.namespace, svc))
+        {
+            continue;
+        }
         wanted.insert(&d.key);
         if hold(d.cluster.as_deref()) {
             continue;

@@ -275,6 +275,22 @@ impl Controller {
                 info!("mirror writes stopped: not the leader");
                 return;
             }
+            // A Service found to be someone else's during this pass takes
+            // its slices out of the pass too (the plan was made before).
+            if let Op::Create(d) | Op::Apply(d) = &op
+                && d.key.kind == Kind::EndpointSlice
+                && let Some(svc) = d
+                    .object
+                    .pointer("/metadata/labels/kubernetes.io~1service-name")
+                    .and_then(Value::as_str)
+                && self.unowned.contains(&ObjectRef {
+                    kind: Kind::Service,
+                    namespace: d.key.namespace.clone(),
+                    name: svc.into(),
+                })
+            {
+                continue;
+            }
             wrote |= self.execute(op).await;
         }
         if wrote && let Some(t) = changed {
@@ -317,8 +333,11 @@ impl Controller {
                             }
                             _ => {
                                 self.stats.write(kind, "create", "not_owned");
-                                warn!(object = %key, "a same-named object without our managed-by label exists; left alone");
-                                self.event(&key).await;
+                                // Retried every resync; said once.
+                                if self.reported.insert(format!("unowned:{key}")) {
+                                    warn!(object = %key, "a same-named object without our managed-by label exists; left alone");
+                                    self.event(&key).await;
+                                }
                                 self.unowned.insert(key);
                             }
                         }

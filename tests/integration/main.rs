@@ -17,6 +17,6 @@ mod live;
 mod live_conformance;
 mod live_demo;
 mod mirror;
-mod reload;
 mod mirror_equivalence;
 mod rbac;
+mod reload;

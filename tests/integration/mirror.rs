@@ -373,6 +373,12 @@ async fn a_users_object_survives_and_an_unlinked_cluster_takes_exactly_its_objec
         before["metadata"]["resourceVersion"]
     );
     assert_eq!(label(&after, "app.kubernetes.io/managed-by"), None);
+    // Nor is anything attached to it: no slice of ours feeds the user's Service.
+    assert!(
+        slices_of(c, "web-east").await.is_empty(),
+        "{:?}",
+        slices_of(c, "web-east").await
+    );
     let events = items(c, &format!("/api/v1/namespaces/{NS}/events")).await;
     assert!(
         events

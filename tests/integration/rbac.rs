@@ -1,1 +1,892 @@
-//! RBAC sufficiency (being written).
+//! RBAC: `deploy/rbac/` enforced by kubesim, exactly as written.
+//!
+//! One fleet (local + east + north), three ServiceAccounts with tokens
+//! kubesim issues: the DNS server and the mirror controller in the local
+//! cluster, the remote reader in each linked cluster (its kubeconfig is what
+//! the Link credentials Secrets hold). Then:
+//! - the live DNS server runs from Links and Secrets and answers;
+//! - the mirror controller, two replicas, creates, updates and deletes
+//!   mirrors, reports objects it does not own, and hands the Lease over;
+//! - sufficiency: no request of our ServiceAccounts was denied;
+//! - minimality: every verb × resource of every rule, for every
+//!   ServiceAccount a binding gives it to, was what allowed some request.
+//!   A grant no request used fails the test, unless its manifest keeps it
+//!   with a `# kept-unused: <verb> <resource>[.<group>] <why>` comment.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use clusterset_dns::config::Config;
+use clusterset_dns::dns::name::ZoneName;
+use clusterset_dns::mirror::lease::LeaseConfig;
+use clusterset_dns::mirror::run::MirrorConfig;
+use clusterset_dns::model::Settings;
+use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
+use clusterset_dns::source::api;
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{RData, RecordType};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kubesim::rbac::{Attributes, Decision, UserInfo};
+use serde_json::{Value, json};
+
+use crate::kubesim_api::{client, sim};
+use crate::support::{
+    Links, Live, LiveConfig, Options, Proto, TestServer, ask, create_object, q, start_live,
+};
+
+/// Where our ServiceAccounts live (and the mirror's Lease).
+const SA_NS: &str = "clusterset-dns";
+/// Where Links, their Secrets and Linkerd's Leases live.
+const LINK_NS: &str = "linkerd-multicluster";
+/// Where the test's Services live.
+const NS: &str = "prod";
+const DNS_SA: &str = "clusterset-dns";
+const MIRROR_SA: &str = "clusterset-dns-mirror";
+const REMOTE_SA: &str = "clusterset-dns-remote";
+/// The Lease name `serve --mirror` uses (src/cli.rs).
+const LEASE: &str = "clusterset-dns-mirror";
+const LOCAL_FILES: [&str; 2] = ["local-dns.yaml", "local-mirror.yaml"];
+const REMOTE_FILES: [&str; 1] = ["remote.yaml"];
+
+fn manifest(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/rbac")
+        .join(file)
+}
+
+fn sa_user(name: &str) -> String {
+    format!("system:serviceaccount:{SA_NS}:{name}")
+}
+
+// ---------------------------------------------------------------------------
+// The fleet
+// ---------------------------------------------------------------------------
+
+struct Fleet {
+    sim: kubesim::Sim,
+    dir: tempfile::TempDir,
+    /// Admin client of the local cluster (the test's own hand).
+    local: kube::Client,
+    /// The DNS server's kubeconfig file for the local cluster.
+    dns_kubeconfig: PathBuf,
+    /// The mirror controller's kubeconfig file for the local cluster.
+    mirror_kubeconfig: PathBuf,
+}
+
+impl Fleet {
+    fn cluster(&self, name: &str) -> &Arc<kubesim::Cluster> {
+        self.sim.cluster(name).expect("cluster")
+    }
+}
+
+fn service(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+           "metadata": {"name": name, "namespace": NS, "labels": labels},
+           "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+}
+
+fn slice(service: &str, name: &str, addrs: &[&str]) -> Value {
+    let endpoints: Vec<Value> = addrs
+        .iter()
+        .map(|a| json!({"addresses": [a], "conditions": {"ready": true}}))
+        .collect();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+           "metadata": {"name": name, "namespace": NS,
+                        "labels": {"kubernetes.io/service-name": service}},
+           "addressType": "IPv4",
+           "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+           "endpoints": endpoints})
+}
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+fn secret_doc(cluster: &str, kubeconfig: &str) -> Value {
+    let s = Secret {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(format!("cluster-credentials-{cluster}")),
+            namespace: Some(LINK_NS.to_owned()),
+            ..Default::default()
+        },
+        type_: Some("mirror.linkerd.io/remote-kubeconfig".to_owned()),
+        data: Some(
+            [(
+                "kubeconfig".to_owned(),
+                ByteString(kubeconfig.as_bytes().to_vec()),
+            )]
+            .into_iter()
+            .collect(),
+        ),
+        ..Default::default()
+    };
+    let mut v = serde_json::to_value(s).expect("json");
+    v["apiVersion"] = json!("v1");
+    v["kind"] = json!("Secret");
+    v
+}
+
+/// A flat-mode Link (`linkerd multicluster link-gen --gateway=false`).
+fn link_doc(cluster: &str) -> Value {
+    json!({
+        "apiVersion": "multicluster.linkerd.io/v1alpha3", "kind": "Link",
+        "metadata": {"name": cluster, "namespace": LINK_NS},
+        "spec": {
+            "targetClusterName": cluster,
+            "targetClusterDomain": "cluster.local",
+            "targetClusterLinkerdNamespace": "linkerd",
+            "clusterCredentialsSecret": format!("cluster-credentials-{cluster}"),
+            "remoteDiscoverySelector": {"matchLabels": {"mirror.linkerd.io/exported": "remote-discovery"}},
+            "federatedServiceSelector": {"matchLabels": {"mirror.linkerd.io/federated": "member"}}
+        }
+    })
+}
+
+fn load(files: &[&str]) -> kubesim::Policy {
+    let paths: Vec<PathBuf> = files.iter().map(|f| manifest(f)).collect();
+    kubesim::load_policy(&paths).unwrap_or_else(|e| panic!("deploy/rbac does not load: {e}"))
+}
+
+/// The fleet with its data, the manifests enforced, every ServiceAccount
+/// token issued, and east and north linked with the remote ServiceAccount's
+/// kubeconfigs.
+async fn fleet() -> Fleet {
+    let (sim, dir) = sim(&["local", "east", "north"], |_| {}).await;
+    let admin = |n: &str| client(sim.cluster(n).expect("cluster"));
+    let (local, east, north) = (
+        admin("local").await,
+        admin("east").await,
+        admin("north").await,
+    );
+    let exported = json!({"mirror.linkerd.io/exported": "remote-discovery",
+                          "mirror.linkerd.io/federated": "member"});
+    for (c, ip) in [(&east, "10.1.0.1"), (&north, "10.2.0.1")] {
+        create_object(c, namespace(SA_NS)).await;
+        create_object(c, service("api", exported.clone())).await;
+        create_object(c, slice("api", "api-1", &[ip])).await;
+    }
+    create_object(
+        &east,
+        service(
+            "web",
+            json!({"mirror.linkerd.io/exported": "remote-discovery"}),
+        ),
+    )
+    .await;
+    create_object(&east, slice("web", "web-1", &["10.1.1.1"])).await;
+    for ns in [SA_NS, LINK_NS, NS] {
+        create_object(&local, namespace(ns)).await;
+    }
+
+    // Enforced from here on; the admin user is system:masters.
+    sim.cluster("local")
+        .expect("local")
+        .set_policy(Some(load(&LOCAL_FILES)));
+    for name in ["east", "north"] {
+        let remote = sim.cluster(name).expect("remote");
+        remote.set_policy(Some(load(&REMOTE_FILES)));
+        let token = remote.issue_service_account_token(SA_NS, REMOTE_SA);
+        let kubeconfig = remote.kubeconfig_for(REMOTE_SA, &token);
+        create_object(&local, secret_doc(name, &kubeconfig)).await;
+        create_object(&local, link_doc(name)).await;
+    }
+    let kubeconfig = |sa: &str| {
+        let c = sim.cluster("local").expect("local");
+        let token = c.issue_service_account_token(SA_NS, sa);
+        let path = dir.path().join(format!("{sa}.kubeconfig"));
+        std::fs::write(&path, c.kubeconfig_for(sa, &token)).expect("write kubeconfig");
+        path
+    };
+    let dns_kubeconfig = kubeconfig(DNS_SA);
+    let mirror_kubeconfig = kubeconfig(MIRROR_SA);
+    Fleet {
+        sim,
+        dir,
+        local,
+        dns_kubeconfig,
+        mirror_kubeconfig,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Requests the test makes (as admin)
+// ---------------------------------------------------------------------------
+
+async fn get(c: &kube::Client, path: &str) -> Option<Value> {
+    let req = http::Request::get(path).body(Vec::new()).expect("request");
+    match c.request::<Value>(req).await {
+        Ok(v) => Some(v),
+        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) => panic!("GET {path}: {e}"),
+    }
+}
+
+async fn items(c: &kube::Client, path: &str) -> Vec<Value> {
+    get(c, path)
+        .await
+        .and_then(|v| v["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn svc_path(name: &str) -> String {
+    format!("/api/v1/namespaces/{NS}/services/{name}")
+}
+
+/// Ready addresses of the EndpointSlices of local Service `service`.
+async fn endpoints_of(c: &kube::Client, service: &str) -> Vec<String> {
+    let slices = items(
+        c,
+        &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices?labelSelector=kubernetes.io/service-name%3D{service}"),
+    )
+    .await;
+    let mut out: Vec<String> = slices
+        .iter()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] != json!(false))
+        .flat_map(|e| e["addresses"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    out.sort();
+    out
+}
+
+async fn set_endpoints(c: &kube::Client, service: &str, addrs: &[&str]) {
+    let endpoints: Vec<Value> = addrs
+        .iter()
+        .map(|a| json!({"addresses": [a], "conditions": {"ready": true}}))
+        .collect();
+    let req = http::Request::patch(format!(
+        "/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices/{service}-1"
+    ))
+    .header("content-type", "application/merge-patch+json")
+    .body(serde_json::to_vec(&json!({"endpoints": endpoints})).expect("json"))
+    .expect("request");
+    c.request_text(req).await.expect("patch slice");
+}
+
+/// Polls `check` every 20 ms until it holds, at most `limit`.
+async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The A records of `<label>.prod.svc.clusterset.local`, if NOERROR.
+async fn a(dns: SocketAddr, label: &str) -> Option<BTreeSet<String>> {
+    let name = format!("{label}.{NS}.svc.clusterset.local.");
+    let (msg, _) = ask(dns, Proto::Udp, &q(&name, RecordType::A)).await;
+    (msg.metadata.response_code == ResponseCode::NoError).then(|| {
+        msg.answers
+            .iter()
+            .filter_map(|r| match &r.data {
+                RData::A(a) => Some(a.0.to_string()),
+                _ => None,
+            })
+            .collect()
+    })
+}
+
+async fn answers(dns: SocketAddr, label: &str, want: &[&str]) {
+    let want: BTreeSet<String> = want.iter().map(|s| (*s).to_owned()).collect();
+    eventually(
+        &format!("{label} answers {want:?}"),
+        Duration::from_secs(5),
+        || async { a(dns, label).await.as_ref() == Some(&want) },
+    )
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// The two runs
+// ---------------------------------------------------------------------------
+
+/// (a) The live DNS server as the `clusterset-dns` ServiceAccount, its
+/// linked clusters from Links and Secrets.
+async fn run_dns_server(f: &Fleet) {
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        Live::new(
+            &f.dns_kubeconfig,
+            Links::Linkerd {
+                namespace: LINK_NS.into(),
+            },
+        ),
+    )
+    .await;
+    let dns = server.dns;
+    answers(dns, "api-east", &["10.1.0.1"]).await;
+    answers(dns, "api-north", &["10.2.0.1"]).await;
+    answers(dns, "web-east", &["10.1.1.1"]).await;
+    answers(dns, "api-federated", &["10.1.0.1", "10.2.0.1"]).await;
+    // A change in a linked cluster comes through the remote watch.
+    let north = client(f.cluster("north")).await;
+    set_endpoints(&north, "api", &["10.2.0.2"]).await;
+    answers(dns, "api-north", &["10.2.0.2"]).await;
+    server.server.stop().await;
+}
+
+/// A `serve --mirror` replica in process, as the `clusterset-dns-mirror`
+/// ServiceAccount, electing with the Lease where the deployment puts it
+/// (`support::start_live` uses `default`, which these manifests do not
+/// grant).
+async fn start_mirror(f: &Fleet, identity: &str) -> TestServer {
+    let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
+    settings.ttl = 5;
+    settings.negative_ttl = 5;
+    settings.stale_ttl = settings.stale_ttl.min(5);
+    let config = Config {
+        mirror: None,
+        zones: None,
+        live: None,
+        local_cluster: Some("local".into()),
+        settings: Arc::new(settings),
+        dns_addr: loopback,
+        admin_addr: loopback,
+    };
+    let local_client = api::local_client(Some(&f.mirror_kubeconfig), None)
+        .await
+        .expect("local client");
+    let mut lease = LeaseConfig::new(SA_NS, LEASE, identity);
+    lease.lease_duration = Duration::from_secs(2);
+    lease.renew_deadline = Duration::from_millis(1500);
+    lease.retry_period = Duration::from_millis(250);
+    let mirror = MirrorConfig {
+        client: local_client.clone(),
+        local: "local".into(),
+        cluster_domain: "cluster.local".into(),
+        linkerd_flat_compat: false,
+        link_namespace: Some(LINK_NS.into()),
+        lease,
+        resync: Duration::from_secs(1),
+        federated_grace: Duration::from_secs(30),
+    };
+    let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
+    let server = Server::start_full(
+        &config,
+        sockets,
+        SourceSetup::Live(LiveConfig {
+            local: "local".into(),
+            local_client,
+            links: Links::Linkerd {
+                namespace: LINK_NS.into(),
+            },
+            sync_timeout: Duration::from_secs(10),
+        }),
+        Some(mirror),
+    )
+    .expect("start server");
+    let start = Instant::now();
+    while !server.shared.ready.load(Ordering::Acquire) {
+        assert!(start.elapsed() < Duration::from_secs(10), "not ready");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    TestServer {
+        dns: server.dns_addr,
+        admin: server.admin_addr,
+        server,
+    }
+}
+
+/// (b) The mirror controller: two replicas, objects created, updated and
+/// deleted, NotOwned Events, a Lease takeover.
+async fn run_mirror(f: &Fleet) {
+    let c = &f.local;
+    // Same-named objects the controller does not own: a Service, and an
+    // EndpointSlice with the name of api-east's first slice.
+    create_object(c, service("web-east", json!({"team": "mine"}))).await;
+    create_object(c, slice("mine", "api-east-v4-0", &["10.9.9.9"])).await;
+
+    let first = start_mirror(f, "replica-a").await;
+    eventually("replica-a leads", Duration::from_secs(5), || async {
+        first.server.shared.mirror.is_leader()
+    })
+    .await;
+    eventually("mirrors created", Duration::from_secs(10), || async {
+        get(c, &svc_path("api-east")).await.is_some()
+            && endpoints_of(c, "api-north").await == ["10.2.0.2"]
+            && endpoints_of(c, "api-federated").await == ["10.1.0.1", "10.2.0.2"]
+    })
+    .await;
+    eventually("NotOwned events", Duration::from_secs(5), || async {
+        let events = items(c, &format!("/api/v1/namespaces/{NS}/events")).await;
+        let reported = |kind: &str, name: &str| {
+            events.iter().any(|e| {
+                e["reason"] == "NotOwned"
+                    && e["involvedObject"]["kind"] == kind
+                    && e["involvedObject"]["name"] == name
+            })
+        };
+        reported("Service", "web-east") && reported("EndpointSlice", "api-east-v4-0")
+    })
+    .await;
+    let web = get(c, &svc_path("web-east"))
+        .await
+        .expect("user's web-east");
+    assert_eq!(web["metadata"]["labels"], json!({"team": "mine"}));
+
+    // A second replica follows and writes nothing.
+    let second = start_mirror(f, "replica-b").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!second.server.shared.mirror.is_leader());
+    assert_eq!(second.server.shared.mirror.ok_writes(), 0);
+
+    // An update in north: the leader applies the changed slices.
+    let north = client(f.cluster("north")).await;
+    set_endpoints(&north, "api", &["10.2.0.3"]).await;
+    eventually(
+        "north's change mirrored",
+        Duration::from_secs(5),
+        || async {
+            endpoints_of(c, "api-north").await == ["10.2.0.3"]
+                && endpoints_of(c, "api-federated").await == ["10.1.0.1", "10.2.0.3"]
+        },
+    )
+    .await;
+
+    // The leader goes; the follower takes the Lease over.
+    first.server.stop().await;
+    eventually("replica-b takes over", Duration::from_secs(6), || async {
+        second.server.shared.mirror.is_leader()
+    })
+    .await;
+
+    // North unlinked: its mirrors are deleted, the federated Service is
+    // updated to east alone.
+    let req = http::Request::delete(format!(
+        "/apis/multicluster.linkerd.io/v1alpha3/namespaces/{LINK_NS}/links/north"
+    ))
+    .body(Vec::new())
+    .expect("request");
+    c.request_text(req).await.expect("delete link");
+    eventually(
+        "north's mirrors deleted",
+        Duration::from_secs(5),
+        || async {
+            get(c, &svc_path("api-north")).await.is_none()
+                && endpoints_of(c, "api-north").await.is_empty()
+                && endpoints_of(c, "api-federated").await == ["10.1.0.1"]
+        },
+    )
+    .await;
+    eventually(
+        "api-federated lists east alone",
+        Duration::from_secs(5),
+        || async {
+            get(c, &svc_path("api-federated")).await.is_some_and(|v| {
+                v["metadata"]["annotations"]["multicluster.linkerd.io/remote-discovery"]
+                    == "api@east"
+            })
+        },
+    )
+    .await;
+    assert!(second.server.shared.mirror.ok_writes() > 0);
+    second.server.stop().await;
+}
+
+// ---------------------------------------------------------------------------
+// What the manifests grant
+// ---------------------------------------------------------------------------
+
+/// One verb on one resource that a binding gives one ServiceAccount through
+/// one rule.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Grant {
+    /// The manifest defining the role.
+    file: String,
+    /// `ClusterRoleBinding/<name>` or `RoleBinding/<ns>/<name>`.
+    binding: String,
+    /// `ClusterRole/<name>` or `Role/<ns>/<name>`, as kubesim's RuleId.
+    role: String,
+    rule: usize,
+    user: String,
+    verb: String,
+    group: String,
+    /// Plural, with `/<subresource>` if any.
+    resource: String,
+    /// `cluster-wide` or the Role's namespace.
+    scope: String,
+}
+
+impl Grant {
+    fn describe(&self) -> String {
+        let group = if self.group.is_empty() {
+            String::new()
+        } else {
+            format!(".{}", self.group)
+        };
+        format!(
+            "{} {}{} ({}) for {} via {} -> {} rule {} [{}]",
+            self.verb,
+            self.resource,
+            group,
+            self.scope,
+            self.user,
+            self.binding,
+            self.role,
+            self.rule,
+            self.file
+        )
+    }
+}
+
+/// The key the audit side fills in.
+type Use = (String, String, usize, String, String, String);
+
+impl Grant {
+    fn key(&self) -> Use {
+        (
+            self.user.clone(),
+            self.role.clone(),
+            self.rule,
+            self.verb.clone(),
+            self.group.clone(),
+            self.resource.clone(),
+        )
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `(verb, resource, group)` triples that a manifest keeps without a use,
+/// from `# kept-unused: <verb> <resource>[.<group>] <why>` lines.
+fn kept_unused(text: &str) -> Vec<(String, String, String)> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("# kept-unused:"))
+        .filter_map(|rest| {
+            let mut words = rest.split_whitespace();
+            let verb = words.next()?.to_owned();
+            let target = words.next()?;
+            let (resource, group) = target.split_once('.').unwrap_or((target, ""));
+            assert!(
+                words.next().is_some(),
+                "kept-unused without a reason: {rest}"
+            );
+            Some((verb, resource.to_owned(), group.to_owned()))
+        })
+        .collect()
+}
+
+/// Every grant of the manifests, and the ones kept without a use.
+fn grants(files: &[&str]) -> (Vec<Grant>, BTreeSet<Grant>) {
+    let mut roles: BTreeMap<String, (String, Vec<Value>)> = BTreeMap::new();
+    let mut bindings: Vec<(String, String, Value)> = Vec::new();
+    let mut kept: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
+    for file in files {
+        let text = std::fs::read_to_string(manifest(file)).expect("manifest");
+        kept.insert((*file).to_owned(), kept_unused(&text));
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("manifest parses");
+        for doc in docs.into_iter().filter(|d| !d.is_null()) {
+            let name = doc["metadata"]["name"].as_str().unwrap_or("").to_owned();
+            let ns = doc["metadata"]["namespace"].as_str().unwrap_or("");
+            let kind = doc["kind"].as_str().unwrap_or("");
+            match kind {
+                "ClusterRole" => {
+                    let rules = doc["rules"].as_array().cloned().unwrap_or_default();
+                    roles.insert(format!("ClusterRole/{name}"), ((*file).to_owned(), rules));
+                }
+                "Role" => {
+                    let rules = doc["rules"].as_array().cloned().unwrap_or_default();
+                    roles.insert(format!("Role/{ns}/{name}"), ((*file).to_owned(), rules));
+                }
+                "ClusterRoleBinding" => {
+                    bindings.push((format!("ClusterRoleBinding/{name}"), String::new(), doc));
+                }
+                "RoleBinding" => {
+                    bindings.push((format!("RoleBinding/{ns}/{name}"), ns.to_owned(), doc));
+                }
+                "ServiceAccount" | "Namespace" | "Secret" => {}
+                other => panic!("{file}: unexpected kind {other}"),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut exempt = BTreeSet::new();
+    for (binding, binding_ns, doc) in &bindings {
+        let role_ref = &doc["roleRef"];
+        let role_kind = role_ref["kind"].as_str().unwrap_or("");
+        let role_name = role_ref["name"].as_str().unwrap_or("");
+        let (role, scope) = match role_kind {
+            "ClusterRole" if binding_ns.is_empty() => (
+                format!("ClusterRole/{role_name}"),
+                "cluster-wide".to_owned(),
+            ),
+            "Role" => (format!("Role/{binding_ns}/{role_name}"), binding_ns.clone()),
+            // A ClusterRole bound in one namespace would need its grants
+            // counted per namespace; the manifests do not do that.
+            _ => panic!("{binding}: {role_kind} {role_name} bound in a namespace; not supported"),
+        };
+        let (file, rules) = roles
+            .get(&role)
+            .unwrap_or_else(|| panic!("{binding}: {role} is in no manifest"));
+        for subject in doc["subjects"].as_array().into_iter().flatten() {
+            assert_eq!(
+                subject["kind"], "ServiceAccount",
+                "{binding}: only ServiceAccounts are bound"
+            );
+            let user = format!(
+                "system:serviceaccount:{}:{}",
+                subject["namespace"].as_str().unwrap_or(binding_ns),
+                subject["name"].as_str().unwrap_or("")
+            );
+            for (i, rule) in rules.iter().enumerate() {
+                for verb in strings(&rule["verbs"]) {
+                    for group in strings(&rule["apiGroups"]) {
+                        for resource in strings(&rule["resources"]) {
+                            let g = Grant {
+                                file: file.clone(),
+                                binding: binding.clone(),
+                                role: role.clone(),
+                                rule: i,
+                                user: user.clone(),
+                                verb: verb.clone(),
+                                group: group.clone(),
+                                resource: resource.clone(),
+                                scope: scope.clone(),
+                            };
+                            if kept[file].contains(&(verb.clone(), resource.clone(), group.clone()))
+                            {
+                                exempt.insert(g.clone());
+                            }
+                            out.push(g);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    (out, exempt)
+}
+
+// ---------------------------------------------------------------------------
+// What the audit logs show
+// ---------------------------------------------------------------------------
+
+/// The groups kubesim gives a ServiceAccount token.
+fn sa_info(user: &str) -> UserInfo {
+    let ns = user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split(':').next())
+        .unwrap_or("");
+    UserInfo {
+        name: user.to_owned(),
+        groups: vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{ns}"),
+            "system:authenticated".to_owned(),
+        ],
+    }
+}
+
+fn attributes(e: &kubesim::AuditEntry) -> Attributes {
+    if e.group.is_empty() && e.resource.starts_with('/') {
+        return Attributes::NonResource {
+            verb: e.verb.clone(),
+            path: e.resource.clone(),
+        };
+    }
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    Attributes::Resource {
+        verb: e.verb.clone(),
+        api_group: e.group.clone(),
+        resource: e.resource.clone(),
+        subresource: some(&e.subresource),
+        namespace: some(&e.namespace),
+        name: some(&e.name),
+    }
+}
+
+fn describe(e: &kubesim::AuditEntry) -> String {
+    let mut resource = e.resource.clone();
+    if !e.subresource.is_empty() {
+        resource = format!("{resource}/{}", e.subresource);
+    }
+    if !e.group.is_empty() {
+        resource = format!("{resource}.{}", e.group);
+    }
+    format!(
+        "{} {} {resource} namespace={:?} name={:?} -> {}",
+        e.user, e.verb, e.namespace, e.name, e.code
+    )
+}
+
+/// How each ServiceAccount request of `cluster` was allowed, under the
+/// policy `cluster` enforces: (grant key, namespace) → count. Denied or
+/// unauthenticated ServiceAccount requests go to `refused`.
+fn uses(
+    cluster: &kubesim::Cluster,
+    used: &mut BTreeMap<Use, BTreeMap<String, usize>>,
+    refused: &mut Vec<String>,
+) {
+    let policy = cluster.policy().expect("policy enforced");
+    for e in cluster.audit() {
+        if e.code == 401 {
+            refused.push(format!("{}: {}", cluster.name, describe(&e)));
+            continue;
+        }
+        if !e.user.starts_with("system:serviceaccount:") {
+            continue;
+        }
+        if e.code == 403 {
+            refused.push(format!("{}: {}", cluster.name, describe(&e)));
+            continue;
+        }
+        match policy.authorize(&sa_info(&e.user), &attributes(&e)) {
+            Decision::Allow(Some(rule)) if rule.source != "builtin" => {
+                let resource = if e.subresource.is_empty() {
+                    e.resource.clone()
+                } else {
+                    format!("{}/{}", e.resource, e.subresource)
+                };
+                let key = (
+                    e.user.clone(),
+                    rule.role,
+                    rule.rule,
+                    e.verb.clone(),
+                    e.group.clone(),
+                    resource,
+                );
+                let ns = if e.namespace.is_empty() {
+                    "(all)".to_owned()
+                } else {
+                    e.namespace.clone()
+                };
+                *used.entry(key).or_default().entry(ns).or_default() += 1;
+            }
+            Decision::Allow(_) => {} // discovery, granted to everyone
+            Decision::Deny => panic!(
+                "{}: {} was served but the policy denies it",
+                cluster.name,
+                describe(&e)
+            ),
+        }
+    }
+}
+
+/// The manifests load, and the rules the test reads from them are the ones
+/// kubesim enforces (same roles, same rule indices).
+#[test]
+fn rbac_manifests_load_and_bind_only_our_service_accounts() {
+    for (files, expected_users) in [
+        (&LOCAL_FILES[..], vec![sa_user(DNS_SA), sa_user(MIRROR_SA)]),
+        (&REMOTE_FILES[..], vec![sa_user(REMOTE_SA)]),
+    ] {
+        let policy = load(files);
+        let enforced: BTreeSet<(String, usize)> = policy
+            .rules()
+            .into_iter()
+            .filter(|r| r.source != "builtin")
+            .map(|r| (r.role, r.rule))
+            .collect();
+        let (grants, _) = grants(files);
+        let read: BTreeSet<(String, usize)> =
+            grants.iter().map(|g| (g.role.clone(), g.rule)).collect();
+        assert_eq!(read, enforced, "{files:?}: every rule is bound, once read");
+        let users: BTreeSet<String> = grants.iter().map(|g| g.user.clone()).collect();
+        let expected: BTreeSet<String> = expected_users.into_iter().collect();
+        assert_eq!(users, expected, "{files:?}");
+        // Every bound ServiceAccount is defined in the same files.
+        let defined: BTreeSet<String> = files
+            .iter()
+            .flat_map(|f| {
+                let text = std::fs::read_to_string(manifest(f)).expect("manifest");
+                serde_saphyr::from_multiple::<Value>(&text).expect("parses")
+            })
+            .filter(|d| d["kind"] == "ServiceAccount")
+            .map(|d| {
+                format!(
+                    "system:serviceaccount:{}:{}",
+                    d["metadata"]["namespace"].as_str().unwrap_or(""),
+                    d["metadata"]["name"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(defined, expected, "{files:?}: ServiceAccounts defined");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_dns_server_and_mirror_need_every_rule_and_nothing_more() {
+    let f = fleet().await;
+    run_dns_server(&f).await;
+    run_mirror(&f).await;
+
+    let mut used: BTreeMap<Use, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut refused = Vec::new();
+    for name in ["local", "east", "north"] {
+        uses(f.cluster(name), &mut used, &mut refused);
+    }
+
+    // Sufficiency.
+    assert!(
+        refused.is_empty(),
+        "requests of our ServiceAccounts refused:\n  {}",
+        refused.join("\n  ")
+    );
+    let users: BTreeSet<&str> = used.keys().map(|k| k.0.as_str()).collect();
+    for sa in [DNS_SA, MIRROR_SA, REMOTE_SA] {
+        assert!(users.contains(sa_user(sa).as_str()), "{sa} made no request");
+    }
+
+    // Minimality.
+    let mut files: Vec<&str> = LOCAL_FILES.to_vec();
+    files.extend(REMOTE_FILES);
+    let (all, exempt) = grants(&files);
+    let mut report = Vec::new();
+    let mut unused = Vec::new();
+    for g in &all {
+        match used.get(&g.key()) {
+            Some(namespaces) => {
+                let seen: Vec<String> = namespaces
+                    .iter()
+                    .map(|(ns, n)| format!("{ns}:{n}"))
+                    .collect();
+                report.push(format!("used  {}  <- {}", g.describe(), seen.join(" ")));
+            }
+            None if exempt.contains(g) => {
+                report.push(format!("KEPT  {} (kept-unused comment)", g.describe()));
+            }
+            None => {
+                report.push(format!("UNUSED {}", g.describe()));
+                unused.push(g.describe());
+            }
+        }
+    }
+    eprintln!("RBAC coverage:\n  {}", report.join("\n  "));
+    // Requests allowed by a rule no grant above describes cannot happen (the
+    // grants are the policy), but say so if they do.
+    let known: BTreeSet<Use> = all.iter().map(Grant::key).collect();
+    let strays: Vec<String> = used
+        .keys()
+        .filter(|k| !known.contains(*k))
+        .map(|k| format!("{k:?}"))
+        .collect();
+    assert!(strays.is_empty(), "uses outside the grants: {strays:?}");
+    assert!(
+        unused.is_empty(),
+        "grants no request used (remove them, or keep one with a `# kept-unused:` comment saying why):\n  {}",
+        unused.join("\n  ")
+    );
+    let _ = &f.dir;
+}

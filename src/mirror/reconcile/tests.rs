@@ -196,6 +196,44 @@ fn headless_to_cluster_ip_is_a_new_object() {
 }
 
 #[test]
+fn the_slices_of_someone_elses_service_are_not_written() {
+    let slice = Desired {
+        key: ObjectRef {
+            kind: Kind::EndpointSlice,
+            namespace: "prod".into(),
+            name: "web-east-v4-0".into(),
+        },
+        object: json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "web-east-v4-0", "namespace": "prod",
+                         "labels": {"kubernetes.io/service-name": "web-east"}},
+            "addressType": "IPv4", "endpoints": []
+        }),
+        cluster: Some("east".into()),
+    };
+    let unowned = BTreeSet::from([key("web-east")]);
+    let ops = plan(
+        &[desired("web-east", 80), slice.clone()],
+        &BTreeMap::new(),
+        &unowned,
+        |_| false,
+    );
+    assert!(ops.is_empty(), "{:?}", names(&ops));
+    // One of ours already there is removed.
+    let actual = BTreeMap::from([(
+        slice.key.clone(),
+        Actual {
+            object: stamped(&slice).object,
+        },
+    )]);
+    let ops = plan(&[desired("web-east", 80), slice], &actual, &unowned, |_| {
+        false
+    });
+    assert_eq!(ops.len(), 1);
+    assert!(matches!(&ops[0], Op::Delete { key, .. } if &*key.name == "web-east-v4-0"));
+}
+
+#[test]
 fn contains_table() {
     let cases = [
         (json!({"a": 1, "b": 2}), json!({"a": 1}), true),
