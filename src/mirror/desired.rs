@@ -367,10 +367,11 @@ fn cluster_units(
             if !settings.linkerd_flat_compat {
                 for slice in c.slices_of(&svc.key) {
                     for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
-                        // Headless: the pod's own hostname, else none, so
-                        // CoreDNS falls back to the dashed IP exactly as our
-                        // DNS does (DESIGN.md decision 3).
-                        let hostname = ep.hostname.clone().filter(|_| svc.headless);
+                        // Headless: the pod's own hostname, else the
+                        // dashed IP our DNS serves (DESIGN.md decision 3),
+                        // written out: CoreDNS dashes a bare address its own
+                        // way (`fd00:5::` → `fd00-5--`, ours `fd00-5--0`).
+                        let hostname = svc.headless.then(|| pod_hostname(ep));
                         unit.endpoints.add(
                             &slice.ports,
                             Ep {
