@@ -206,13 +206,28 @@ impl Controller {
                 true
             }
             WatchMsg::Apply(v) => {
-                if let Some(key) = object_ref(kind, &v) {
-                    if is_ours(&v) {
-                        self.actual.insert(key, Actual { object: v });
-                    } else {
-                        self.actual.remove(&key);
-                    }
+                let Some(key) = object_ref(kind, &v) else {
+                    return false;
+                };
+                if !is_ours(&v) {
+                    return self.actual.remove(&key).is_some();
                 }
+                // Our own write comes back through the watch after its
+                // response was cached, and may arrive after a newer write's
+                // response: not news, and an older version must not replace
+                // the newer one (that would plan a write that changes nothing).
+                let version = |o: &Value| {
+                    o.pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .and_then(|r| r.parse::<u64>().ok())
+                };
+                if let Some(cached) = self.actual.get(&key)
+                    && let (Some(have), Some(got)) = (version(&cached.object), version(&v))
+                    && got <= have
+                {
+                    return false;
+                }
+                self.actual.insert(key, Actual { object: v });
                 true
             }
             WatchMsg::Delete(v) => {
