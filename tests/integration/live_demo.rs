@@ -2,9 +2,10 @@
 //! `kubesim` with four clusters, the demo clusterset applied with kubectl,
 //! Links and credential Secrets created with kubectl, then
 //! `clusterset-dns serve --kubeconfig <west> --local-cluster west` answering
-//! the per-cluster, federated, per-pod and SRV names of the demo table, and a
-//! StatefulSet scaled in one cluster changing the federated SRV answer within
-//! a second.
+//! the per-cluster, federated, per-pod and SRV names of the demo table, with
+//! `--mirror` writing the same clusterset into west (listed by kubectl with
+//! our managed-by label), and a StatefulSet scaled in one cluster changing the
+//! federated SRV answer and west's federated EndpointSlice within a second.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -132,6 +133,7 @@ fn readme_live_walkthrough() {
         .args(["serve", "--kubeconfig"])
         .arg(kc("west"))
         .args([
+            "--mirror",
             "--local-cluster",
             "west",
             "--dns-addr",
@@ -169,10 +171,6 @@ fn readme_live_walkthrough() {
         (
             &["frontend-east.shop.svc.clusterset.local"],
             &["10.96.20.1"],
-        ),
-        (
-            &["reviews-south.shop.svc.clusterset.local"],
-            &["198.51.100.20"],
         ),
         (
             &["payments-north.shop.svc.clusterset.local"],
@@ -218,7 +216,61 @@ fn readme_live_walkthrough() {
     };
     assert_eq!(peers(dns).len(), 9, "{:?}", peers(dns));
 
-    // Scale north's StatefulSet: db-3 joins the seed list within a second.
+    // The mirror controller wrote the same clusterset into west's own API.
+    let start = Instant::now();
+    let listed = loop {
+        let out = ok(
+            &kc("west"),
+            &[
+                "get",
+                "svc,endpointslices",
+                "-A",
+                "-l",
+                "app.kubernetes.io/managed-by=clusterset-dns",
+                "-o",
+                "name",
+            ],
+        );
+        if out.contains("service/db-federated") && out.contains("service/payments-north") {
+            break out;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "mirrors listed: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        listed.contains("endpointslice.discovery.k8s.io/db-federated-v4-0"),
+        "{listed}"
+    );
+    // The Linkerd mirror of frontend in west is Linkerd's: not in our list.
+    assert!(!listed.contains("service/frontend-east"), "{listed}");
+    // A gateway-mode name now answers its mirror's ClusterIP (DESIGN.md
+    // decision 1), as frontend-east answers Linkerd's.
+    let vip = ok(
+        &kc("west"),
+        &[
+            "-n",
+            "shop",
+            "get",
+            "svc",
+            "reviews-south",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    let start = Instant::now();
+    while dig(dns, &["reviews-south.shop.svc.clusterset.local"]) != [vip.trim().to_owned()] {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "reviews-south answers {vip}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Scale north's StatefulSet: db-3 joins the seed list within a second,
+    // and the federated EndpointSlice in west.
     let patch = r#"[{"op":"add","path":"/endpoints/-","value":{"addresses":["10.20.30.13"],"hostname":"db-3","conditions":{"ready":true}}}]"#;
     ok(
         &kc("north"),
@@ -246,6 +298,29 @@ fn readme_live_walkthrough() {
         assert!(
             changed.elapsed() < Duration::from_secs(1),
             "db-3 within a second: {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    loop {
+        let slice = ok(
+            &kc("west"),
+            &[
+                "-n",
+                "data",
+                "get",
+                "endpointslices",
+                "-l",
+                "kubernetes.io/service-name=db-federated",
+                "-o",
+                "json",
+            ],
+        );
+        if slice.contains("db-3-north") {
+            break;
+        }
+        assert!(
+            changed.elapsed() < Duration::from_secs(1),
+            "db-3-north in west's federated EndpointSlice within a second"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -650,3 +650,46 @@ async fn the_mirror_subcommand_writes_without_serving_dns() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
+    let s = setup(async |_| {}).await;
+    let a = serve(&s, MirrorSetup::new("replica-a"), |_| {}).await;
+    let c = &s.local;
+    eventually("mirrors written", Duration::from_secs(10), || async {
+        !endpoints_of(c, "db-federated").await.is_empty()
+    })
+    .await;
+    assert!(a.server.shared.mirror.is_leader());
+    // Someone else takes the Lease (as another replica would after a
+    // partition): the old leader must notice and write nothing more.
+    let path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/clusterset-dns-mirror";
+    let mut lease = get(c, path).await.expect("lease");
+    lease["spec"]["holderIdentity"] = json!("intruder");
+    lease["spec"]["leaseDurationSeconds"] = json!(60);
+    lease["spec"]["renewTime"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
+    let req = http::Request::put(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&lease).expect("json"))
+        .expect("request");
+    c.request_text(req).await.expect("take the lease");
+    eventually("a steps down", Duration::from_secs(2), || async {
+        !a.server.shared.mirror.is_leader()
+    })
+    .await;
+    let writes = a.server.shared.mirror.ok_writes();
+    let east = client(s.sim.cluster("east").expect("east")).await;
+    create_object(
+        &east,
+        service("new", json!({"mirror.linkerd.io/exported": "true"}), false),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        a.server.shared.mirror.ok_writes(),
+        writes,
+        "wrote without the lease"
+    );
+    assert!(get(c, &svc_path("new-east")).await.is_none());
+    a.server.stop().await;
+}
