@@ -126,7 +126,7 @@ async fn delete(c: &kube::Client, path: &str) {
     c.request_text(req).await.expect("delete");
 }
 
-fn secret_doc(name: &str, kubeconfig: &str) -> serde_json::Value {
+pub(crate) fn secret_doc(name: &str, kubeconfig: &str) -> serde_json::Value {
     let s = Secret {
         metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
             name: Some(name.to_owned()),
@@ -150,7 +150,7 @@ fn secret_doc(name: &str, kubeconfig: &str) -> serde_json::Value {
     v
 }
 
-fn link_doc(cluster: &str) -> serde_json::Value {
+pub(crate) fn link_doc(cluster: &str) -> serde_json::Value {
     // The shape `linkerd multicluster link-gen --gateway=false` writes.
     json!({
         "apiVersion": "multicluster.linkerd.io/v1alpha3", "kind": "Link",

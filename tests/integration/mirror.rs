@@ -14,7 +14,7 @@ use crate::support::{Links, Live, MirrorSetup, Options, TestServer, create_objec
 const NS: &str = "prod";
 const OURS: &str = "app.kubernetes.io/managed-by=clusterset-dns";
 
-async fn get(c: &kube::Client, path: &str) -> Option<Value> {
+pub(crate) async fn get(c: &kube::Client, path: &str) -> Option<Value> {
     let req = http::Request::get(path).body(Vec::new()).expect("request");
     match c.request::<Value>(req).await {
         Ok(v) => Some(v),
@@ -23,14 +23,14 @@ async fn get(c: &kube::Client, path: &str) -> Option<Value> {
     }
 }
 
-async fn items(c: &kube::Client, path: &str) -> Vec<Value> {
+pub(crate) async fn items(c: &kube::Client, path: &str) -> Vec<Value> {
     get(c, path)
         .await
         .and_then(|v| v["items"].as_array().cloned())
         .unwrap_or_default()
 }
 
-fn svc_path(name: &str) -> String {
+pub(crate) fn svc_path(name: &str) -> String {
     format!("/api/v1/namespaces/{NS}/services/{name}")
 }
 
@@ -44,7 +44,7 @@ async fn slices_of(c: &kube::Client, service: &str) -> Vec<Value> {
 }
 
 /// Addresses (and hostnames) of the ready endpoints of `service`'s slices.
-async fn endpoints_of(c: &kube::Client, service: &str) -> Vec<String> {
+pub(crate) async fn endpoints_of(c: &kube::Client, service: &str) -> Vec<String> {
     let mut out: Vec<String> = slices_of(c, service)
         .await
         .iter()

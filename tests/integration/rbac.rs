@@ -17,26 +17,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use clusterset_dns::config::Config;
-use clusterset_dns::dns::name::ZoneName;
-use clusterset_dns::mirror::lease::LeaseConfig;
-use clusterset_dns::mirror::run::MirrorConfig;
-use clusterset_dns::model::Settings;
-use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
-use clusterset_dns::source::api;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
 use kubesim::rbac::{Attributes, Decision, UserInfo};
 use serde_json::{Value, json};
 
 use crate::kubesim_api::{client, sim};
+use crate::live::{link_doc, secret_doc};
+use crate::mirror::{endpoints_of, get, items, svc_path};
 use crate::support::{
-    Links, Live, LiveConfig, Options, Proto, TestServer, ask, create_object, q, start_live,
+    Links, Live, MirrorSetup, Options, Proto, TestServer, ask, create_object, q, start_live,
 };
 
 /// Where our ServiceAccounts live (and the mirror's Lease).
@@ -48,8 +40,6 @@ const NS: &str = "prod";
 const DNS_SA: &str = "clusterset-dns";
 const MIRROR_SA: &str = "clusterset-dns-mirror";
 const REMOTE_SA: &str = "clusterset-dns-remote";
-/// The Lease name `serve --mirror` uses (src/cli.rs).
-const LEASE: &str = "clusterset-dns-mirror";
 const LOCAL_FILES: [&str; 2] = ["local-dns.yaml", "local-mirror.yaml"];
 const REMOTE_FILES: [&str; 1] = ["remote.yaml"];
 
@@ -107,46 +97,6 @@ fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 }
 
-fn secret_doc(cluster: &str, kubeconfig: &str) -> Value {
-    let s = Secret {
-        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            name: Some(format!("cluster-credentials-{cluster}")),
-            namespace: Some(LINK_NS.to_owned()),
-            ..Default::default()
-        },
-        type_: Some("mirror.linkerd.io/remote-kubeconfig".to_owned()),
-        data: Some(
-            [(
-                "kubeconfig".to_owned(),
-                ByteString(kubeconfig.as_bytes().to_vec()),
-            )]
-            .into_iter()
-            .collect(),
-        ),
-        ..Default::default()
-    };
-    let mut v = serde_json::to_value(s).expect("json");
-    v["apiVersion"] = json!("v1");
-    v["kind"] = json!("Secret");
-    v
-}
-
-/// A flat-mode Link (`linkerd multicluster link-gen --gateway=false`).
-fn link_doc(cluster: &str) -> Value {
-    json!({
-        "apiVersion": "multicluster.linkerd.io/v1alpha3", "kind": "Link",
-        "metadata": {"name": cluster, "namespace": LINK_NS},
-        "spec": {
-            "targetClusterName": cluster,
-            "targetClusterDomain": "cluster.local",
-            "targetClusterLinkerdNamespace": "linkerd",
-            "clusterCredentialsSecret": format!("cluster-credentials-{cluster}"),
-            "remoteDiscoverySelector": {"matchLabels": {"mirror.linkerd.io/exported": "remote-discovery"}},
-            "federatedServiceSelector": {"matchLabels": {"mirror.linkerd.io/federated": "member"}}
-        }
-    })
-}
-
 fn load(files: &[&str]) -> kubesim::Policy {
     let paths: Vec<PathBuf> = files.iter().map(|f| manifest(f)).collect();
     kubesim::load_policy(&paths).unwrap_or_else(|e| panic!("deploy/rbac does not load: {e}"))
@@ -192,7 +142,11 @@ async fn fleet() -> Fleet {
         remote.set_policy(Some(load(&REMOTE_FILES)));
         let token = remote.issue_service_account_token(SA_NS, REMOTE_SA);
         let kubeconfig = remote.kubeconfig_for(REMOTE_SA, &token);
-        create_object(&local, secret_doc(name, &kubeconfig)).await;
+        create_object(
+            &local,
+            secret_doc(&format!("cluster-credentials-{name}"), &kubeconfig),
+        )
+        .await;
         create_object(&local, link_doc(name)).await;
     }
     let kubeconfig = |sa: &str| {
@@ -216,44 +170,6 @@ async fn fleet() -> Fleet {
 // ---------------------------------------------------------------------------
 // Requests the test makes (as admin)
 // ---------------------------------------------------------------------------
-
-async fn get(c: &kube::Client, path: &str) -> Option<Value> {
-    let req = http::Request::get(path).body(Vec::new()).expect("request");
-    match c.request::<Value>(req).await {
-        Ok(v) => Some(v),
-        Err(kube::Error::Api(s)) if s.code == 404 => None,
-        Err(e) => panic!("GET {path}: {e}"),
-    }
-}
-
-async fn items(c: &kube::Client, path: &str) -> Vec<Value> {
-    get(c, path)
-        .await
-        .and_then(|v| v["items"].as_array().cloned())
-        .unwrap_or_default()
-}
-
-fn svc_path(name: &str) -> String {
-    format!("/api/v1/namespaces/{NS}/services/{name}")
-}
-
-/// Ready addresses of the EndpointSlices of local Service `service`.
-async fn endpoints_of(c: &kube::Client, service: &str) -> Vec<String> {
-    let slices = items(
-        c,
-        &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices?labelSelector=kubernetes.io/service-name%3D{service}"),
-    )
-    .await;
-    let mut out: Vec<String> = slices
-        .iter()
-        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
-        .filter(|e| e["conditions"]["ready"] != json!(false))
-        .flat_map(|e| e["addresses"].as_array().cloned().unwrap_or_default())
-        .filter_map(|a| a.as_str().map(str::to_owned))
-        .collect();
-    out.sort();
-    out
-}
 
 async fn set_endpoints(c: &kube::Client, service: &str, addrs: &[&str]) {
     let endpoints: Vec<Value> = addrs
@@ -340,66 +256,26 @@ async fn run_dns_server(f: &Fleet) {
 }
 
 /// A `serve --mirror` replica in process, as the `clusterset-dns-mirror`
-/// ServiceAccount, electing with the Lease where the deployment puts it
-/// (`support::start_live` uses `default`, which these manifests do not
-/// grant).
+/// ServiceAccount, electing with the Lease where the deployment puts it.
 async fn start_mirror(f: &Fleet, identity: &str) -> TestServer {
-    let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
-    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
-    settings.ttl = 5;
-    settings.negative_ttl = 5;
-    settings.stale_ttl = settings.stale_ttl.min(5);
-    let config = Config {
-        mirror: None,
-        zones: None,
-        live: None,
-        local_cluster: Some("local".into()),
-        settings: Arc::new(settings),
-        dns_addr: loopback,
-        admin_addr: loopback,
-    };
-    let local_client = api::local_client(Some(&f.mirror_kubeconfig), None)
-        .await
-        .expect("local client");
-    let mut lease = LeaseConfig::new(SA_NS, LEASE, identity);
-    lease.lease_duration = Duration::from_secs(2);
-    lease.renew_deadline = Duration::from_millis(1500);
-    lease.retry_period = Duration::from_millis(250);
-    let mirror = MirrorConfig {
-        client: local_client.clone(),
-        local: "local".into(),
-        cluster_domain: "cluster.local".into(),
-        linkerd_flat_compat: false,
-        link_namespace: Some(LINK_NS.into()),
-        lease,
-        resync: Duration::from_secs(1),
-        federated_grace: Duration::from_secs(30),
-    };
-    let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
-    let server = Server::start_full(
-        &config,
-        sockets,
-        SourceSetup::Live(LiveConfig {
-            local: "local".into(),
-            local_client,
-            links: Links::Linkerd {
-                namespace: LINK_NS.into(),
-            },
-            sync_timeout: Duration::from_secs(10),
-        }),
-        Some(mirror),
+    let mut live = Live::new(
+        &f.mirror_kubeconfig,
+        Links::Linkerd {
+            namespace: LINK_NS.into(),
+        },
+    );
+    let mut mirror = MirrorSetup::new(identity);
+    mirror.namespace = SA_NS.to_owned();
+    mirror.resync = Duration::from_secs(1);
+    live.mirror = Some(mirror);
+    start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        live,
     )
-    .expect("start server");
-    let start = Instant::now();
-    while !server.shared.ready.load(Ordering::Acquire) {
-        assert!(start.elapsed() < Duration::from_secs(10), "not ready");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    TestServer {
-        dns: server.dns_addr,
-        admin: server.admin_addr,
-        server,
-    }
+    .await
 }
 
 /// (b) The mirror controller: two replicas, objects created, updated and

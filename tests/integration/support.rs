@@ -185,6 +185,8 @@ pub struct MirrorSetup {
     pub resync: Duration,
     /// Lease duration; renew deadline is 3/4 of it, retry 1/8.
     pub lease_duration: Duration,
+    /// Namespace of the Lease.
+    pub namespace: String,
 }
 
 impl MirrorSetup {
@@ -195,6 +197,7 @@ impl MirrorSetup {
             linkerd_flat_compat: false,
             resync: Duration::from_secs(60),
             lease_duration: Duration::from_secs(2),
+            namespace: "default".to_owned(),
         }
     }
 }
@@ -237,7 +240,7 @@ pub async fn start_live(opts: Options, live: Live) -> TestServer {
         .expect("local client");
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
     let mirror = live.mirror.map(|m| {
-        let mut lease = LeaseConfig::new("default", "clusterset-dns-mirror", &m.identity);
+        let mut lease = LeaseConfig::new(&m.namespace, "clusterset-dns-mirror", &m.identity);
         lease.lease_duration = m.lease_duration;
         lease.renew_deadline = m.lease_duration * 3 / 4;
         lease.retry_period = m.lease_duration / 8;
