@@ -45,103 +45,43 @@
 //! `MIRROR_WRITES_QUIET_MS`;
 //! `MIRROR_WRITES_TLS=1` serves kubesim over HTTPS; `MIRROR_WRITES_LOG` is the child's `RUST_LOG`.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use clusterset_dns::config::Config;
-use clusterset_dns::dns::name::ZoneName;
 use clusterset_dns::mirror::lease::LeaseConfig;
 use clusterset_dns::mirror::run::MirrorConfig;
-use clusterset_dns::model::Settings;
-use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
-use clusterset_dns::source::api;
-use clusterset_dns::source::live::{Links, LiveConfig};
-use futures_util::{StreamExt, stream};
-use k8s_openapi::api::core::v1::{Namespace, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config as KubeConfig};
+use clusterset_dns::runtime::Server;
+use kube::Client;
 use kubesim::resources::{ENDPOINTSLICES, RESOURCES, SERVICES};
 use kubesim::store::{Change, ReadAt};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::broadcast;
 
-/// The namespace every exported Service lives in (in every cluster).
-const NS: &str = "bench";
+use common::{
+    CHANGE_TIMEOUT, ChildGuard, Kube, Mode, NS, RemoteChange, Rss, flag, ms, remote_name, size,
+    table_head, table_row,
+};
+
 /// The local namespace of the mirror's Lease (`--mirror-namespace`).
 const LEASE_NS: &str = "clusterset-dns";
 /// Our ownership label.
 const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 const MANAGED_BY: &str = "clusterset-dns";
-/// Longest wait for one change to reach the local mirror slices.
-const CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait for the server to start, lead, and converge.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(180);
-/// Creates in flight while loading.
-const LOAD_CONCURRENCY: usize = 64;
 /// kube verbs that write.
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 /// The resources the mirror writes, as kubesim's counters name them.
 const MIRROR_RESOURCES: [&str; 2] = ["services", "endpointslices.discovery.k8s.io"];
 const LEASES: &str = "leases.coordination.k8s.io";
-
-fn size(var: &str, full: usize, smoke: usize, bench: bool) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if bench { full } else { smoke })
-}
-
-fn flag(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1" || v == "true")
-}
-
-/// `VmRSS` and `VmHWM` (peak) of a process, in bytes.
-fn rss_of(status_path: &str) -> (u64, u64) {
-    let status = std::fs::read_to_string(status_path).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / f64::from(1u32 << 20)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-/// p50 / p99 / max of a sample, as text.
-fn summary(samples: &mut [Duration]) -> String {
-    samples.sort();
-    format!(
-        "{} / {} / {}",
-        ms(percentile(samples, 0.5)),
-        ms(percentile(samples, 0.99)),
-        ms(samples.last().copied().unwrap_or_default())
-    )
-}
 
 /// The sizes of one run.
 #[derive(Debug, Clone, Copy)]
@@ -172,23 +112,6 @@ impl Sizes {
     }
 }
 
-/// The cluster names: `c1`, `c2`, …
-fn remote_name(c: usize) -> String {
-    format!("c{}", c + 1)
-}
-
-/// The initial IP of endpoint `e` of service `s` in remote cluster `c`: 10.0.0.0 plus
-/// `(c + 1) << 20` plus `s * endpoints + e`.
-fn initial_ip(c: usize, s: usize, e: usize, endpoints: usize) -> Ipv4Addr {
-    let n = (s * endpoints + e) as u32;
-    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + (((c as u32) + 1) << 20) + n)
-}
-
-/// The IP change `k` puts in: 172.16.0.0 plus `k`, never an initial IP.
-fn changed_ip(k: usize) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(Ipv4Addr::new(172, 16, 0, 0)) + k as u32)
-}
-
 /// The local mirror slice of remote service `s` of cluster `c`.
 fn flat_slice(s: usize, c: usize) -> String {
     format!("svc-{s}-{}-v4-0", remote_name(c))
@@ -199,111 +122,6 @@ fn federated_slice(s: usize) -> String {
     format!("svc-{s}-federated-v4-0")
 }
 
-fn service(s: usize, member: bool) -> Service {
-    let mut labels =
-        json!({"mirror.linkerd.io/exported": "remote-discovery", "app": format!("svc-{s}")});
-    if member {
-        labels["mirror.linkerd.io/federated"] = json!("member");
-    }
-    serde_json::from_value(json!({
-        "metadata": {"name": format!("svc-{s}"), "namespace": NS, "labels": labels},
-        "spec": {
-            "selector": {"app": format!("svc-{s}")},
-            "ports": [{"name": "http", "port": 8080, "targetPort": 8080, "protocol": "TCP"}],
-        },
-    }))
-    .expect("service")
-}
-
-fn endpoints_json(s: usize, ips: &[Ipv4Addr]) -> Value {
-    ips.iter()
-        .enumerate()
-        .map(|(e, ip)| {
-            json!({
-                "addresses": [ip.to_string()],
-                "conditions": {"ready": true, "serving": true, "terminating": false},
-                "nodeName": format!("node-{}", e % 3),
-                "targetRef": {"kind": "Pod", "namespace": NS, "name": format!("svc-{s}-pod-{e}")},
-            })
-        })
-        .collect()
-}
-
-fn slice(s: usize, ips: &[Ipv4Addr]) -> EndpointSlice {
-    serde_json::from_value(json!({
-        "metadata": {
-            "name": format!("svc-{s}-abcde"),
-            "namespace": NS,
-            "labels": {"kubernetes.io/service-name": format!("svc-{s}")},
-        },
-        "addressType": "IPv4",
-        "endpoints": endpoints_json(s, ips),
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-    }))
-    .expect("slice")
-}
-
-async fn client(cluster: &kubesim::Cluster) -> Client {
-    let text = std::fs::read_to_string(cluster.kubeconfig_path()).expect("kubeconfig");
-    let kc = Kubeconfig::from_yaml(&text).expect("kubeconfig parses");
-    let config = KubeConfig::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    Client::try_from(config).expect("client")
-}
-
-async fn create_namespace(client: &Client, name: &str) {
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
-}
-
-/// Creates the namespace, the Services and their slices in every remote cluster,
-/// `LOAD_CONCURRENCY` creates in flight. `ips[c][s]` are the endpoint IPs of service `s` in
-/// cluster `c`.
-async fn load(clients: &[Client], ips: &[Vec<Vec<Ipv4Addr>>], sizes: Sizes) {
-    for client in clients {
-        create_namespace(client, NS).await;
-    }
-    let jobs: Vec<(usize, usize)> = (0..sizes.services)
-        .flat_map(|s| (0..clients.len()).map(move |c| (c, s)))
-        .collect();
-    let failed: Vec<String> = stream::iter(jobs)
-        .map(|(c, s)| {
-            let client = clients[c].clone();
-            let slice = slice(s, &ips[c][s]);
-            let svc = service(s, sizes.member(s));
-            async move {
-                let services: Api<Service> = Api::namespaced(client.clone(), NS);
-                let slices: Api<EndpointSlice> = Api::namespaced(client, NS);
-                if let Err(e) = services.create(&PostParams::default(), &svc).await {
-                    return Some(format!("service svc-{s} in {}: {e}", remote_name(c)));
-                }
-                if let Err(e) = slices.create(&PostParams::default(), &slice).await {
-                    return Some(format!("slice of svc-{s} in {}: {e}", remote_name(c)));
-                }
-                None
-            }
-        })
-        .buffer_unordered(LOAD_CONCURRENCY)
-        .filter_map(|r| async move { r })
-        .collect()
-        .await;
-    assert!(failed.is_empty(), "creates failed: {failed:?}");
-}
-
-/// How the server runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// The built `clusterset-dns` binary, a child process.
-    Process,
-    /// `Server::start_full` in this process.
-    InProcess,
-}
-
 /// A running server.
 enum Running {
     Process {
@@ -311,86 +129,6 @@ enum Running {
         admin: SocketAddr,
     },
     InProcess(Server),
-}
-
-/// The child server; killed (by its own handle) when dropped, so a panic does not leak it.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The server binary: Cargo's path for benches, or next to this executable (`target/<profile>/`,
-/// the bench being in `target/<profile>/deps/`).
-fn server_binary() -> Option<PathBuf> {
-    let from_cargo = PathBuf::from(env!("CARGO_BIN_EXE_clusterset-dns"));
-    if from_cargo.is_file() {
-        return Some(from_cargo);
-    }
-    let exe = std::env::current_exe().ok()?;
-    let profile_dir = exe.parent()?.parent()?;
-    let candidate = profile_dir.join("clusterset-dns");
-    candidate.is_file().then_some(candidate)
-}
-
-/// Starts the binary with the mirror and reads its `listening dns=ADDR admin=ADDR` line (at most
-/// 30 s); returns the child and the admin address.
-fn start_process(
-    binary: &Path,
-    kubeconfig: &Path,
-    clusters_file: &Path,
-    resync: Duration,
-) -> (ChildGuard, SocketAddr) {
-    let child = Command::new(binary)
-        .args(["serve", "--kubeconfig"])
-        .arg(kubeconfig)
-        .args(["--local-cluster", "local", "--clusters"])
-        .arg(clusters_file)
-        .args([
-            "--dns-addr",
-            "127.0.0.1:0",
-            "--admin-addr",
-            "127.0.0.1:0",
-            "--sync-timeout",
-            "60s",
-            "--mirror",
-            "--mirror-namespace",
-            LEASE_NS,
-            "--mirror-resync",
-        ])
-        .arg(format!("{}ms", resync.as_millis()))
-        .env(
-            "RUST_LOG",
-            std::env::var("MIRROR_WRITES_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the server binary");
-    let mut guard = ChildGuard(child);
-    let stdout = guard.0.stdout.take().expect("child stdout");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        // Keep draining so the child never blocks on a full pipe.
-        for _ in lines {}
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the server prints its addresses within 30 s");
-    let admin = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("admin="))
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no admin=ADDR in {line:?}"));
-    (guard, admin)
 }
 
 /// `GET path` on the admin server: the status code and the body.
@@ -424,48 +162,23 @@ fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 /// Starts the server with the mirror in this process, as `tests/integration/support.rs`
 /// `start_live` does with a `MirrorSetup` (client-go's default lease timings, as the binary).
 async fn start_in_process(kubeconfig: &Path, clusters_file: &Path, resync: Duration) -> Server {
-    let settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
-    let federated_grace = settings.federated_grace;
-    let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
-    let config = Config {
-        mirror: None,
-        zones: None,
-        live: None,
-        local_cluster: Some("local".into()),
-        settings: Arc::new(settings),
-        dns_addr: loopback,
-        admin_addr: loopback,
-    };
-    let local_client = api::local_client(Some(kubeconfig), None)
-        .await
-        .expect("local client");
-    let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
-    let mirror = MirrorConfig {
-        client: local_client.clone(),
-        local: "local".into(),
-        cluster_domain: "cluster.local".into(),
-        linkerd_flat_compat: false,
-        link_namespace: None,
-        lease: LeaseConfig::new(
-            LEASE_NS,
-            "clusterset-dns-mirror",
-            &format!("bench_{}", std::process::id()),
-        ),
-        resync,
-        federated_grace,
-    };
-    Server::start_full(
-        &config,
-        sockets,
-        SourceSetup::Live(LiveConfig {
+    common::start_in_process(kubeconfig, clusters_file, |settings, local_client| {
+        Some(MirrorConfig {
+            client: local_client.clone(),
             local: "local".into(),
-            local_client,
-            links: Links::File(clusters_file.to_owned()),
-            sync_timeout: Duration::from_secs(60),
-        }),
-        Some(mirror),
-    )
-    .expect("start server")
+            cluster_domain: "cluster.local".into(),
+            linkerd_flat_compat: false,
+            link_namespace: None,
+            lease: LeaseConfig::new(
+                LEASE_NS,
+                "clusterset-dns-mirror",
+                &format!("bench_{}", std::process::id()),
+            ),
+            resync,
+            federated_grace: settings.federated_grace,
+        })
+    })
+    .await
 }
 
 impl Running {
@@ -845,39 +558,23 @@ async fn run_changes(
     ips: &mut [Vec<Vec<Ipv4Addr>>],
     sizes: Sizes,
 ) -> Measured {
-    let clusters = clients.len();
-    let (services, endpoints) = (sizes.services, sizes.endpoints);
     let mut local_rx = local.subscribe();
     let mut remote_rx: Vec<_> = remotes.iter().map(|r| r.subscribe()).collect();
     let mut m = Measured::default();
     for k in 0..sizes.changes {
-        let c = k % clusters;
-        let s = (k / clusters) % services;
-        let e = (k / (clusters * services)) % endpoints;
-        let new_ip = changed_ip(k);
-        let needle = format!("\"{new_ip}\"").into_bytes();
-        let mut next_ips = ips[c][s].clone();
-        next_ips[e] = new_ip;
-        let patch = json!({"endpoints": endpoints_json(s, &next_ips)});
-        let api: Api<EndpointSlice> = Api::namespaced(clients[c].clone(), NS);
-        let remote_slice = format!("svc-{s}-abcde");
+        let change = RemoteChange::new(k, clients, ips);
+        let (c, s) = (change.c, change.s);
+        let needle = format!("\"{}\"", change.new_ip).into_bytes();
+        let remote_slice = change.slice.as_str();
         let flat = flat_slice(s, c);
         let member = sizes.member(s);
         let fed = federated_slice(s);
         m.member_changes += usize::from(member);
 
+        let write = change.write();
+
         let t0 = Instant::now();
-        let write = tokio::spawn({
-            let remote_slice = remote_slice.clone();
-            async move {
-                api.patch(
-                    &remote_slice,
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            }
-        });
+        let write = tokio::spawn(write);
         let deadline = tokio::time::Instant::from_std(t0 + CHANGE_TIMEOUT);
         let (mut committed, mut flat_at, mut fed_at) = (None, None, None);
         loop {
@@ -918,7 +615,7 @@ async fn run_changes(
             .await
             .expect("write task")
             .unwrap_or_else(|e| panic!("patch of svc-{s} in {}: {e}", remote_name(c)));
-        ips[c][s] = next_ips;
+        ips[c][s] = change.next;
         if let Some(f) = flat_at {
             m.flat.push(f - t0);
         }
@@ -976,74 +673,54 @@ struct Report {
 }
 
 fn run(rt: &tokio::runtime::Runtime, mode: Mode, binary: Option<&Path>, sizes: Sizes) -> Report {
-    let tls = flag("MIRROR_WRITES_TLS");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let names: Vec<String> = std::iter::once("local".to_owned())
-        .chain((0..sizes.clusters).map(remote_name))
-        .collect();
-    let mut sim_config = kubesim::SimConfig::new(names, dir.path().join("kube"));
-    sim_config.tls = tls;
-    let sim = rt.block_on(kubesim::start(sim_config)).expect("kubesim");
-    let local = sim.cluster("local").expect("local").clone();
+    let kube = Kube::start(rt, sizes.clusters, flag("MIRROR_WRITES_TLS"));
+    let local = kube.local().clone();
     let local_kubeconfig = local.kubeconfig_path().to_owned();
-    let remotes: Vec<&Arc<kubesim::Cluster>> = (0..sizes.clusters)
-        .map(|c| sim.cluster(&remote_name(c)).expect("remote"))
-        .collect();
-    let clusters_file = dir.path().join("clusters.yaml");
-    let text: String = remotes
-        .iter()
-        .map(|r| {
-            format!(
-                "- {{name: {}, kubeconfig: {}}}\n",
-                r.name,
-                r.kubeconfig_path().display()
-            )
-        })
-        .collect();
-    std::fs::write(&clusters_file, text).expect("clusters file");
+    let remotes = kube.remotes();
 
-    let mut ips: Vec<Vec<Vec<Ipv4Addr>>> = (0..sizes.clusters)
-        .map(|c| {
-            (0..sizes.services)
-                .map(|s| {
-                    (0..sizes.endpoints)
-                        .map(|e| initial_ip(c, s, e, sizes.endpoints))
-                        .collect()
-                })
-                .collect()
-        })
-        .collect();
+    let mut ips = common::initial_ips(sizes.clusters, sizes.services, sizes.endpoints);
     let (clients, local_client) = rt.block_on(async {
-        let mut out = Vec::new();
-        for r in &remotes {
-            out.push(client(r).await);
-        }
-        (out, client(&local).await)
+        (
+            common::clients(&remotes).await,
+            common::client(&local).await,
+        )
     });
     let started = Instant::now();
     rt.block_on(async {
-        create_namespace(&local_client, NS).await;
-        create_namespace(&local_client, LEASE_NS).await;
-        load(&clients, &ips, sizes).await;
+        common::create_namespace(&local_client, NS).await;
+        common::create_namespace(&local_client, LEASE_NS).await;
+        common::load(&clients, &ips, |s| sizes.member(s)).await;
     });
     let load_time = started.elapsed();
 
     // Start the server; wait until it is ready, leads, and the mirror has converged.
-    let self_status = "/proc/self/status";
-    let rss_before = rss_of(self_status).0;
+    let mut rss = Rss::start();
     let base = counters(&local);
     let started = Instant::now();
     let deadline = started + SYNC_TIMEOUT;
     let running = match mode {
         Mode::Process => {
             let binary = binary.expect("binary");
-            let (child, admin) =
-                start_process(binary, &local_kubeconfig, &clusters_file, sizes.resync);
+            let resync = format!("{}ms", sizes.resync.as_millis());
+            let (child, line) = common::start_process(
+                binary,
+                &local_kubeconfig,
+                &kube.clusters_file,
+                &[
+                    "--mirror",
+                    "--mirror-namespace",
+                    LEASE_NS,
+                    "--mirror-resync",
+                    &resync,
+                ],
+                "MIRROR_WRITES_LOG",
+            );
+            let admin = common::listening_addr(&line, "admin=");
             Running::Process { child, admin }
         }
         Mode::InProcess => Running::InProcess(rt.block_on(start_in_process(
             &local_kubeconfig,
-            &clusters_file,
+            &kube.clusters_file,
             sizes.resync,
         ))),
     };
@@ -1073,11 +750,10 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, binary: Option<&Path>, sizes: S
     let settled = counters(&local);
     let initial = Writes::of(&diff(&settled, &base));
     let initial_metric = running.mirror_writes();
-    let status_path = match &running {
-        Running::Process { child, .. } => format!("/proc/{}/status", child.0.id()),
-        Running::InProcess(_) => self_status.to_owned(),
-    };
-    let (rss_synced, _) = rss_of(&status_path);
+    rss.synced(match &running {
+        Running::Process { child, .. } => Some(child),
+        Running::InProcess(_) => None,
+    });
 
     // The changes.
     let audit_from = local.audit().len();
@@ -1110,7 +786,7 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, binary: Option<&Path>, sizes: S
         reconcile_after.1 - reconcile_before.1,
     );
     let final_problems = check_mirrors(&local, &ips, sizes);
-    let (rss_after, rss_peak) = rss_of(&status_path);
+    rss.after();
 
     // Nothing changes for 3.5 resync periods.
     let window = sizes.resync * 7 / 2;
@@ -1125,28 +801,13 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, binary: Option<&Path>, sizes: S
     let resync_writes = Writes::of(&d);
     let resync_metric = metric_diff(&running.mirror_writes(), &metric_after);
 
-    let rss = match mode {
-        Mode::Process => format!(
-            "server RSS {:.1} MiB converged (separate process; {:.1} MiB after the changes, peak {:.1} MiB)",
-            mib(rss_synced),
-            mib(rss_after),
-            mib(rss_peak)
-        ),
-        Mode::InProcess => format!(
-            "server RSS {:.1} MiB converged (in-process delta: this process's growth from server start; {:.1} MiB after the changes)",
-            mib(rss_synced.saturating_sub(rss_before)),
-            mib(rss_after.saturating_sub(rss_before))
-        ),
-    };
-    let how = match mode {
-        Mode::Process => binary.map_or_else(String::new, |b| b.display().to_string()),
-        Mode::InProcess => "in-process".to_owned(),
-    };
+    let rss = rss.text(mode, " converged", "");
+    let how = common::how(mode, binary);
     match running {
         Running::Process { child, .. } => drop(child),
         Running::InProcess(server) => rt.block_on(server.stop()),
     }
-    drop(sim);
+    drop(kube);
     Report {
         how,
         load_time,
@@ -1170,14 +831,21 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, binary: Option<&Path>, sizes: S
     }
 }
 
+/// `correct`, or how many mismatches `check_mirrors` found, with the first.
+fn content(problems: &[String]) -> String {
+    if problems.is_empty() {
+        "correct".to_owned()
+    } else {
+        format!("{} mismatches, e.g. {:?}", problems.len(), problems.first())
+    }
+}
+
 fn print(r: &mut Report, sizes: Sizes) {
     let m = &mut r.measured;
     let n = sizes.changes;
     let total = r.changes.total();
-    let mut complete = m.complete.clone();
-    complete.sort();
     println!(
-        "mirror_writes: {} clusters x {} services x {} endpoints ({} federated), {n} changes ({} to federated members): {:.3} local writes per change ({total}: {}); change → local slice p50 {}, p99 {}, max {}, timeouts {}; resync window {:.1} s: {} writes; {}",
+        "mirror_writes: {} clusters x {} services x {} endpoints ({} federated), {n} changes ({} to federated members): {:.3} local writes per change ({total}: {}); change → local slice {}, timeouts {}; resync window {:.1} s: {} writes; {}",
         sizes.clusters,
         sizes.services,
         sizes.endpoints,
@@ -1185,9 +853,7 @@ fn print(r: &mut Report, sizes: Sizes) {
         m.member_changes,
         total as f64 / n.max(1) as f64,
         breakdown(&r.changes.mirror, None),
-        ms(percentile(&complete, 0.5)),
-        ms(percentile(&complete, 0.99)),
-        ms(complete.last().copied().unwrap_or_default()),
+        common::p50_p99_max(&m.complete),
         m.timeouts,
         r.window.as_secs_f64(),
         r.resync_writes.total(),
@@ -1213,15 +879,7 @@ fn print(r: &mut Report, sizes: Sizes) {
         r.initial.lease_total(),
         map_text(&r.initial.leases),
         breakdown(&r.initial.other, None),
-        if r.initial_problems.is_empty() {
-            "correct".to_owned()
-        } else {
-            format!(
-                "{} mismatches, e.g. {:?}",
-                r.initial_problems.len(),
-                r.initial_problems.first()
-            )
-        },
+        content(&r.initial_problems),
     );
     println!(
         "  changes ({:.2} s): local writes {total} = {:.3} per change: {}; HTTP codes {:?}",
@@ -1275,18 +933,7 @@ fn print(r: &mut Report, sizes: Sizes) {
             r.reconcile.0 / r.reconcile.1.max(1) as f64
         )),
     );
-    println!(
-        "    final content {}",
-        if r.final_problems.is_empty() {
-            "correct".to_owned()
-        } else {
-            format!(
-                "{} mismatches, e.g. {:?}",
-                r.final_problems.len(),
-                r.final_problems.first()
-            )
-        }
-    );
+    println!("    final content {}", content(&r.final_problems));
     println!(
         "  resync window {:.1} s ({:.1} periods, {} cluster-wide Service lists ≈ resync passes): local writes {} ({}); lease writes (excluded) {} ({}); other writes {}; server metric {}",
         r.window.as_secs_f64(),
@@ -1303,37 +950,28 @@ fn print(r: &mut Report, sizes: Sizes) {
         "  server metric clusterset_dns_mirror_writes_total after convergence: {}",
         map_text(&r.initial_metric)
     );
-    println!("  | | p50 / p99 / max | samples |");
-    println!("  |---|---|---|");
-    println!(
-        "  | remote write sent → every local mirror slice holds the new IP | {} | {} |",
-        summary(&mut m.complete),
-        m.complete.len()
+    table_head();
+    table_row(
+        "remote write sent → every local mirror slice holds the new IP",
+        &mut m.complete,
     );
-    println!(
-        "  | remote write sent → local `<svc>-<cluster>` slice | {} | {} |",
-        summary(&mut m.flat),
-        m.flat.len()
+    table_row(
+        "remote write sent → local `<svc>-<cluster>` slice",
+        &mut m.flat,
     );
-    println!(
-        "  | remote write sent → local `<svc>-federated` slice (members) | {} | {} |",
-        summary(&mut m.federated),
-        m.federated.len()
+    table_row(
+        "remote write sent → local `<svc>-federated` slice (members)",
+        &mut m.federated,
     );
-    println!(
-        "  | remote write sent → remote commit | {} | {} |",
-        summary(&mut m.to_commit),
-        m.to_commit.len()
-    );
-    println!(
-        "  | remote commit → every local mirror slice | {} | {} |",
-        summary(&mut m.from_commit),
-        m.from_commit.len()
+    table_row("remote write sent → remote commit", &mut m.to_commit);
+    table_row(
+        "remote commit → every local mirror slice",
+        &mut m.from_commit,
     );
 }
 
 fn main() {
-    let bench = std::env::args().any(|a| a == "--bench");
+    let bench = common::bench_mode();
     let sizes = Sizes {
         clusters: size("MIRROR_WRITES_CLUSTERS", 3, 3, bench),
         services: size("MIRROR_WRITES_SERVICES", 300, 10, bench),
@@ -1349,22 +987,7 @@ fn main() {
         "the bench expects one mirror slice per Service (at most 100 endpoints)"
     );
     assert!(sizes.resync >= Duration::from_millis(100));
-    let binary = server_binary();
-    let modes: Vec<Mode> = if flag("MIRROR_WRITES_IN_PROCESS") || binary.is_none() {
-        if binary.is_none() {
-            println!("mirror_writes: server binary not found; running the server in-process");
-        }
-        vec![Mode::InProcess]
-    } else if bench {
-        vec![Mode::Process]
-    } else {
-        // The smoke run keeps both paths working.
-        vec![Mode::Process, Mode::InProcess]
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (binary, modes, rt) = common::setup("mirror_writes", "MIRROR_WRITES_IN_PROCESS", bench);
     let _entered = rt.enter();
     for mode in modes {
         let mut report = run(&rt, mode, binary.as_deref(), sizes);
