@@ -1,0 +1,104 @@
+//! Criterion micro-benchmarks of the query path over the demo clusterset
+//! (`zones/demo`): name parse, lookup, and a whole request answered into a
+//! buffer (decode, answer, encode), for the query mix the load benchmark
+//! uses — an A on a service name, an SRV, an AAAA without data, an NXDOMAIN.
+//!
+//! `cargo bench --bench dns_micro` measures; `cargo test --bench dns_micro`
+//! runs each once as a smoke test.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use criterion::{Criterion, criterion_group, criterion_main};
+
+use clusterset_dns::cli::load_model;
+use clusterset_dns::config::{Config, ZoneArgs};
+use clusterset_dns::dns::name::QName;
+use clusterset_dns::dns::{Handler, Transport};
+use clusterset_dns::metrics::Metrics;
+
+/// A query for `name`/`qtype` with EDNS (1232), as CoreDNS forward sends.
+fn query(name: &str, qtype: u16) -> Vec<u8> {
+    let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1];
+    for label in name.trim_end_matches('.').split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.push(0);
+    q.extend_from_slice(&qtype.to_be_bytes());
+    q.extend_from_slice(&1u16.to_be_bytes());
+    // OPT: root, type 41, payload 1232, no options.
+    q.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
+    q
+}
+
+const MIX: [(&str, &str, u16); 4] = [
+    ("A", "payments-north.shop.svc.clusterset.local", 1),
+    (
+        "SRV",
+        "_http._tcp.payments-north.shop.svc.clusterset.local",
+        33,
+    ),
+    (
+        "AAAA nodata",
+        "payments-north.shop.svc.clusterset.local",
+        28,
+    ),
+    ("NXDOMAIN", "nothing-north.shop.svc.clusterset.local", 1),
+];
+
+fn handler() -> Handler {
+    let zones = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("zones/demo");
+    let config = Config::resolve_zone(&ZoneArgs {
+        zones: Some(zones),
+        local_cluster: Some("west".into()),
+        ..ZoneArgs::default()
+    })
+    .expect("config");
+    let (_, snapshot) = load_model(&config).expect("demo zones load");
+    Handler::new(
+        Arc::new(ArcSwap::new(snapshot)),
+        Arc::new(Metrics::default()),
+    )
+}
+
+fn benches(c: &mut Criterion) {
+    let handler = handler();
+    let mut out = Vec::with_capacity(1232);
+    for (label, name, qtype) in MIX {
+        let packet = query(name, qtype);
+        // The answer is what the server would send: check it once.
+        assert!(handler.handle(&packet, Transport::Udp, &mut out));
+        assert!(out.len() > 12, "{label}: a reply");
+        c.bench_function(&format!("request {label}"), |b| {
+            b.iter(|| {
+                out.clear();
+                handler.handle(black_box(&packet), Transport::Udp, &mut out)
+            });
+        });
+    }
+    let packet = query(MIX[0].1, 1);
+    let question = &packet[12..packet.len() - 11 - 4];
+    c.bench_function("name parse", |b| {
+        b.iter(|| QName::from_wire(black_box(question)).map(|(n, _)| n.label_count()));
+    });
+    // The index lookup a service name ends in: `<label>.<namespace>`.
+    let config_zones = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("zones/demo");
+    let config = Config::resolve_zone(&ZoneArgs {
+        zones: Some(config_zones),
+        local_cluster: Some("west".into()),
+        ..ZoneArgs::default()
+    })
+    .expect("config");
+    let (_, snap) = load_model(&config).expect("demo zones load");
+    let key: Arc<str> = "payments-north.shop".into();
+    assert!(snap.entries.contains_key(&key), "the demo has {key}");
+    c.bench_function("lookup", |b| {
+        b.iter(|| snap.entries.get(black_box(&key)).map(|e| e.v4.len()));
+    });
+}
+
+criterion_group!(micro, benches);
+criterion_main!(micro);
