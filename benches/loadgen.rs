@@ -796,6 +796,7 @@ fn make_queries(zone_text: &str, zone: &str, count: usize) -> String {
         }
         if let Some((_, parent)) = owner.split_once('.')
             && !owner.starts_with('_')
+            && parent.ends_with(origin.as_str())
         {
             parents.insert(parent.to_string());
         }
