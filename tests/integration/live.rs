@@ -677,3 +677,59 @@ async fn a_slow_cluster_does_not_delay_another() {
     east.set_latency(Duration::ZERO);
     server.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_gateway_given_by_hostname_is_resolved() {
+    let (sim, _dir) = sim(&["local", "east"], |_| {}).await;
+    let local = sim.cluster("local").expect("local").clone();
+    let east = sim.cluster("east").expect("east").clone();
+    let lc = client(&local).await;
+    let ec = client(&east).await;
+    create_object(
+        &ec,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": NS,
+                         "labels": {"mirror.linkerd.io/exported": "true"}},
+            "spec": {"ports": [{"name": "http", "port": 80}]}
+        }),
+    )
+    .await;
+    create_object(&ec, slice_doc("web", "web-1", &["10.1.0.1"])).await;
+    create_object(
+        &lc,
+        secret_doc("cluster-credentials-east", &kubeconfig_text(&east)),
+    )
+    .await;
+    let mut link = link_doc("east");
+    link["spec"]["gatewayAddress"] = json!("localhost");
+    link["spec"]["gatewayPort"] = json!("4143");
+    link["spec"]["selector"] = json!({"matchLabels": {"mirror.linkerd.io/exported": "true"}});
+    create_object(&lc, link).await;
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        Live::new(
+            local.kubeconfig_path(),
+            Links::Linkerd {
+                namespace: "linkerd-multicluster".into(),
+            },
+        ),
+    )
+    .await;
+    // No mirror Service in the local cluster: the gateway's addresses are
+    // the answer (DESIGN.md decision 1), here `localhost` resolved.
+    until(
+        server.dns,
+        &fqdn("web-east"),
+        ResponseCode::NoError,
+        &["127.0.0.1"],
+        5 * SECOND,
+    )
+    .await;
+    let (_, body) = http_get(server.admin, "/debug/clusters");
+    assert!(body.contains("\"127.0.0.1\""), "{body}");
+    server.server.stop().await;
+}
