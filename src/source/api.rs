@@ -31,9 +31,6 @@ pub enum ApiError {
     /// The in-cluster configuration is not available.
     #[error("in-cluster configuration: {0} (outside a cluster, pass --kubeconfig)")]
     InCluster(String),
-    /// The request failed.
-    #[error("{0}")]
-    Request(String),
 }
 
 /// A client for `kubeconfig` (YAML text) and `context` (or its current one).

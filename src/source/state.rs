@@ -140,11 +140,6 @@ impl ClusterState {
         next
     }
 
-    /// The cluster's name.
-    pub fn name(&self) -> &Arc<str> {
-        &self.name
-    }
-
     /// Every watch has listed once (and no targeted list from that first
     /// sync is outstanding). Stays true once reached.
     pub fn synced(&self) -> bool {
