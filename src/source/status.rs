@@ -67,6 +67,12 @@ pub struct ClusterReport {
 }
 
 impl ClusterReport {
+    /// Since when the data served is stale: the watch broke after a sync.
+    /// A cluster that never synced has nothing stale, whatever its errors.
+    pub fn stale_since(&self) -> Option<Instant> {
+        self.broken_since.filter(|_| self.synced)
+    }
+
     /// A fresh report.
     pub fn new(local: bool, origin: String) -> Self {
         Self {
@@ -152,19 +158,18 @@ impl StatusBoard {
             .snapshot()
             .into_iter()
             .map(|(name, r)| {
-                // Never synced: nothing is stale yet, whatever the errors.
+                let stale = r.stale_since();
                 let state = if r.problem.is_some() {
                     "no-credentials"
                 } else if !r.synced && r.gave_up {
                     "gave-up"
                 } else if !r.synced {
                     "syncing"
-                } else if r.broken_since.is_some() {
+                } else if stale.is_some() {
                     "broken"
                 } else {
                     "synced"
                 };
-                let stale = r.broken_since.filter(|_| r.synced);
                 json!({
                     "name": &*name,
                     "local": r.local,
@@ -221,11 +226,9 @@ impl StatusBoard {
                 "clusterset_dns_cluster_stale_seconds",
                 "gauge",
                 "How long the cluster's watch has been broken (0 when healthy).",
-                // A cluster that never synced has nothing stale yet.
                 |r, now| {
                     Some(
-                        r.broken_since
-                            .filter(|_| r.synced)
+                        r.stale_since()
                             .map_or(0.0, |b| now.saturating_duration_since(b).as_secs_f64()),
                     )
                 },
