@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::selector::Selectors;
+use super::selector::{LINKERD_DEFAULTS, Selectors};
 use crate::model::names::is_dns_label;
 use crate::model::objects::{
     Endpoint, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
@@ -260,7 +260,7 @@ pub fn convert_service(
 
     let labels = meta.labels.clone().unwrap_or_default();
     let (export, federated) = selectors.classify(&labels);
-    if *selectors == Selectors::linkerd_defaults() {
+    if *selectors == *LINKERD_DEFAULTS {
         // Under the defaults an unmatched value is most likely a typo.
         if let Some(other) = label(meta, LABEL_EXPORTED).filter(|_| export.is_none()) {
             warnings.push(format!(

@@ -19,7 +19,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use serde_json::Value;
 
 use super::convert::{ConvertError, ServiceKind, convert_service, convert_slice};
-use super::selector::Selectors;
+use super::selector::LINKERD_DEFAULTS;
 use crate::model::names::check_cluster_name;
 use crate::model::objects::{Gateway, Mirror, ObjectKey, Service, Slice};
 use crate::model::{Event, Health};
@@ -463,7 +463,7 @@ impl Reader {
     }
 
     fn service(&mut self, path: &Path, doc: usize, item: Option<usize>, svc: &K8sService) {
-        let converted = match convert_service(svc, self.local, &Selectors::linkerd_defaults()) {
+        let converted = match convert_service(svc, self.local, &LINKERD_DEFAULTS) {
             Ok(c) => c,
             Err(e) => return self.convert_error(path, doc, item, "Service", e),
         };

@@ -213,6 +213,11 @@ pub struct Selectors {
     pub federated: Option<Selector>,
 }
 
+/// Linkerd's default selectors, built once: conversion compares against
+/// them for every Service.
+pub static LINKERD_DEFAULTS: std::sync::LazyLock<Selectors> =
+    std::sync::LazyLock::new(Selectors::linkerd_defaults);
+
 impl Default for Selectors {
     fn default() -> Self {
         Self::linkerd_defaults()
