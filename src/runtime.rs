@@ -254,27 +254,37 @@ async fn model_task(
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let changed = tokio::select! {
+        // (names changed, the mirror should look again)
+        let (changed, mirror_due) = tokio::select! {
             msg = rx.recv() => match msg {
-                Some(SourceMsg::Events(events)) => model.apply(events),
+                Some(SourceMsg::Events(events)) => {
+                    let c = model.apply(events);
+                    (c, c)
+                }
+                // No name changed, but every cluster is known now: the
+                // mirror may start (before, a cluster not yet announced
+                // would look unlinked).
                 Some(SourceMsg::InitialSyncDone) => {
                     initial_done = true;
-                    // The mirror may start: every cluster is known now.
-                    true
+                    (false, true)
                 }
                 None => return,
             },
-            _ = tick.tick() => model.tick(),
+            _ = tick.tick() => {
+                let c = model.tick();
+                (c, c)
+            }
             () = shutdown.cancelled() => return,
         };
         if changed {
             shared.snapshot.store(model.snapshot());
-            if let Some(feed) = mirror.as_ref().filter(|_| initial_done) {
-                // The mirror derives from the same state, a copy per change,
-                // once the source has said which clusters exist (before
-                // that, a missing cluster would look like one unlinked).
-                feed.send_replace(Some((Arc::new(model.clusters().clone()), Instant::now())));
-            }
+        }
+        if mirror_due
+            && initial_done
+            && let Some(feed) = &mirror
+        {
+            // The mirror derives from the same state: a copy per change.
+            feed.send_replace(Some((Arc::new(model.clusters().clone()), Instant::now())));
         }
         let ready = initial_done
             && model
