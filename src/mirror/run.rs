@@ -283,30 +283,29 @@ impl Controller {
                 .iter()
                 .any(|c| !c.health.synced && !c.health.sync_given_up),
         };
-        let ops = plan(&want, &self.actual, &self.unowned, |c| hold.holds(c));
         let mut wrote = false;
-        for op in ops {
-            if !*leading.borrow() {
-                info!("mirror writes stopped: not the leader");
-                return;
+        // A create that finds someone else's Service changes what is wanted
+        // (its slices would feed that Service): plan again from there. Each
+        // round settles at least one object, so this ends.
+        for _ in 0..=want.len() {
+            let unowned_before = self.unowned.len();
+            let ops = plan(&want, &self.actual, &self.unowned, |c| hold.holds(c));
+            if ops.is_empty() {
+                break;
             }
-            // A Service found to be someone else's during this pass takes
-            // its slices out of the pass too (the plan was made before).
-            if let Op::Create(d) | Op::Apply(d) = &op
-                && d.key.kind == Kind::EndpointSlice
-                && let Some(svc) = d
-                    .object
-                    .pointer("/metadata/labels/kubernetes.io~1service-name")
-                    .and_then(Value::as_str)
-                && self.unowned.contains(&ObjectRef {
-                    kind: Kind::Service,
-                    namespace: d.key.namespace.clone(),
-                    name: svc.into(),
-                })
-            {
-                continue;
+            for op in ops {
+                if !*leading.borrow() {
+                    info!("mirror writes stopped: not the leader");
+                    return;
+                }
+                wrote |= self.execute(op).await;
+                if self.unowned.len() != unowned_before {
+                    break;
+                }
             }
-            wrote |= self.execute(op).await;
+            if self.unowned.len() == unowned_before {
+                break;
+            }
         }
         if wrote && let Some(t) = changed {
             self.stats.observe_latency(t.elapsed());
