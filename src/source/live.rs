@@ -193,97 +193,112 @@ async fn watch_links(
         stx,
         shutdown.clone(),
     ));
-    let mut links: BTreeMap<String, Result<Link, String>> = BTreeMap::new();
-    let mut secrets: BTreeMap<String, Result<String, String>> = BTreeMap::new();
-    let (mut links_seen, mut secrets_seen) = (None::<Vec<String>>, None::<Vec<String>>);
-    let (mut links_listed, mut secrets_listed) = (false, false);
-    let link_key = |v: &serde_json::Value| -> String {
+    let mut links: NamedCache<Result<Link, String>> = NamedCache::default();
+    let mut secrets: NamedCache<Result<String, String>> = NamedCache::default();
+    let link_name = |v: &serde_json::Value| -> String {
         v.pointer("/metadata/name")
             .and_then(|n| n.as_str())
             .unwrap_or("")
             .to_owned()
     };
+    let link = |v: &serde_json::Value| parse_link(v).map_err(|e| e.to_string());
+    let secret_name = |s: &Secret| s.metadata.name.clone().unwrap_or_default();
     loop {
-        let mut changed = false;
-        tokio::select! {
-            m = lrx.recv() => {
-                let Some(m) = m else { return };
-                match m {
-                    WatchMsg::Init => links_seen = Some(Vec::new()),
-                    WatchMsg::Page(items) => {
-                        for v in items {
-                            let k = link_key(&v);
-                            if let Some(seen) = links_seen.as_mut() { seen.push(k.clone()); }
-                            links.insert(k, parse_link(&v).map_err(|e| e.to_string()));
-                        }
-                    }
-                    WatchMsg::InitDone => {
-                        if let Some(seen) = links_seen.take() {
-                            links.retain(|k, _| seen.contains(k));
-                        }
-                        links_listed = true;
-                        changed = true;
-                    }
-                    WatchMsg::Apply(v) => {
-                        links.insert(link_key(&v), parse_link(&v).map_err(|e| e.to_string()));
-                        changed = true;
-                    }
-                    WatchMsg::Delete(v) => {
-                        links.remove(&link_key(&v));
-                        changed = true;
-                    }
-                    WatchMsg::Connected => {}
-                    WatchMsg::Failed(e) => warn!(error = %e, "Link watch failed; retrying"),
-                    WatchMsg::Undecodable { object, error } => {
-                        warn!(object = object.as_deref().unwrap_or("?"), %error, "Link skipped: cannot decode");
-                    }
-                }
-            }
-            m = srx.recv() => {
-                let Some(m) = m else { return };
-                let name = |s: &Secret| s.metadata.name.clone().unwrap_or_default();
-                match m {
-                    WatchMsg::Init => secrets_seen = Some(Vec::new()),
-                    WatchMsg::Page(items) => {
-                        for s in items {
-                            if let Some(seen) = secrets_seen.as_mut() { seen.push(name(&s)); }
-                            secrets.insert(name(&s), secret_kubeconfig(&s));
-                        }
-                    }
-                    WatchMsg::InitDone => {
-                        if let Some(seen) = secrets_seen.take() {
-                            secrets.retain(|k, _| seen.contains(k));
-                        }
-                        secrets_listed = true;
-                        changed = true;
-                    }
-                    WatchMsg::Apply(s) => {
-                        secrets.insert(name(&s), secret_kubeconfig(&s));
-                        changed = true;
-                    }
-                    WatchMsg::Delete(s) => {
-                        secrets.remove(&name(&s));
-                        changed = true;
-                    }
-                    WatchMsg::Connected => {}
-                    WatchMsg::Failed(e) => warn!(error = %e, "Secret watch failed; retrying"),
-                    WatchMsg::Undecodable { object, error } => {
-                        warn!(object = object.as_deref().unwrap_or("?"), %error, "Secret skipped: cannot decode");
-                    }
-                }
-            }
+        let changed = tokio::select! {
+            m = lrx.recv() => match m {
+                Some(m) => links.update(m, "Link", link_name, link),
+                None => return,
+            },
+            m = srx.recv() => match m {
+                Some(m) => secrets.update(m, "Secret", secret_name, secret_kubeconfig),
+                None => return,
+            },
             () = shutdown.cancelled() => return,
+        };
+        if changed && links.listed && secrets.listed {
+            publish(
+                &out,
+                desired_from_links(&local, &links.items, &secrets.items),
+            );
         }
-        if changed && links_listed && secrets_listed {
-            let desired = desired_from_links(&local, &links, &secrets);
-            out.send_if_modified(|cur| {
-                if cur.as_ref() == Some(&desired) {
-                    false
-                } else {
-                    *cur = Some(desired);
-                    true
+    }
+}
+
+/// Publishes `desired` unless it is what was published last.
+fn publish(out: &watch::Sender<Desired>, desired: (Vec<LinkedCluster>, Vec<String>)) {
+    out.send_if_modified(|cur| {
+        if cur.as_ref() == Some(&desired) {
+            false
+        } else {
+            *cur = Some(desired);
+            true
+        }
+    });
+}
+
+/// One watch's objects by name, converted as they arrive; a list replaces
+/// what was known (objects it does not hold are gone).
+struct NamedCache<V> {
+    items: BTreeMap<String, V>,
+    seen: Option<Vec<String>>,
+    listed: bool,
+}
+
+impl<V> Default for NamedCache<V> {
+    fn default() -> Self {
+        Self {
+            items: BTreeMap::new(),
+            seen: None,
+            listed: false,
+        }
+    }
+}
+
+impl<V> NamedCache<V> {
+    /// Applies one message; true when the set may have changed.
+    fn update<K>(
+        &mut self,
+        msg: WatchMsg<K>,
+        what: &str,
+        name: impl Fn(&K) -> String,
+        convert: impl Fn(&K) -> V,
+    ) -> bool {
+        match msg {
+            WatchMsg::Init => {
+                self.seen = Some(Vec::new());
+                false
+            }
+            WatchMsg::Page(objects) => {
+                for o in objects {
+                    let n = name(&o);
+                    if let Some(seen) = self.seen.as_mut() {
+                        seen.push(n.clone());
+                    }
+                    self.items.insert(n, convert(&o));
                 }
-            });
+                false
+            }
+            WatchMsg::InitDone => {
+                if let Some(seen) = self.seen.take() {
+                    self.items.retain(|k, _| seen.contains(k));
+                }
+                self.listed = true;
+                true
+            }
+            WatchMsg::Apply(o) => {
+                self.items.insert(name(&o), convert(&o));
+                true
+            }
+            WatchMsg::Delete(o) => self.items.remove(&name(&o)).is_some(),
+            WatchMsg::Connected => false,
+            WatchMsg::Failed(e) => {
+                warn!(error = %e, "{what} watch failed; retrying");
+                false
+            }
+            WatchMsg::Undecodable { object, error } => {
+                warn!(object = object.as_deref().unwrap_or("?"), %error, "{what} skipped: cannot decode");
+                false
+            }
         }
     }
 }
@@ -356,15 +371,7 @@ async fn watch_file(
                         }
                     })
                     .collect();
-                let desired = (clusters, problems);
-                out.send_if_modified(|cur| {
-                    if cur.as_ref() == Some(&desired) {
-                        false
-                    } else {
-                        *cur = Some(desired);
-                        true
-                    }
-                });
+                publish(&out, (clusters, problems));
             }
             Ok(Err(e)) => {
                 let text = e.to_string();
