@@ -764,61 +764,46 @@ impl Store {
             fresh_ip = Some(IpAddr::V4(addr));
             ip = addr.to_string();
         } else if ip != "None" && ip != old_ip {
-            let addr: IpAddr = ip.parse().map_err(|_| {
+            // Every refusal of a requested address is a 422 on the Service.
+            let refuse = |field: &str, message: String| {
                 ApiError::invalid(
                     "",
                     "Service",
                     &name,
-                    vec![cause(
-                        "FieldValueInvalid",
-                        "spec.clusterIPs[0]",
-                        format!(
-                            "Invalid value: \"{ip}\": must be empty, 'None', or a valid IP address"
-                        ),
-                    )],
+                    vec![cause("FieldValueInvalid", field, message)],
+                )
+            };
+            let addr: IpAddr = ip.parse().map_err(|_| {
+                refuse(
+                    "spec.clusterIPs[0]",
+                    format!(
+                        "Invalid value: \"{ip}\": must be empty, 'None', or a valid IP address"
+                    ),
                 )
             })?;
             if let IpAddr::V6(_) = addr
                 && self.cidrs6.is_empty()
             {
-                return Err(ApiError::invalid(
-                    "",
-                    "Service",
-                    &name,
-                    vec![cause(
-                        "FieldValueInvalid",
-                        "spec.ipFamilies[0]",
-                        "Invalid value: \"IPv6\": not configured on this cluster",
-                    )],
+                return Err(refuse(
+                    "spec.ipFamilies[0]",
+                    "Invalid value: \"IPv6\": not configured on this cluster".to_owned(),
                 ));
             }
             if !self.in_range(addr) {
-                return Err(ApiError::invalid(
-                    "",
-                    "Service",
-                    &name,
-                    vec![cause(
-                        "FieldValueInvalid",
-                        "spec.clusterIPs",
-                        format!(
-                            "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
-                            self.ranges_of(addr)
-                        ),
-                    )],
+                return Err(refuse(
+                    "spec.clusterIPs",
+                    format!(
+                        "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
+                        self.ranges_of(addr)
+                    ),
                 ));
             }
             if !self.take_ip(addr) {
-                return Err(ApiError::invalid(
-                    "",
-                    "Service",
-                    &name,
-                    vec![cause(
-                        "FieldValueInvalid",
-                        "spec.clusterIPs",
-                        format!(
-                            "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
-                        ),
-                    )],
+                return Err(refuse(
+                    "spec.clusterIPs",
+                    format!(
+                        "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
+                    ),
                 ));
             }
             fresh_ip = Some(addr);
