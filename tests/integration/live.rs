@@ -733,3 +733,64 @@ async fn a_link_gateway_given_by_hostname_is_resolved() {
     assert!(body.contains("\"127.0.0.1\""), "{body}");
     server.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_exported_services_and_their_slices_are_held() {
+    let (sim, dir) = sim(&["local", "east"], |_| {}).await;
+    let local = sim.cluster("local").expect("local").clone();
+    let east = sim.cluster("east").expect("east").clone();
+    let ec = client(&east).await;
+    export(&ec, "api", &["10.1.0.1", "10.1.0.2"]).await;
+    // The rest of the cluster: 20 services nobody exported, 10 endpoints each.
+    for i in 0..20 {
+        let name = format!("internal-{i}");
+        create_object(
+            &ec,
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": &name, "namespace": NS},
+                   "spec": {"ports": [{"name": "http", "port": 80}]}}),
+        )
+        .await;
+        let addrs: Vec<String> = (1..=10).map(|j| format!("10.9.{i}.{j}")).collect();
+        let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+        create_object(&ec, slice_doc(&name, &format!("{name}-1"), &addrs)).await;
+    }
+    let file = clusters_file(dir.path(), &[&east]);
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        Live::new(local.kubeconfig_path(), Links::File(file)),
+    )
+    .await;
+    let (_, body) = http_get(server.admin, "/debug/clusters");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let east_report = v["clusters"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "east"))
+        .expect("east listed");
+    assert_eq!(east_report["services"], 1, "{east_report}");
+    assert_eq!(east_report["endpointSlices"], 1, "{east_report}");
+    assert_eq!(east_report["endpoints"], 2, "{east_report}");
+    // A service exported later brings its slices (a targeted list).
+    let req = http::Request::patch(format!("/api/v1/namespaces/{NS}/services/internal-3"))
+        .header("content-type", "application/merge-patch+json")
+        .body(
+            serde_json::to_vec(&json!({"metadata": {"labels": {"mirror.linkerd.io/exported": "remote-discovery"}}}))
+                .expect("json"),
+        )
+        .expect("request");
+    ec.request_text(req).await.expect("export internal-3");
+    let want: Vec<String> = (1..=10).map(|j| format!("10.9.3.{j}")).collect();
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    until(
+        server.dns,
+        &fqdn("internal-3-east"),
+        ResponseCode::NoError,
+        &want,
+        5 * SECOND,
+    )
+    .await;
+    server.server.stop().await;
+}
