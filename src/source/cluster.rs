@@ -372,7 +372,6 @@ pub async fn run(
             }
             GatewaySource::Spec(spec) => {
                 r.state.set_gateway_watch(false);
-                r.state.clear_gateway_flag();
                 tokio::spawn(resolve_gateway(
                     spec.addresses.clone(),
                     mtx.clone(),

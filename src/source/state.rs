@@ -164,9 +164,13 @@ impl ClusterState {
     }
 
     /// Declares whether a gateway watch runs (the remote `linkerd-gateway`
-    /// Service); sync then waits for its list.
+    /// Service); sync then waits for its list. Without one, the gateway
+    /// comes from elsewhere (a Link, or none): a Service's is forgotten.
     pub fn set_gateway_watch(&mut self, on: bool) {
         self.gateway_listed = !on;
+        if !on {
+            self.has_gateway = false;
+        }
     }
 
     fn exported(&self, key: &ObjectKey) -> bool {
@@ -617,11 +621,6 @@ impl ClusterState {
         }
         self.gateway_listed = true;
         self.check_synced();
-    }
-
-    /// The gateway now comes from elsewhere (a Link): forget the Service's.
-    pub fn clear_gateway_flag(&mut self) {
-        self.has_gateway = false;
     }
 }
 
