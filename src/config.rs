@@ -138,6 +138,9 @@ pub struct ServeArgs {
     /// Mirror: full resync period, which also repairs manual edits [default: 60s].
     #[arg(long, env = "CLUSTERSET_DNS_MIRROR_RESYNC", value_name = "DURATION")]
     pub mirror_resync: Option<String>,
+    /// Memory for pre-encoded responses, in MiB; 0 answers every query the slow way [default: 32].
+    #[arg(long, env = "CLUSTERSET_DNS_ANSWER_CACHE_MB", value_name = "MIB")]
+    pub answer_cache_mb: Option<u64>,
 }
 
 /// The config file: the same names as the flags.
@@ -188,6 +191,8 @@ pub struct FileConfig {
     pub mirror_namespace: Option<String>,
     /// `mirror-resync`.
     pub mirror_resync: Option<String>,
+    /// `answer-cache-mb`.
+    pub answer_cache_mb: Option<u64>,
 }
 
 impl FileConfig {
@@ -216,6 +221,11 @@ pub const DEFAULT_ZONE: &str = "clusterset.local";
 
 /// Default namespace of Linkerd Links.
 pub const DEFAULT_LINK_NAMESPACE: &str = "linkerd-multicluster";
+/// Default size of the response cache, in MiB.
+pub const DEFAULT_ANSWER_CACHE_MB: u64 = 32;
+/// Largest response cache, in MiB.
+const MAX_ANSWER_CACHE_MB: u64 = 64 * 1024;
+
 /// Default sync timeout.
 pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -264,6 +274,8 @@ pub struct Config {
     pub dns_addr: SocketAddr,
     /// Admin address.
     pub admin_addr: SocketAddr,
+    /// Bytes of pre-encoded responses to keep (0: none).
+    pub answer_cache_bytes: u64,
 }
 
 fn check_ttl(key: &'static str, v: u32) -> Result<u32, ConfigError> {
@@ -375,6 +387,7 @@ impl Config {
             cluster_domain,
             mirror_namespace,
             mirror_resync,
+            answer_cache_mb,
         } = file;
         let a = &args.zone;
         let zones = a.zones.clone().or(zones);
@@ -524,6 +537,16 @@ impl Config {
         if ns_addrs.is_empty() && !dns_addr.ip().is_unspecified() {
             ns_addrs.push(dns_addr.ip());
         }
+        let answer_cache_mb = args
+            .answer_cache_mb
+            .or(answer_cache_mb)
+            .unwrap_or(DEFAULT_ANSWER_CACHE_MB);
+        if answer_cache_mb > MAX_ANSWER_CACHE_MB {
+            return Err(ConfigError::Invalid {
+                key: "answer-cache-mb",
+                reason: format!("{answer_cache_mb} is above {MAX_ANSWER_CACHE_MB} MiB"),
+            });
+        }
         let mut settings = Settings::new(zone_name);
         settings.ttl = ttl;
         settings.negative_ttl = negative_ttl;
@@ -542,6 +565,7 @@ impl Config {
             settings: Arc::new(settings),
             dns_addr,
             admin_addr,
+            answer_cache_bytes: answer_cache_mb * 1024 * 1024,
         })
     }
 }

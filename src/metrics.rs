@@ -48,6 +48,8 @@ pub struct Metrics {
     truncated: AtomicU64,
     additional_trimmed: AtomicU64,
     dropped: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
     fail_open: AtomicU64,
     stale: AtomicU64,
     reload_errors: Mutex<BTreeMap<String, u64>>,
@@ -94,6 +96,16 @@ impl Metrics {
         if note.stale {
             self.stale.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a plain query answered from the response cache.
+    pub fn cache_hit(&self) {
+        self.cache_hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a plain query the response cache could not answer.
+    pub fn cache_miss(&self) {
+        self.cache_misses.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a packet that got no response.
@@ -146,7 +158,7 @@ impl Metrics {
                 }
             }
         }
-        let counters: [(&str, &str, &AtomicU64); 6] = [
+        let counters: [(&str, &str, &AtomicU64); 8] = [
             (
                 "clusterset_dns_responses_truncated_total",
                 "UDP responses sent with TC=1 because the answer did not fit.",
@@ -161,6 +173,16 @@ impl Metrics {
                 "clusterset_dns_packets_dropped_total",
                 "Packets answered with nothing: shorter than a header, or responses.",
                 &self.dropped,
+            ),
+            (
+                "clusterset_dns_answer_cache_hits_total",
+                "Plain queries answered from pre-encoded responses.",
+                &self.cache_hits,
+            ),
+            (
+                "clusterset_dns_answer_cache_misses_total",
+                "Plain queries the response cache did not hold (answered by the general path).",
+                &self.cache_misses,
             ),
             (
                 "clusterset_dns_federated_fail_open_total",

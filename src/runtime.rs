@@ -188,7 +188,11 @@ impl Server {
         };
 
         if let Some((udp, tcp)) = dns {
-            let handler = Arc::new(Handler::new(shared.snapshot.clone(), metrics));
+            let handler = Arc::new(Handler::new(
+                shared.snapshot.clone(),
+                metrics,
+                config.answer_cache_bytes,
+            ));
             tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
             tasks.spawn(serve_tcp(
                 tcp,

@@ -564,6 +564,7 @@ pub async fn start_in_process(
         settings: Arc::new(settings),
         dns_addr: loopback,
         admin_addr: loopback,
+        answer_cache_bytes: clusterset_dns::config::DEFAULT_ANSWER_CACHE_MB << 20,
     };
     let local_client = api::local_client(Some(kubeconfig), None)
         .await

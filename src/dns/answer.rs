@@ -8,6 +8,7 @@
 //! It must not touch bytes (that is `wire`) or sockets.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::name::{Parsed, QName, ReverseName, ZoneName, parse, parse_reverse};
@@ -41,9 +42,81 @@ pub struct Question<'a> {
     pub qclass: u16,
 }
 
+/// What an answer was computed from, so a copy of it can be reused exactly
+/// as long as that part of the snapshot is unchanged (the response cache).
+///
+/// Every answer also depends on the settings and, when it is NXDOMAIN, on
+/// every cluster having synced; the SOA serial is the one part that may
+/// differ, and the cache rewrites it.
+#[derive(Debug, Clone)]
+pub enum Depends {
+    /// On time or on data the cache does not check (stale clusters, the
+    /// reverse map, refusals): never reuse.
+    Uncacheable,
+    /// On the settings alone.
+    Settings,
+    /// On the entry at this key being this very entry, and on its cluster's
+    /// watch not being broken.
+    Entry(Arc<str>, Arc<Entry>),
+    /// On there being no entry at this key.
+    Absent(Arc<str>),
+    /// On this namespace existing (true) or not (false).
+    Namespace(Arc<str>, bool),
+}
+
+impl Depends {
+    /// The answer this was recorded with is still the answer in `snap`
+    /// (given the same settings, and not NXDOMAIN with clusters unsynced).
+    pub fn holds(&self, snap: &Snapshot) -> bool {
+        match self {
+            Self::Uncacheable => false,
+            Self::Settings => true,
+            Self::Entry(key, entry) => {
+                snap.entries.get(key).is_some_and(|e| Arc::ptr_eq(e, entry))
+                    && match entry.origin {
+                        Origin::Cluster { id, .. } => {
+                            snap.cluster(id).is_none_or(|c| c.broken_since.is_none())
+                        }
+                        Origin::Federated { .. } => true,
+                    }
+            }
+            Self::Absent(key) => !snap.entries.contains_key(key),
+            Self::Namespace(ns, exists) => snap.namespaces.contains_key(ns) == *exists,
+        }
+    }
+}
+
+/// An answer and what went into it.
+#[derive(Debug, Clone)]
+pub struct Answered {
+    /// The answer.
+    pub answer: Answer,
+    /// Facts for metrics.
+    pub note: Note,
+    /// What it was computed from.
+    pub depends: Depends,
+    /// Length of the RRset that `rotation` rotated (0 or 1: nothing
+    /// rotated); the answer for rotation `r` equals the one for
+    /// `r % rotated`.
+    pub rotated: usize,
+}
+
+impl Answered {
+    /// An answer that is not about any name (NOTIMP, BADVERS): nothing to
+    /// note, never reused.
+    pub fn plain(answer: Answer) -> Self {
+        Self {
+            answer,
+            note: Note::default(),
+            depends: Depends::Uncacheable,
+            rotated: 0,
+        }
+    }
+}
+
 /// Answers one question. `rotation` rotates the address and SRV RRsets so
 /// successive queries spread load; `now` judges staleness.
-pub fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -> (Answer, Note) {
+pub fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -> Answered {
     let mut cx = Cx {
         snap,
         q,
@@ -51,9 +124,11 @@ pub fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -
         now,
         note: Note::default(),
         ttl: snap.settings.ttl,
+        depends: Depends::Uncacheable,
+        rotated: std::cell::Cell::new(0),
     };
     if q.qclass != CLASS_IN && q.qclass != CLASS_ANY {
-        return (Answer::empty(Rcode::Refused, false), cx.note);
+        return cx.done(Answer::empty(Rcode::Refused, false));
     }
     let settings = &snap.settings;
     let answer = if let Some(rel) = q.name.relative_to(&settings.zone) {
@@ -67,7 +142,7 @@ pub fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -
     } else {
         Answer::empty(Rcode::Refused, false)
     };
-    (answer, cx.note)
+    cx.done(answer)
 }
 
 struct Cx<'s, 'q> {
@@ -78,6 +153,8 @@ struct Cx<'s, 'q> {
     note: Note,
     /// TTL of positive records, lowered for stale data.
     ttl: u32,
+    depends: Depends,
+    rotated: std::cell::Cell<usize>,
 }
 
 /// Which unsynced clusters could make a missing name exist.
@@ -100,6 +177,29 @@ enum Found<'e> {
 }
 
 impl Cx<'_, '_> {
+    fn done(self, answer: Answer) -> Answered {
+        // Stale answers change with the clock, SERVFAIL with any cluster's
+        // sync; neither is worth keeping.
+        let depends = if self.note != Note::default() || answer.rcode == Rcode::ServFail {
+            Depends::Uncacheable
+        } else {
+            self.depends
+        };
+        // A rotated RRset that did not end up in the answer (the SRV records
+        // behind a NODATA) rotates nothing.
+        let rotated = if answer.answers.len() > 1 {
+            self.rotated.get()
+        } else {
+            0
+        };
+        Answered {
+            answer,
+            note: self.note,
+            depends,
+            rotated,
+        }
+    }
+
     fn zone(&self) -> &ZoneName {
         &self.snap.settings.zone
     }
@@ -174,6 +274,7 @@ impl Cx<'_, '_> {
     }
 
     fn rotate(&self, mut records: Vec<Record>) -> Vec<Record> {
+        self.rotated.set(records.len());
         if records.len() > 1 {
             let by = self.rotation % records.len();
             records.rotate_left(by);
@@ -187,6 +288,7 @@ impl Cx<'_, '_> {
             return Answer::empty(Rcode::Refused, false);
         }
         let parsed = parse(self.q.name, rel);
+        self.depends = Depends::Settings;
         match parsed {
             Parsed::Apex => self.apex(self.zone().clone()),
             Parsed::Dns | Parsed::Svc => self.nodata(),
@@ -229,7 +331,9 @@ impl Cx<'_, '_> {
                 _ => self.nodata(),
             },
             Parsed::Namespace { ns } => {
-                if self.snap.namespaces.contains_key(ns) {
+                let exists = self.snap.namespaces.contains_key(ns);
+                self.depends = Depends::Namespace(ns.into(), exists);
+                if exists {
                     self.nodata()
                 } else {
                     self.nxdomain(Scope::AnyCluster, self.zone())
@@ -242,8 +346,10 @@ impl Cx<'_, '_> {
             | Parsed::Grandchild { key, .. } => {
                 let label = key.split_once('.').map_or(key, |(l, _)| l);
                 let Some(entry) = self.snap.entries.get(key).cloned() else {
+                    self.depends = Depends::Absent(key.into());
                     return self.nxdomain(Scope::Label(label), self.zone());
                 };
+                self.depends = Depends::Entry(key.into(), entry.clone());
                 if let Some(stale) = self.staleness(&entry) {
                     return stale;
                 }

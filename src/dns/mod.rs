@@ -7,20 +7,22 @@
 //! in `zonefile`.
 
 pub mod answer;
+pub mod cache;
 pub mod name;
 pub mod server;
 pub mod wire;
 pub mod zonefile;
 
+use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
 use crate::metrics::Metrics;
 use crate::model::Snapshot;
-use answer::Question;
+use answer::{Answered, Note, Question};
+use cache::{AnswerCache, Echo, Lookup};
 use wire::{Answer, DecodeError, OPCODE_QUERY, Rcode};
 
 /// The transport a query came over; it sets the response size limit.
@@ -32,27 +34,65 @@ pub enum Transport {
     Tcp,
 }
 
+thread_local! {
+    /// Rotation of address and SRV RRsets: per thread, so workers never
+    /// share a counter's cache line.
+    static ROTATION: Cell<usize> = const { Cell::new(0) };
+}
+
+fn next_rotation() -> usize {
+    ROTATION.with(|r| {
+        let v = r.get();
+        r.set(v.wrapping_add(1));
+        v
+    })
+}
+
 /// Answers packets from the latest published snapshot.
 #[derive(Debug)]
 pub struct Handler {
     snapshot: Arc<ArcSwap<Snapshot>>,
     metrics: Arc<Metrics>,
-    rotation: AtomicUsize,
+    cache: Option<AnswerCache>,
 }
 
 impl Handler {
-    /// A handler reading `snapshot` and counting into `metrics`.
-    pub fn new(snapshot: Arc<ArcSwap<Snapshot>>, metrics: Arc<Metrics>) -> Self {
+    /// A handler reading `snapshot` and counting into `metrics`, answering
+    /// plain queries from a response cache of about `cache_bytes` (0: every
+    /// query takes the general path).
+    pub fn new(snapshot: Arc<ArcSwap<Snapshot>>, metrics: Arc<Metrics>, cache_bytes: u64) -> Self {
         Self {
             snapshot,
             metrics,
-            rotation: AtomicUsize::new(0),
+            cache: (cache_bytes > 0).then(|| AnswerCache::new(cache_bytes)),
         }
     }
 
     /// Handles one packet. Writes the response into `out` and returns true,
     /// or returns false when the packet gets no response (not a query).
     pub fn handle(&self, packet: &[u8], transport: Transport, out: &mut Vec<u8>) -> bool {
+        let snap = self.snapshot.load();
+        let mut rotation = next_rotation();
+        let plain = match &self.cache {
+            Some(cache) => {
+                cache::plain(packet, transport, snap.settings.max_udp_payload).map(|q| (cache, q))
+            }
+            None => None,
+        };
+        if let Some((cache, q)) = &plain {
+            match cache.lookup(q, Echo::of(packet), &snap, rotation, out) {
+                Lookup::Hit(rcode, fit) => {
+                    self.metrics.cache_hit();
+                    self.metrics.query(Some(q.qtype), rcode);
+                    self.metrics.answered(fit, Note::default());
+                    return true;
+                }
+                Lookup::Miss(r) => {
+                    self.metrics.cache_miss();
+                    rotation = r;
+                }
+            }
+        }
         let req = match wire::decode(packet) {
             Ok(req) => req,
             Err(DecodeError::Drop(_)) => {
@@ -65,13 +105,11 @@ impl Handler {
                 return true;
             }
         };
-        let snap = self.snapshot.load();
-        let (answer, note) = if req.header.opcode != OPCODE_QUERY {
-            (Answer::empty(Rcode::NotImp, false), Default::default())
+        let answered = if req.header.opcode != OPCODE_QUERY {
+            Answered::plain(Answer::empty(Rcode::NotImp, false))
         } else if req.edns.is_some_and(|e| e.version > 0) {
-            (Answer::empty(Rcode::BadVers, false), Default::default())
+            Answered::plain(Answer::empty(Rcode::BadVers, false))
         } else {
-            let rotation = self.rotation.fetch_add(1, Ordering::Relaxed);
             let q = Question {
                 name: &req.name,
                 qtype: req.qtype,
@@ -83,9 +121,12 @@ impl Handler {
             Transport::Udp => req.udp_limit(snap.settings.max_udp_payload),
             Transport::Tcp => usize::from(u16::MAX),
         };
-        let fit = wire::encode(&req, &answer, limit, out);
-        self.metrics.query(Some(req.qtype), answer.rcode);
-        self.metrics.answered(fit, note);
+        let fit = wire::encode(&req, &answered.answer, limit, out);
+        self.metrics.query(Some(req.qtype), answered.answer.rcode);
+        self.metrics.answered(fit, answered.note);
+        if let Some((cache, q)) = &plain {
+            cache.store(q, &snap, rotation, &answered, fit, out);
+        }
         true
     }
 }

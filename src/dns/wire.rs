@@ -316,6 +316,27 @@ pub fn decode(buf: &[u8]) -> Result<Request<'_>, DecodeError> {
     })
 }
 
+/// Where the serial of the first SOA record in the Answer or Authority
+/// section of response `msg` starts, if there is one.
+pub fn soa_serial_offset(msg: &[u8]) -> Option<usize> {
+    let qdcount = be16(msg, 4)?;
+    let records = u32::from(be16(msg, 6)?) + u32::from(be16(msg, 8)?);
+    let mut at = HEADER_LEN;
+    for _ in 0..qdcount {
+        at = skip_name(msg, at)? + 4;
+    }
+    for _ in 0..records {
+        let after_name = skip_name(msg, at)?;
+        if be16(msg, after_name)? == rtype::SOA {
+            let mname_end = skip_name(msg, after_name + 10)?;
+            let serial = skip_name(msg, mname_end)?;
+            return (serial + 4 <= msg.len()).then_some(serial);
+        }
+        at = skip_record(msg, at)?;
+    }
+    None
+}
+
 fn skip_record(buf: &[u8], at: usize) -> Option<usize> {
     let after_name = skip_name(buf, at)?;
     let rdlen = usize::from(be16(buf, after_name + 8)?);

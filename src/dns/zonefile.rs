@@ -98,7 +98,7 @@ pub fn dump(snap: &Snapshot) -> String {
                 qtype,
                 qclass: CLASS_IN,
             };
-            let (a, _) = answer(snap, q, 0, now);
+            let a = answer(snap, q, 0, now).answer;
             for r in a.answers.iter().chain(&a.additional) {
                 let line = record_text(&format!("{name}."), r);
                 if name == zone && r.owner == Owner::Query {

@@ -1532,11 +1532,56 @@ async fn soa_serial(dns: SocketAddr) -> u32 {
 // Tests
 // ---------------------------------------------------------------------------
 
-/// The table, over UDP and over TCP, against one server on fixture F.
+/// The table, over UDP and over TCP, against one server on fixture F that
+/// answers every query by the general path (no response cache).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_over_udp_and_tcp() {
-    let server = start(&fixture("conformance"), Options::conformance()).await;
+    let opts = Options {
+        answer_cache: false,
+        ..Options::conformance()
+    };
+    let server = start(&fixture("conformance"), opts).await;
     run_all(server.dns, &cases()).await;
+    let metrics = http_get(server.admin, "/metrics").await;
+    let cache = |name| metric(&metrics, name).unwrap_or(-1.0);
+    assert_eq!(cache("clusterset_dns_answer_cache_hits_total"), 0.0);
+    assert_eq!(cache("clusterset_dns_answer_cache_misses_total"), 0.0);
+    server.server.stop().await;
+}
+
+/// The same table from the hot path: the first run stores the general
+/// path's responses, the later runs are answered from them (every rotation
+/// of a rotated RRset is stored as it is first asked for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_from_stored_responses() {
+    let server = start(&fixture("conformance"), Options::conformance()).await;
+    let counts = || async {
+        let metrics = http_get(server.admin, "/metrics").await;
+        let get = |name| metric(&metrics, name).unwrap_or(0.0);
+        (
+            get("clusterset_dns_answer_cache_hits_total"),
+            get("clusterset_dns_answer_cache_misses_total"),
+        )
+    };
+    let cases = cases();
+    let mut runs = Vec::new();
+    let mut before = counts().await;
+    for _ in 0..3 {
+        run_all(server.dns, &cases).await;
+        let after = counts().await;
+        runs.push((after.0 - before.0, after.1 - before.1));
+        before = after;
+    }
+    eprintln!("hits and misses per run: {runs:?}");
+    let (hits, misses) = runs[2];
+    // Refusals, reverse lookups and the unusual queries of the table
+    // (EDNS options, other classes, opcodes) always take the general path;
+    // the rest comes from stored bytes.
+    assert!(
+        runs[0].0 < runs[0].1,
+        "the first run mostly misses: {runs:?}"
+    );
+    assert!(hits > 3.0 * misses, "the last run is mostly hits: {runs:?}");
     server.server.stop().await;
 }
 

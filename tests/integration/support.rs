@@ -67,6 +67,9 @@ pub struct Options {
     pub reverse_zones: Vec<&'static str>,
     /// NS glue addresses.
     pub ns_addrs: Vec<IpAddr>,
+    /// Keep pre-encoded responses (the hot path); false sends every query
+    /// down the general path.
+    pub answer_cache: bool,
 }
 
 impl Default for Options {
@@ -77,6 +80,7 @@ impl Default for Options {
             negative_ttl: 5,
             reverse_zones: Vec::new(),
             ns_addrs: Vec::new(),
+            answer_cache: true,
         }
     }
 }
@@ -119,6 +123,14 @@ fn settings(opts: &Options) -> Settings {
     settings
 }
 
+fn cache_bytes(opts: &Options) -> u64 {
+    if opts.answer_cache {
+        clusterset_dns::config::DEFAULT_ANSWER_CACHE_MB << 20
+    } else {
+        0
+    }
+}
+
 /// Starts a server over `zones` and waits until it is ready (at most 10 s).
 pub async fn start(zones: &Path, opts: Options) -> TestServer {
     let settings = settings(&opts);
@@ -131,6 +143,7 @@ pub async fn start(zones: &Path, opts: Options) -> TestServer {
         settings: Arc::new(settings),
         dns_addr: loopback,
         admin_addr: loopback,
+        answer_cache_bytes: cache_bytes(&opts),
     };
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
     let server = Server::start(&config, sockets).expect("start server");
@@ -234,6 +247,7 @@ pub async fn start_live(opts: Options, live: Live) -> TestServer {
         settings: Arc::new(settings),
         dns_addr: loopback,
         admin_addr: loopback,
+        answer_cache_bytes: cache_bytes(&opts),
     };
     let local_client = api::local_client(Some(&live.kubeconfig), None)
         .await

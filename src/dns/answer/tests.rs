@@ -61,7 +61,7 @@ fn run(snap: &Snapshot, cases: &[Case]) {
             qtype: case.qtype,
             qclass: CLASS_IN,
         };
-        let (a, _) = answer(snap, q, i, Instant::now());
+        let Answered { answer: a, .. } = answer(snap, q, i, Instant::now());
         let ctx = format!("case {i} {:?} ({} {})", case.name, case.qname, case.qtype);
         assert_eq!(a.rcode, case.rcode, "{ctx}: rcode");
         for (section, got, want) in [
@@ -629,7 +629,7 @@ fn answers() {
 fn non_in_class_is_refused() {
     let snap = snapshot_with(settings(), fixture_events());
     let name = QName::from_text("web-east.prod.svc.clusterset.local").expect("name");
-    let (a, _) = answer(
+    let Answered { answer: a, .. } = answer(
         &snap,
         Question {
             name: &name,
@@ -640,7 +640,7 @@ fn non_in_class_is_refused() {
         Instant::now(),
     );
     assert_eq!((a.rcode, a.authoritative), (Rcode::Refused, false));
-    let (a, _) = answer(
+    let Answered { answer: a, .. } = answer(
         &snap,
         Question {
             name: &name,
@@ -663,7 +663,7 @@ fn rotation_changes_order_not_content() {
         qclass: CLASS_IN,
     };
     let orders: Vec<Vec<Record>> = (0..3)
-        .map(|r| answer(&snap, q, r, Instant::now()).0.answers)
+        .map(|r| answer(&snap, q, r, Instant::now()).answer.answers)
         .collect();
     assert_ne!(orders[0], orders[1]);
     let sorted = |v: &Vec<Record>| render("x.", v);
@@ -764,7 +764,9 @@ fn stale_clusters_cap_ttl_then_servfail() {
     let mut events = fixture_events();
     events.push(broken(Instant::now()));
     let snap = snapshot_with(s.clone(), events);
-    let (a, note) = answer(&snap, q, 0, Instant::now());
+    let Answered {
+        answer: a, note, ..
+    } = answer(&snap, q, 0, Instant::now());
     assert_eq!(a.rcode, Rcode::NoError);
     assert!(note.stale);
     assert!(
@@ -773,7 +775,7 @@ fn stale_clusters_cap_ttl_then_servfail() {
         a.answers
     );
 
-    let (a, _) = answer(&snap, q, 0, Instant::now() + Duration::from_secs(301));
+    let Answered { answer: a, .. } = answer(&snap, q, 0, Instant::now() + Duration::from_secs(301));
     assert_eq!(a.rcode, Rcode::ServFail, "SERVFAIL after max-stale");
     assert_eq!(a.authority.len(), 1);
 }
@@ -796,7 +798,9 @@ fn federated_leaves_out_unhealthy_members_and_fails_open() {
         qclass: CLASS_IN,
     };
     let addrs = |snap: &Snapshot| {
-        let (a, note) = answer(snap, q, 0, Instant::now());
+        let Answered {
+            answer: a, note, ..
+        } = answer(snap, q, 0, Instant::now());
         let mut v = render("bb.", &a.answers);
         v.iter_mut()
             .for_each(|l| *l = l.rsplit(' ').next().unwrap_or("").to_owned());
@@ -813,7 +817,7 @@ fn federated_leaves_out_unhealthy_members_and_fails_open() {
     );
     // Per-cluster names are not health-filtered.
     let east = QName::from_text("bb-east.prod.svc.clusterset.local").expect("name");
-    let (a, _) = answer(
+    let Answered { answer: a, .. } = answer(
         &snap,
         Question {
             name: &east,

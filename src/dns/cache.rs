@@ -1,0 +1,283 @@
+//! The hot path: pre-encoded responses, reused while what they were computed
+//! from is unchanged (DESIGN.md, Serving).
+//!
+//! A plain query (opcode QUERY, one question of class IN, no other records
+//! but an option-less EDNS(0) OPT) is read without decoding: its lower-cased
+//! name, type and the response size limit form the key of a moka cache of
+//! wire bytes. A hit is copied out and patched: the ID, the RD and CD bits,
+//! the question bytes (so the client's 0x20 case is echoed, and every name
+//! compressed against the question reads in that case too) and the SOA
+//! serial. A miss, and anything unusual, takes the general path; the
+//! general path's response is what gets stored, so both paths give the same
+//! bytes. Validity is checked on every hit against the snapshot being
+//! served ([`Depends::holds`]): a name's cached answer dies with that name's
+//! records, not with every change to the zone.
+//!
+//! Rotated RRsets are stored once per rotation, filled as rotations are
+//! asked for. This module must not decide answers (that is `answer`) nor
+//! encode records (that is `wire`).
+
+use std::sync::{Arc, OnceLock};
+
+use super::Transport;
+use super::answer::{Answered, Depends, Note};
+use super::wire::{
+    CLASS_IN, Fit, HEADER_LEN, OPCODE_QUERY, PLAIN_UDP_LIMIT, Rcode, rtype, soa_serial_offset,
+};
+use crate::model::{Settings, Snapshot};
+
+/// Longest key: the limit (2), flags (1), type (2) and a 255-octet name.
+const MAX_KEY: usize = 5 + 255;
+/// RRsets longer than this are answered by the general path every time
+/// rather than stored in as many rotations.
+const MAX_ROTATIONS: usize = 32;
+/// Fixed cost of an entry beyond its bytes, for the weigher.
+const ENTRY_OVERHEAD: usize = 160;
+
+/// A query the hot path can answer: the parts of it a response depends on.
+#[derive(Debug)]
+pub struct Plain<'a> {
+    /// The question as received (name, type, class).
+    pub question: &'a [u8],
+    /// QTYPE.
+    pub qtype: u16,
+    key: [u8; MAX_KEY],
+    key_len: usize,
+}
+
+impl Plain<'_> {
+    /// The cache key: size limit, EDNS flags, type, lower-cased wire name.
+    pub fn key(&self) -> &[u8] {
+        &self.key[..self.key_len]
+    }
+}
+
+/// Reads `packet` as a plain query, or `None` when it needs the general
+/// path (anything malformed, unusual or merely uncommon). The size limit
+/// follows [`super::wire::Request::udp_limit`].
+pub fn plain(packet: &[u8], transport: Transport, max_udp_payload: u16) -> Option<Plain<'_>> {
+    let header = packet.get(..HEADER_LEN)?;
+    // QR=0, opcode QUERY; AA/TC/Z/AD and the rcode are ignored by the
+    // general path too, RD and CD are patched in.
+    if header[2] & 0x80 != 0 || (header[2] >> 3) & 0x0F != OPCODE_QUERY {
+        return None;
+    }
+    // One question, no answer or authority records, at most the OPT.
+    if header[4..10] != [0, 1, 0, 0, 0, 0] || header[10] != 0 || header[11] > 1 {
+        return None;
+    }
+    let mut key = [0u8; MAX_KEY];
+    let mut at = HEADER_LEN;
+    let mut k = 5;
+    loop {
+        let len = usize::from(*packet.get(at)?);
+        if len & 0xC0 != 0 || k + 1 + len > MAX_KEY {
+            return None;
+        }
+        let label = packet.get(at..at + 1 + len)?;
+        for (dst, src) in key[k..k + 1 + len].iter_mut().zip(label) {
+            *dst = src.to_ascii_lowercase();
+        }
+        // The length octet is below 64, so lower-casing left it alone.
+        k += 1 + len;
+        at += 1 + len;
+        if len == 0 {
+            break;
+        }
+    }
+    let qtype = u16::from_be_bytes([*packet.get(at)?, *packet.get(at + 1)?]);
+    let qclass = u16::from_be_bytes([*packet.get(at + 2)?, *packet.get(at + 3)?]);
+    let qend = at + 4;
+    if qclass != CLASS_IN || matches!(qtype, rtype::AXFR | rtype::IXFR | rtype::OPT) {
+        return None;
+    }
+    let (limit, edns_flags) = if header[11] == 0 {
+        if packet.len() != qend {
+            return None;
+        }
+        (PLAIN_UDP_LIMIT, 0u8)
+    } else {
+        // Root owner, type OPT, payload, extended rcode 0, version 0, only
+        // the DO flag, no options, and nothing after it.
+        let opt = packet.get(qend..)?;
+        if opt.len() != 11 || opt[0..3] != [0, 0, 41] || opt[5..7] != [0, 0] {
+            return None;
+        }
+        if opt[7] & 0x7F != 0 || opt[8] != 0 || opt[9..11] != [0, 0] {
+            return None;
+        }
+        let payload = u16::from_be_bytes([opt[3], opt[4]]);
+        let limit = usize::from(payload.clamp(512, max_udp_payload.max(512)));
+        (limit, 1 | (opt[7] >> 6 & 0x02))
+    };
+    let limit = match transport {
+        Transport::Udp => limit,
+        Transport::Tcp => usize::from(u16::MAX),
+    };
+    key[0..2].copy_from_slice(&(limit as u16).to_be_bytes());
+    key[2] = edns_flags;
+    key[3..5].copy_from_slice(&qtype.to_be_bytes());
+    Some(Plain {
+        question: &packet[HEADER_LEN..qend],
+        qtype,
+        key,
+        key_len: k,
+    })
+}
+
+/// One stored answer.
+#[derive(Debug)]
+struct Stored {
+    settings: Arc<Settings>,
+    depends: Depends,
+    rcode: Rcode,
+    fit: Fit,
+    /// Offset of the SOA serial in the bytes, when there is a SOA.
+    serial_at: Option<usize>,
+    /// Response bytes per rotation.
+    rotations: Box<[OnceLock<Box<[u8]>>]>,
+}
+
+impl Stored {
+    fn holds(&self, snap: &Snapshot) -> bool {
+        Arc::ptr_eq(&self.settings, &snap.settings)
+            && (self.rcode != Rcode::NxDomain || snap.unsynced.is_empty())
+            && self.depends.holds(snap)
+    }
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The response is in `out`; count it with these.
+    Hit(Rcode, Fit),
+    /// Not stored, or stored for another state or rotation: answer with the
+    /// general path using this rotation, then [`AnswerCache::store`].
+    Miss(usize),
+}
+
+/// The query header fields a stored response takes from each query.
+#[derive(Debug, Clone, Copy)]
+pub struct Echo {
+    /// The ID octets.
+    pub id: [u8; 2],
+    /// The flag octets (RD and CD are taken from them).
+    pub flags: [u8; 2],
+}
+
+impl Echo {
+    /// The fields of `packet`'s header (at least 12 octets, as [`plain`]
+    /// checked).
+    pub fn of(packet: &[u8]) -> Self {
+        Self {
+            id: [packet[0], packet[1]],
+            flags: [packet[2], packet[3]],
+        }
+    }
+}
+
+/// Owned form of [`Plain::key`].
+type Key = Box<[u8]>;
+
+/// Pre-encoded responses, bounded in bytes.
+#[derive(Debug, Clone)]
+pub struct AnswerCache {
+    map: moka::sync::Cache<Key, Arc<Stored>>,
+}
+
+impl AnswerCache {
+    /// A cache holding about `bytes` of responses.
+    pub fn new(bytes: u64) -> Self {
+        let map = moka::sync::Cache::builder()
+            .max_capacity(bytes)
+            .weigher(|key: &Key, value: &Arc<Stored>| {
+                let one = value
+                    .rotations
+                    .iter()
+                    .find_map(|r| r.get())
+                    .map_or(0, |b| b.len());
+                let bytes = key.len() + ENTRY_OVERHEAD + one * value.rotations.len();
+                u32::try_from(bytes).unwrap_or(u32::MAX)
+            })
+            .build();
+        Self { map }
+    }
+
+    /// Writes the stored response to `q` into `out`, if there is one that
+    /// holds in `snap`. `rotation` picks the rotation of rotated RRsets.
+    pub fn lookup(
+        &self,
+        q: &Plain<'_>,
+        echo: Echo,
+        snap: &Snapshot,
+        rotation: usize,
+        out: &mut Vec<u8>,
+    ) -> Lookup {
+        let Some(stored) = self.map.get(q.key()).filter(|s| s.holds(snap)) else {
+            return Lookup::Miss(rotation);
+        };
+        let which = rotation % stored.rotations.len();
+        let Some(bytes) = stored.rotations[which].get() else {
+            return Lookup::Miss(which);
+        };
+        out.clear();
+        out.extend_from_slice(bytes);
+        out[0..2].copy_from_slice(&echo.id);
+        // RD (0x01 of the third octet) and CD (0x10 of the fourth) echo the
+        // query; everything else in the header is the answer's.
+        out[2] = (out[2] & !0x01) | (echo.flags[0] & 0x01);
+        out[3] = (out[3] & !0x10) | (echo.flags[1] & 0x10);
+        out[HEADER_LEN..HEADER_LEN + q.question.len()].copy_from_slice(q.question);
+        if let Some(at) = stored.serial_at {
+            out[at..at + 4].copy_from_slice(&snap.serial.to_be_bytes());
+        }
+        Lookup::Hit(stored.rcode, stored.fit)
+    }
+
+    /// Stores `response`, the general path's encoding of `answered` for `q`
+    /// in `snap` with rotation `rotation` (as [`Lookup::Miss`] gave it).
+    pub fn store(
+        &self,
+        q: &Plain<'_>,
+        snap: &Snapshot,
+        rotation: usize,
+        answered: &Answered,
+        fit: Fit,
+        response: &[u8],
+    ) {
+        if matches!(answered.depends, Depends::Uncacheable)
+            || answered.note != Note::default()
+            || answered.rotated > MAX_ROTATIONS
+        {
+            return;
+        }
+        let rotations = answered.rotated.max(1);
+        let which = rotation % rotations;
+        if let Some(stored) = self
+            .map
+            .get(q.key())
+            .filter(|s| s.rotations.len() == rotations && s.holds(snap))
+        {
+            let _ = stored.rotations[which].set(response.into());
+            return;
+        }
+        let stored = Stored {
+            settings: snap.settings.clone(),
+            depends: answered.depends.clone(),
+            rcode: answered.answer.rcode,
+            fit,
+            serial_at: soa_serial_offset(response),
+            rotations: (0..rotations).map(|_| OnceLock::new()).collect(),
+        };
+        let _ = stored.rotations[which].set(response.into());
+        self.map.insert(q.key().into(), Arc::new(stored));
+    }
+
+    /// Responses held (approximate, for metrics).
+    pub fn entries(&self) -> u64 {
+        self.map.entry_count()
+    }
+}
+
+#[cfg(test)]
+mod tests;
