@@ -6,19 +6,24 @@
 # Builds release, generates a clusterset of about $NAMES names in the file-source format
 # (benches/loadgen.rs --generate), dumps it with `clusterset-dns dump` into a zone file that Knot
 # DNS serves, and runs the batching load generator (benches/loadgen.rs) against each server in
-# turn, interleaved A B A B A B: the server under test pinned to core $SERVER_CPU, the load
-# generator to core $CLIENT_CPU. Server CPU per query = utime+stime delta of the server process
-# (/proc/<pid>/stat, all threads) over the run / answered queries. Then dnsperf once per server,
-# when installed. Prints a side-by-side table with medians and the ratio ours/Knot.
+# turn, interleaved A B C A B C A B C: Knot, ours, and a do-nothing UDP responder (loadgen
+# --respond: recvmmsg/sendmmsg, no DNS work — the kernel's floor, and the ceiling of what the
+# generator can measure). Each server pinned to core $SERVER_CPU, the load generator to core
+# $CLIENT_CPU; each gets an unmeasured warm-up of $WARMUP s first. Server CPU per query =
+# utime+stime delta of the server process (/proc/<pid>/stat, all threads) over the run / answered
+# queries. Then dnsperf once per DNS server, when installed. Prints a side-by-side table with
+# medians and the ratio ours/Knot.
 #
 # Needs: cargo, taskset, knotd (Debian `knot`); optional: dnsperf, dig.
-# Knobs (environment): NAMES=19000 ROUNDS=3 DURATION=10 SOCKETS=8 WINDOW=32 EDNS=1232
-#   SERVER_CPU=0 CLIENT_CPU=1 KNOT_PORT=15353 OUR_PORT=15354 WORK=<temp dir> KEEP=1 (keep WORK)
+# Knobs (environment): NAMES=19000 ROUNDS=3 DURATION=10 WARMUP=2 SOCKETS=8 WINDOW=32 EDNS=1232
+#   SERVER_CPU=0 CLIENT_CPU=1 KNOT_PORT=15353 OUR_PORT=15354 FLOOR_PORT=15355
+#   WORK=<temp dir> KEEP=1 (keep WORK)
 set -euo pipefail
 
 NAMES=${NAMES:-19000}
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
 SOCKETS=${SOCKETS:-8}
 WINDOW=${WINDOW:-32}
 EDNS=${EDNS:-1232}
@@ -26,6 +31,7 @@ SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 KNOT_PORT=${KNOT_PORT:-15353}
 OUR_PORT=${OUR_PORT:-15354}
+FLOOR_PORT=${FLOOR_PORT:-15355}
 ZONE=clusterset.local
 
 cd "$(dirname "$0")/.."
@@ -112,6 +118,9 @@ taskset -c "$SERVER_CPU" "$BIN" serve --zones "$WORK/zones" --local-cluster west
     --dns-addr "127.0.0.1:$OUR_PORT" --admin-addr 127.0.0.1:0 >"$WORK/ours.out" 2>"$WORK/ours.log" &
 OUR_PID=$!
 PIDS+=("$OUR_PID")
+taskset -c "$SERVER_CPU" "$LOADGEN" --respond "127.0.0.1:$FLOOR_PORT" >/dev/null 2>"$WORK/floor.log" &
+FLOOR_PID=$!
+PIDS+=("$FLOOR_PID")
 wait_answer "$KNOT_PORT" "$FIRST_A"
 wait_answer "$OUR_PORT" "$FIRST_A"
 
@@ -136,10 +145,17 @@ run_one() { # label pid port round
 
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else printf "%.2f\n", (v[NR/2]+v[NR/2+1])/2}'; }
 
+echo "== warm-up: ${WARMUP}s per server, not measured" >&2
+for port in "$KNOT_PORT" "$OUR_PORT" "$FLOOR_PORT"; do
+    taskset -c "$CLIENT_CPU" "$LOADGEN" --server "127.0.0.1:$port" --queries "$WORK/queries.txt" \
+        --duration "$WARMUP" --sockets "$SOCKETS" --window "$WINDOW" --edns "$EDNS" >/dev/null
+done
+
 echo "== loadgen: $ROUNDS interleaved rounds of ${DURATION}s per server" >&2
 for r in $(seq 1 "$ROUNDS"); do
     run_one knot "$KNOT_PID" "$KNOT_PORT" "$r"
     run_one ours "$OUR_PID" "$OUR_PORT" "$r"
+    run_one floor "$FLOOR_PID" "$FLOOR_PORT" "$r"
 done
 
 DNSPERF=()
@@ -163,17 +179,21 @@ fi
 echo
 echo "clusterset-dns vs Knot DNS $(knotd --version | awk '{print $NF}'): zone $RECORDS records on $ZNAMES names;"
 echo "server on CPU $SERVER_CPU, load generator on CPU $CLIENT_CPU; $ROUNDS interleaved rounds of ${DURATION}s; $(nproc) CPUs, $(uname -r)"
-echo "loadgen: $SOCKETS sockets x window $WINDOW, EDNS $EDNS; values are medians of the rounds"
+echo "loadgen: $SOCKETS sockets x window $WINDOW, EDNS $EDNS, after a ${WARMUP}s warm-up per server; values are medians of the rounds"
 echo
 printf '| %-22s | %10s | %9s | %9s | %17s |\n' server "queries/s" "p50 µs" "p99 µs" "server CPU µs/q"
 printf '|%s|%s|%s|%s|%s|\n' "------------------------" "------------" "-----------" "-----------" "-------------------"
-for label in knot ours; do
+for label in knot ours floor; do
     q=() a=() b=() c=()
     for r in $(seq 1 "$ROUNDS"); do
         q+=("${QPS[$label,$r]}") a+=("${P50[$label,$r]}") b+=("${P99[$label,$r]}") c+=("${CPU[$label,$r]}")
     done
     eval "M_Q_$label=$(median "${q[@]}") M_50_$label=$(median "${a[@]}") M_99_$label=$(median "${b[@]}") M_C_$label=$(median "${c[@]}")"
-    name=$([ "$label" = knot ] && echo "Knot DNS" || echo "clusterset-dns")
+    case $label in
+        knot) name="Knot DNS" ;;
+        ours) name="clusterset-dns" ;;
+        *) name="do-nothing responder" ;;
+    esac
     eval "printf '| %-22s | %10.0f | %9s | %9s | %17s |\n' \"\$name\" \"\$M_Q_$label\" \"\$M_50_$label\" \"\$M_99_$label\" \"\$M_C_$label\""
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }'; }
@@ -181,8 +201,11 @@ printf '| %-22s | %10s | %9s | %9s | %17s |\n' "ratio ours/Knot" "$(ratio "$M_Q_
     "$(ratio "$M_50_ours" "$M_50_knot")" "$(ratio "$M_99_ours" "$M_99_knot")" "$(ratio "$M_C_ours" "$M_C_knot")"
 echo
 for r in $(seq 1 "$ROUNDS"); do
-    echo "round $r: Knot ${QPS[knot,$r]} q/s (CPU ${CPU[knot,$r]} µs/q), ours ${QPS[ours,$r]} q/s (CPU ${CPU[ours,$r]} µs/q)"
+    echo "round $r: Knot ${QPS[knot,$r]} q/s (CPU ${CPU[knot,$r]} µs/q), ours ${QPS[ours,$r]} q/s (CPU ${CPU[ours,$r]} µs/q), floor ${QPS[floor,$r]} q/s"
 done
+echo
+echo "The do-nothing responder answers without any DNS work: its rate is the most this generator"
+echo "and kernel deliver on this machine; a server near it is generator-bound, not measured exactly."
 if [ ${#DNSPERF[@]} -gt 0 ]; then
     echo
     echo "dnsperf (one run each, -c 8 -q 512): dnsperf is generator-bound above ~150k q/s on one core on the issue's reference machine;"

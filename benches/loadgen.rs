@@ -50,7 +50,8 @@ fn usage() -> ! {
     eprintln!(
         "usage: loadgen --server ADDR --queries FILE [--duration S] [--sockets N] [--window N] \
          [--edns SIZE] [--timeout-ms MS]\n       loadgen --generate DIR [--names N]\n       \
-         loadgen --make-queries ZONEFILE --out FILE [--zone ZONE] [--count N]"
+         loadgen --make-queries ZONEFILE --out FILE [--zone ZONE] [--count N]\n       \
+         loadgen --respond ADDR [--duration S]"
     );
     std::process::exit(2)
 }
@@ -92,6 +93,15 @@ fn main() {
         let text = std::fs::read_to_string(zone_file).expect("read zone file");
         let queries = make_queries(&text, zone, num("count", 100_000) as usize);
         std::fs::write(out, queries).expect("write queries");
+        return;
+    }
+    if let Some(addr) = opts.get("respond") {
+        let addr: SocketAddr = addr.parse().unwrap_or_else(|_| usage());
+        let socket = UdpSocket::bind(addr).expect("bind responder");
+        let secs = num("duration", 3600);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let answered = respond(&socket, Instant::now() + Duration::from_secs(secs), &stop);
+        println!("RESULT answered={answered}");
         return;
     }
     let Some(server) = opts.get("server") else {
@@ -840,6 +850,64 @@ fn make_queries(zone_text: &str, zone: &str, count: usize) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The do-nothing responder: the kernel's floor
+
+/// Answers every datagram on `socket` with itself, QR set, in batches (`recvmmsg` with
+/// `MSG_WAITFORONE`, then one `sendmmsg`), until `until` or `stop`. What a UDP server costs
+/// when it does no work at all: the floor under every real server's figure, and the ceiling of
+/// what this load generator can measure. Returns the datagrams answered.
+fn respond(socket: &UdpSocket, until: Instant, stop: &std::sync::atomic::AtomicBool) -> u64 {
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    let mut bufs = vec![0u8; BATCH * BUF];
+    // SAFETY: all-zero is a valid sockaddr_storage and mmsghdr.
+    let mut peers: Vec<libc::sockaddr_storage> = vec![unsafe { std::mem::zeroed() }; BATCH];
+    let mut iov: Vec<libc::iovec> = (0..BATCH)
+        .map(|i| libc::iovec {
+            iov_base: bufs[i * BUF..].as_mut_ptr().cast(),
+            iov_len: BUF,
+        })
+        .collect();
+    let mut hdr: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+    let mut answered = 0u64;
+    let fd = socket.as_raw_fd();
+    while Instant::now() < until && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        for i in 0..BATCH {
+            iov[i].iov_len = BUF;
+            let h = &mut hdr[i].msg_hdr;
+            h.msg_name = (&mut peers[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut iov[i];
+            h.msg_iovlen = 1;
+        }
+        // SAFETY: every header points at this function's live buffers.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                hdr.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if n <= 0 {
+            continue;
+        }
+        let n = n as usize;
+        for i in 0..n {
+            let len = hdr[i].msg_len as usize;
+            bufs[i * BUF + 2] |= 0x80;
+            iov[i].iov_len = len;
+        }
+        // SAFETY: as above; the kernel reads the first `n` headers.
+        let sent = unsafe { libc::sendmmsg(fd, hdr.as_mut_ptr(), n as u32, 0) };
+        answered += sent.max(0) as u64;
+    }
+    answered
+}
+
+// ---------------------------------------------------------------------------------------------
 // Smoke (`cargo test --bench loadgen`)
 
 fn smoke() {
@@ -878,28 +946,13 @@ fn smoke() {
     assert!(mix.contains("_http._tcp.svc0-east.ns0.svc.clusterset.local. SRV"));
     assert!(mix.contains(" AAAA") && mix.contains("nx"));
 
-    // A responder that copies the query and sets QR, bounded in time.
+    // The do-nothing responder, bounded in time.
     let responder = UdpSocket::bind("127.0.0.1:0").unwrap();
-    responder
-        .set_read_timeout(Some(Duration::from_millis(50)))
-        .unwrap();
     let addr = responder.local_addr().unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop2 = stop.clone();
     let thread = std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut buf = [0u8; 4096];
-        let mut answered = 0u64;
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < deadline {
-            if let Ok((n, from)) = responder.recv_from(&mut buf)
-                && n >= 12
-            {
-                buf[2] |= 0x80;
-                let _ = responder.send_to(&buf[..n], from);
-                answered += 1;
-            }
-        }
-        answered
+        respond(&responder, Instant::now() + Duration::from_secs(10), &stop2)
     });
     let la = LoadArgs {
         server: addr,

@@ -83,7 +83,8 @@ pub struct Server {
     tasks: JoinSet<()>,
 }
 
-/// Number of UDP receive tasks: the CPUs this process may run on.
+/// Number of UDP workers: the CPUs this process may run on (its affinity
+/// mask and CPU quota), so a server pinned to one core runs one.
 fn workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -122,10 +123,7 @@ impl Server {
         let admin_addr = sockets.admin.local_addr()?;
         let admin = tokio::net::TcpListener::from_std(sockets.admin)?;
         let dns = match sockets.dns {
-            Some((udp, tcp)) => Some((
-                tokio::net::UdpSocket::from_std(udp)?,
-                tokio::net::TcpListener::from_std(tcp)?,
-            )),
+            Some((udp, tcp)) => Some((udp, tokio::net::TcpListener::from_std(tcp)?)),
             None => None,
         };
         let dns_addr = match &dns {

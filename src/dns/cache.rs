@@ -13,22 +13,34 @@
 //! served ([`Depends::holds`]): a name's cached answer dies with that name's
 //! records, not with every change to the zone.
 //!
-//! Rotated RRsets are stored once per rotation, filled as rotations are
+//! Each worker also keeps a small direct-mapped table of the stored answers
+//! it served last ([`Local`]): the common hit touches no lock, no atomic
+//! counter and no shared cache line, and a stored answer remembers the
+//! snapshot it was last found valid in, so validity is re-checked only when
+//! a new snapshot is published.
+//!
+//! Rotated RRsets: an address RRset is one run of equal-sized records, each
+//! owned by a pointer to the question, so a rotation is the same run cut in
+//! two and swapped — one stored copy serves every rotation. SRV records are
+//! not alike in size and their targets are what Additional owners point at,
+//! so an SRV answer is stored once per rotation, filled as rotations are
 //! asked for. This module must not decide answers (that is `answer`) nor
 //! encode records (that is `wire`).
-
-use std::sync::{Arc, OnceLock};
 
 use super::Transport;
 use super::answer::{Answered, Depends, Note};
 use super::wire::{
-    CLASS_IN, Fit, HEADER_LEN, OPCODE_QUERY, PLAIN_UDP_LIMIT, Rcode, rtype, soa_serial_offset,
+    CLASS_IN, Fit, HEADER_LEN, OPCODE_QUERY, Owner, PLAIN_UDP_LIMIT, RData, Rcode, rtype,
+    soa_serial_offset,
 };
 use crate::model::{Settings, Snapshot};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Longest key: the limit (2), flags (1), type (2) and a 255-octet name.
 const MAX_KEY: usize = 5 + 255;
-/// RRsets longer than this are answered by the general path every time
+/// SRV RRsets longer than this are answered by the general path every time
 /// rather than stored in as many rotations.
 const MAX_ROTATIONS: usize = 32;
 /// Fixed cost of an entry beyond its bytes, for the weigher.
@@ -128,22 +140,202 @@ pub fn plain(packet: &[u8], transport: Transport, max_udp_payload: u16) -> Optio
 /// One stored answer.
 #[derive(Debug)]
 struct Stored {
+    key: Key,
+    /// Generation of the last snapshot this was found valid in (0: none).
+    checked: AtomicU64,
     settings: Arc<Settings>,
     depends: Depends,
     rcode: Rcode,
     fit: Fit,
     /// Offset of the SOA serial in the bytes, when there is a SOA.
     serial_at: Option<usize>,
-    /// Response bytes per rotation.
-    rotations: Box<[OnceLock<Box<[u8]>>]>,
+    form: Form,
+}
+
+/// How the rotations of a stored answer are kept.
+#[derive(Debug)]
+enum Form {
+    /// One response for every rotation.
+    One(Box<[u8]>),
+    /// One response whose Answer section is `count` records of `size`
+    /// octets from `start`, stored at rotation `base`; rotation `r` moves
+    /// the first `(r - base) mod count` records to the end.
+    Chunks {
+        bytes: Box<[u8]>,
+        start: usize,
+        size: usize,
+        count: usize,
+        base: usize,
+    },
+    /// A response per rotation, filled as asked for.
+    PerRotation(Box<[OnceLock<Box<[u8]>>]>),
+}
+
+impl Form {
+    /// Rotations this form tells apart.
+    fn rotations(&self) -> usize {
+        match self {
+            Self::One(_) => 1,
+            Self::Chunks { count, .. } => *count,
+            Self::PerRotation(r) => r.len(),
+        }
+    }
+
+    /// Octets held.
+    fn weight(&self) -> usize {
+        match self {
+            Self::One(b) | Self::Chunks { bytes: b, .. } => b.len(),
+            Self::PerRotation(r) => {
+                let one = r.iter().find_map(|r| r.get()).map_or(0, |b| b.len());
+                one * r.len()
+            }
+        }
+    }
+
+    /// Writes rotation `rotation` into `out`; false when it is not stored.
+    fn write(&self, rotation: usize, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        match self {
+            Self::One(bytes) => out.extend_from_slice(bytes),
+            Self::Chunks {
+                bytes,
+                start,
+                size,
+                count,
+                base,
+            } => {
+                let by = (rotation + count - base % count) % count;
+                let (cut, end) = (start + by * size, start + count * size);
+                out.extend_from_slice(&bytes[..*start]);
+                out.extend_from_slice(&bytes[cut..end]);
+                out.extend_from_slice(&bytes[*start..cut]);
+                out.extend_from_slice(&bytes[end..]);
+            }
+            Self::PerRotation(r) => match r[rotation % r.len()].get() {
+                Some(bytes) => out.extend_from_slice(bytes),
+                None => return false,
+            },
+        }
+        true
+    }
 }
 
 impl Stored {
     fn holds(&self, snap: &Snapshot) -> bool {
-        Arc::ptr_eq(&self.settings, &snap.settings)
+        if self.checked.load(Ordering::Relaxed) == snap.generation {
+            return true;
+        }
+        let holds = Arc::ptr_eq(&self.settings, &snap.settings)
             && (self.rcode != Rcode::NxDomain || snap.unsynced.is_empty())
-            && self.depends.holds(snap)
+            && self.depends.holds(snap);
+        if holds {
+            self.checked.store(snap.generation, Ordering::Relaxed);
+        }
+        holds
     }
+
+    /// Writes the response for `q` at `rotation` in `snap` into `out`.
+    fn write(
+        &self,
+        q: &Plain<'_>,
+        echo: Echo,
+        snap: &Snapshot,
+        rotation: usize,
+        out: &mut Vec<u8>,
+    ) -> Lookup {
+        if !self.form.write(rotation, out) {
+            return Lookup::Miss(rotation % self.form.rotations());
+        }
+        out[0..2].copy_from_slice(&echo.id);
+        // RD (0x01 of the third octet) and CD (0x10 of the fourth) echo the
+        // query; everything else in the header is the answer's.
+        out[2] = (out[2] & !0x01) | (echo.flags[0] & 0x01);
+        out[3] = (out[3] & !0x10) | (echo.flags[1] & 0x10);
+        out[HEADER_LEN..HEADER_LEN + q.question.len()].copy_from_slice(q.question);
+        if let Some(at) = self.serial_at {
+            out[at..at + 4].copy_from_slice(&snap.serial.to_be_bytes());
+        }
+        Lookup::Hit(self.rcode, self.fit)
+    }
+}
+
+/// One worker's own state: the rotation counter and the front table.
+#[derive(Debug)]
+pub struct Local {
+    rotation: usize,
+    front: Box<[Option<Arc<Stored>>]>,
+}
+
+impl Local {
+    /// State with a front table of `slots` entries (rounded up to a power
+    /// of two; 0 for none).
+    pub fn new(slots: usize) -> Self {
+        let slots = if slots == 0 {
+            0
+        } else {
+            slots.next_power_of_two()
+        };
+        Self {
+            rotation: 0,
+            front: (0..slots).map(|_| None).collect(),
+        }
+    }
+
+    /// The rotation for the next query; successive queries rotate RRsets.
+    pub fn next_rotation(&mut self) -> usize {
+        let r = self.rotation;
+        self.rotation = r.wrapping_add(1);
+        r
+    }
+
+    fn slot(&self, key: &[u8]) -> Option<usize> {
+        if self.front.is_empty() {
+            return None;
+        }
+        let h = foldhash::fast::FixedState::with_seed(0x5eed).hash_one(key);
+        Some(h as usize & (self.front.len() - 1))
+    }
+}
+
+/// How `response`, the answer for rotation `rotation`, can be stored.
+fn form(
+    answered: &Answered,
+    fit: Fit,
+    rotation: usize,
+    response: &[u8],
+    qlen: usize,
+) -> Option<Form> {
+    let count = answered.rotated;
+    if count <= 1 || fit.truncated {
+        return Some(Form::One(response.into()));
+    }
+    let answers = &answered.answer.answers;
+    let size = match answers.first().map(|r| &r.data) {
+        Some(RData::A(_)) => 16,
+        Some(RData::Aaaa(_)) => 28,
+        _ => 0,
+    };
+    let alike = size > 0
+        && answers.len() == count
+        && answers
+            .iter()
+            .all(|r| r.owner == Owner::Query && r.data.rtype() == answers[0].data.rtype());
+    let start = HEADER_LEN + qlen;
+    if alike && start + count * size <= response.len() {
+        return Some(Form::Chunks {
+            bytes: response.into(),
+            start,
+            size,
+            count,
+            base: rotation % count,
+        });
+    }
+    if count > MAX_ROTATIONS {
+        return None;
+    }
+    let r: Box<[OnceLock<Box<[u8]>>]> = (0..count).map(|_| OnceLock::new()).collect();
+    let _ = r[rotation % count].set(response.into());
+    Some(Form::PerRotation(r))
 }
 
 /// What a lookup found.
@@ -182,7 +374,7 @@ type Key = Box<[u8]>;
 /// Pre-encoded responses, bounded in bytes.
 #[derive(Debug, Clone)]
 pub struct AnswerCache {
-    map: moka::sync::Cache<Key, Arc<Stored>>,
+    map: moka::sync::Cache<Key, Arc<Stored>, foldhash::fast::RandomState>,
 }
 
 impl AnswerCache {
@@ -191,86 +383,82 @@ impl AnswerCache {
         let map = moka::sync::Cache::builder()
             .max_capacity(bytes)
             .weigher(|key: &Key, value: &Arc<Stored>| {
-                let one = value
-                    .rotations
-                    .iter()
-                    .find_map(|r| r.get())
-                    .map_or(0, |b| b.len());
-                let bytes = key.len() + ENTRY_OVERHEAD + one * value.rotations.len();
+                let bytes = key.len() + ENTRY_OVERHEAD + value.form.weight();
                 u32::try_from(bytes).unwrap_or(u32::MAX)
             })
-            .build();
+            .build_with_hasher(foldhash::fast::RandomState::default());
         Self { map }
     }
 
     /// Writes the stored response to `q` into `out`, if there is one that
-    /// holds in `snap`. `rotation` picks the rotation of rotated RRsets.
+    /// holds in `snap`: from the worker's front table, else from the shared
+    /// cache (and then keeps it in the front table). `rotation` picks the
+    /// rotation of rotated RRsets.
     pub fn lookup(
         &self,
+        local: &mut Local,
         q: &Plain<'_>,
         echo: Echo,
         snap: &Snapshot,
         rotation: usize,
         out: &mut Vec<u8>,
     ) -> Lookup {
+        let slot = local.slot(q.key());
+        if let Some(Some(stored)) = slot.map(|i| &local.front[i])
+            && *stored.key == *q.key()
+            && stored.holds(snap)
+        {
+            return stored.write(q, echo, snap, rotation, out);
+        }
         let Some(stored) = self.map.get(q.key()).filter(|s| s.holds(snap)) else {
             return Lookup::Miss(rotation);
         };
-        let which = rotation % stored.rotations.len();
-        let Some(bytes) = stored.rotations[which].get() else {
-            return Lookup::Miss(which);
-        };
-        out.clear();
-        out.extend_from_slice(bytes);
-        out[0..2].copy_from_slice(&echo.id);
-        // RD (0x01 of the third octet) and CD (0x10 of the fourth) echo the
-        // query; everything else in the header is the answer's.
-        out[2] = (out[2] & !0x01) | (echo.flags[0] & 0x01);
-        out[3] = (out[3] & !0x10) | (echo.flags[1] & 0x10);
-        out[HEADER_LEN..HEADER_LEN + q.question.len()].copy_from_slice(q.question);
-        if let Some(at) = stored.serial_at {
-            out[at..at + 4].copy_from_slice(&snap.serial.to_be_bytes());
+        let found = stored.write(q, echo, snap, rotation, out);
+        if let Some(i) = slot {
+            local.front[i] = Some(stored);
         }
-        Lookup::Hit(stored.rcode, stored.fit)
+        found
     }
 
     /// Stores `response`, the general path's encoding of `answered` for `q`
     /// in `snap` with rotation `rotation` (as [`Lookup::Miss`] gave it).
     pub fn store(
         &self,
+        local: &mut Local,
         q: &Plain<'_>,
         snap: &Snapshot,
         rotation: usize,
         answered: &Answered,
-        fit: Fit,
-        response: &[u8],
+        (response, fit): (&[u8], Fit),
     ) {
-        if matches!(answered.depends, Depends::Uncacheable)
-            || answered.note != Note::default()
-            || answered.rotated > MAX_ROTATIONS
-        {
+        if matches!(answered.depends, Depends::Uncacheable) || answered.note != Note::default() {
             return;
         }
-        let rotations = answered.rotated.max(1);
-        let which = rotation % rotations;
-        if let Some(stored) = self
-            .map
-            .get(q.key())
-            .filter(|s| s.rotations.len() == rotations && s.holds(snap))
+        let existing = self.map.get(q.key()).filter(|s| s.holds(snap));
+        if let Some(Form::PerRotation(r)) = existing.as_ref().map(|s| &s.form)
+            && r.len() == answered.rotated
         {
-            let _ = stored.rotations[which].set(response.into());
+            let _ = r[rotation % r.len()].set(response.into());
             return;
         }
+        let Some(form) = form(answered, fit, rotation, response, q.question.len()) else {
+            return;
+        };
         let stored = Stored {
+            key: q.key().into(),
+            checked: AtomicU64::new(snap.generation),
             settings: snap.settings.clone(),
             depends: answered.depends.clone(),
             rcode: answered.answer.rcode,
             fit,
             serial_at: soa_serial_offset(response),
-            rotations: (0..rotations).map(|_| OnceLock::new()).collect(),
+            form,
         };
-        let _ = stored.rotations[which].set(response.into());
-        self.map.insert(q.key().into(), Arc::new(stored));
+        let stored = Arc::new(stored);
+        if let Some(i) = local.slot(q.key()) {
+            local.front[i] = Some(stored.clone());
+        }
+        self.map.insert(q.key().into(), stored);
     }
 
     /// Responses held (approximate, for metrics).

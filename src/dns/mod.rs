@@ -10,10 +10,10 @@ pub mod answer;
 pub mod cache;
 pub mod name;
 pub mod server;
+pub mod udp;
 pub mod wire;
 pub mod zonefile;
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,6 +22,7 @@ use arc_swap::ArcSwap;
 use crate::metrics::Metrics;
 use crate::model::Snapshot;
 use answer::{Answered, Note, Question};
+pub use cache::Local;
 use cache::{AnswerCache, Echo, Lookup};
 use wire::{Answer, DecodeError, OPCODE_QUERY, Rcode};
 
@@ -32,20 +33,6 @@ pub enum Transport {
     Udp,
     /// TCP: 65535.
     Tcp,
-}
-
-thread_local! {
-    /// Rotation of address and SRV RRsets: per thread, so workers never
-    /// share a counter's cache line.
-    static ROTATION: Cell<usize> = const { Cell::new(0) };
-}
-
-fn next_rotation() -> usize {
-    ROTATION.with(|r| {
-        let v = r.get();
-        r.set(v.wrapping_add(1));
-        v
-    })
 }
 
 /// Answers packets from the latest published snapshot.
@@ -68,11 +55,18 @@ impl Handler {
         }
     }
 
-    /// Handles one packet. Writes the response into `out` and returns true,
-    /// or returns false when the packet gets no response (not a query).
-    pub fn handle(&self, packet: &[u8], transport: Transport, out: &mut Vec<u8>) -> bool {
+    /// Handles one packet with the calling worker's `local` state. Writes
+    /// the response into `out` and returns true, or returns false when the
+    /// packet gets no response (not a query).
+    pub fn handle(
+        &self,
+        local: &mut Local,
+        packet: &[u8],
+        transport: Transport,
+        out: &mut Vec<u8>,
+    ) -> bool {
         let snap = self.snapshot.load();
-        let mut rotation = next_rotation();
+        let mut rotation = local.next_rotation();
         let plain = match &self.cache {
             Some(cache) => {
                 cache::plain(packet, transport, snap.settings.max_udp_payload).map(|q| (cache, q))
@@ -80,7 +74,7 @@ impl Handler {
             None => None,
         };
         if let Some((cache, q)) = &plain {
-            match cache.lookup(q, Echo::of(packet), &snap, rotation, out) {
+            match cache.lookup(local, q, Echo::of(packet), &snap, rotation, out) {
                 Lookup::Hit(rcode, fit) => {
                     self.metrics.cache_hit();
                     self.metrics.query(Some(q.qtype), rcode);
@@ -125,7 +119,7 @@ impl Handler {
         self.metrics.query(Some(req.qtype), answered.answer.rcode);
         self.metrics.answered(fit, answered.note);
         if let Some((cache, q)) = &plain {
-            cache.store(q, &snap, rotation, &answered, fit, out);
+            cache.store(local, q, &snap, rotation, &answered, (out, fit));
         }
         true
     }

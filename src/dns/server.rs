@@ -9,15 +9,16 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{Handler, Transport};
+use super::{Handler, Local, Transport, udp};
 
 /// TCP connection limits.
 #[derive(Debug, Clone, Copy)]
@@ -37,42 +38,30 @@ impl Default for TcpLimits {
     }
 }
 
-/// Serves UDP on `socket` with `workers` concurrent receivers until
-/// `shutdown` is cancelled.
+/// Serves UDP on `socket` with `workers` threads ([`super::udp`]) until
+/// `shutdown` is cancelled; each finishes the batch in hand.
 pub async fn serve_udp(
-    socket: UdpSocket,
+    socket: std::net::UdpSocket,
     handler: Arc<Handler>,
     workers: usize,
     shutdown: CancellationToken,
 ) {
-    let socket = Arc::new(socket);
-    let mut tasks = JoinSet::new();
-    for _ in 0..workers.max(1) {
-        let (socket, handler, shutdown) = (socket.clone(), handler.clone(), shutdown.clone());
-        tasks.spawn(async move {
-            let mut buf = vec![0u8; 65535];
-            let mut out = Vec::with_capacity(1232);
-            loop {
-                let (len, peer) = tokio::select! {
-                    r = socket.recv_from(&mut buf) => match r {
-                        Ok(x) => x,
-                        Err(e) => {
-                            // ICMP errors from earlier sends surface here; keep serving.
-                            debug!(error = %e, "udp receive error");
-                            continue;
-                        }
-                    },
-                    () = shutdown.cancelled() => return,
-                };
-                if handler.handle(&buf[..len], Transport::Udp, &mut out)
-                    && let Err(e) = socket.send_to(&out, peer).await
-                {
-                    debug!(%peer, error = %e, "udp send failed");
-                }
-            }
-        });
-    }
-    while tasks.join_next().await.is_some() {}
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = match udp::spawn(socket, handler, workers, stop.clone()) {
+        Ok(threads) => threads,
+        Err(e) => {
+            warn!(error = %e, "udp workers could not start");
+            return;
+        }
+    };
+    shutdown.cancelled().await;
+    stop.store(true, Ordering::Relaxed);
+    let joined = tokio::task::spawn_blocking(move || {
+        for t in threads {
+            let _ = t.join();
+        }
+    });
+    let _ = joined.await;
 }
 
 /// Accepts TCP connections on `listener` until `shutdown` is cancelled.
@@ -118,6 +107,8 @@ async fn connection(
     let mut wr = BufWriter::with_capacity(16 * 1024, wr);
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(512);
+    // No front table: connections are many and each sees few names.
+    let mut local = Local::new(0);
     loop {
         let len = tokio::select! {
             r = tokio::time::timeout(limits.idle_timeout, rd.read_u16()) => match r {
@@ -134,7 +125,7 @@ async fn connection(
             Ok(Err(e)) => return Err(e),
             Err(_) => return Ok(()),
         }
-        if handler.handle(&msg, Transport::Tcp, &mut out) {
+        if handler.handle(&mut local, &msg, Transport::Tcp, &mut out) {
             wr.write_all(&(out.len() as u16).to_be_bytes()).await?;
             wr.write_all(&out).await?;
         }
@@ -151,11 +142,10 @@ pub fn bind_dns(addr: SocketAddr) -> io::Result<(std::net::UdpSocket, std::net::
     let attempts = if addr.port() == 0 { 16 } else { 1 };
     let mut last = None;
     for _ in 0..attempts {
-        let udp = std::net::UdpSocket::bind(addr)?;
+        let udp = udp::bind(addr)?;
         let bound = udp.local_addr()?;
         match std::net::TcpListener::bind(bound) {
             Ok(tcp) => {
-                udp.set_nonblocking(true)?;
                 tcp.set_nonblocking(true)?;
                 return Ok((udp, tcp));
             }

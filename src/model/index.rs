@@ -11,6 +11,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
@@ -94,6 +95,9 @@ pub struct Snapshot {
     pub settings: Arc<Settings>,
     /// SOA serial: strictly increases with every change.
     pub serial: u32,
+    /// Unique per snapshot published in this process (never reused), so a
+    /// check made against one snapshot can be remembered.
+    pub generation: u64,
     /// Service names by `<label>.<ns>`.
     pub entries: imbl::HashMap<Arc<str>, Arc<Entry>>,
     /// Number of served service names per namespace (empty non-terminals).
@@ -114,6 +118,7 @@ impl Snapshot {
         Self {
             settings,
             serial: unix_now(),
+            generation: next_generation(),
             entries: imbl::HashMap::new(),
             namespaces: imbl::HashMap::new(),
             reverse: imbl::OrdMap::new(),
@@ -127,6 +132,11 @@ impl Snapshot {
     pub fn cluster(&self, id: u32) -> Option<&ClusterStatus> {
         self.clusters.get(id as usize).and_then(Option::as_ref)
     }
+}
+
+fn next_generation() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 fn unix_now() -> u32 {
@@ -192,7 +202,9 @@ impl Index {
 
     /// The current snapshot (cheap: the maps are persistent).
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::new(self.snap.clone())
+        let mut snap = self.snap.clone();
+        snap.generation = next_generation();
+        Arc::new(snap)
     }
 
     /// The settings in use.

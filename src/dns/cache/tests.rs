@@ -83,18 +83,30 @@ fn general(
 
 /// Asks the cache as the handler does: on a miss, answers with the general
 /// path and stores. Returns the response and whether it was a hit.
-fn ask(cache: &AnswerCache, snap: &Snapshot, q: Q, rotation: usize) -> (Vec<u8>, bool) {
+fn ask(
+    cache: &AnswerCache,
+    local: &mut Local,
+    snap: &Snapshot,
+    q: Q,
+    rotation: usize,
+) -> (Vec<u8>, bool) {
     let packet = q.bytes();
     let plain = plain(&packet, Transport::Udp, snap.settings.max_udp_payload).expect("plain");
     let mut out = Vec::new();
-    match cache.lookup(&plain, Echo::of(&packet), snap, rotation, &mut out) {
+    match cache.lookup(local, &plain, Echo::of(&packet), snap, rotation, &mut out) {
         Lookup::Hit(..) => (out, true),
         Lookup::Miss(r) => {
             let (bytes, answered, fit) = general(snap, &packet, Transport::Udp, r);
-            cache.store(&plain, snap, r, &answered, fit, &bytes);
+            cache.store(local, &plain, snap, r, &answered, (&bytes, fit));
             (bytes, false)
         }
     }
+}
+
+/// Worker states to run a test with: without a front table (every hit from
+/// the shared cache) and with one.
+fn locals() -> [Local; 2] {
+    [Local::new(0), Local::new(64)]
 }
 
 fn model() -> Model {
@@ -259,14 +271,16 @@ fn hits_are_the_general_paths_bytes() {
         ("zzz-east.prod.svc.clusterset.local", rtype::A),
         ("pod.clusterset.local", rtype::A),
     ];
-    for &(name, qtype) in names {
+    for (&(name, qtype), mut local) in names.iter().flat_map(|n| locals().map(|l| (n, l))) {
+        let local = &mut local;
         let cache = AnswerCache::new(1 << 20);
         // Stored from one client's query...
         let first = Q {
             id: 1,
             ..Q::new(name, qtype)
         };
-        ask(&cache, &snap, first, 0);
+        // (at a rotation other than 0, so stored rotations are relative)
+        ask(&cache, local, &snap, first, 5);
         // ...and served to others: another ID, case, RD and CD, over every
         // rotation.
         let mixed: &'static str = Box::leak(
@@ -290,11 +304,11 @@ fn hits_are_the_general_paths_bytes() {
         };
         let mut hits = 0;
         for rotation in 0..8 {
-            let (got, _) = ask(&cache, &snap, other, rotation);
+            let (got, _) = ask(&cache, local, &snap, other, rotation);
             let (want, ..) = general(&snap, &other.bytes(), Transport::Udp, rotation);
             assert_eq!(got, want, "{name} type {qtype} rotation {rotation}");
             // A rotation asked for again is always a hit.
-            let (again, hit) = ask(&cache, &snap, other, rotation);
+            let (again, hit) = ask(&cache, local, &snap, other, rotation);
             assert!(hit, "{name} type {qtype} rotation {rotation}: stored");
             assert_eq!(again, want, "{name} type {qtype} rotation {rotation}");
             hits += 1;
@@ -305,6 +319,28 @@ fn hits_are_the_general_paths_bytes() {
 
 #[test]
 fn a_change_ends_only_the_answers_it_changes() {
+    for mut local in locals() {
+        change_ends_only_what_it_changes(&mut local);
+    }
+}
+
+/// Which of `asked` are hits in `snap`.
+fn hits(cache: &AnswerCache, local: &mut Local, snap: &Snapshot, asked: &[Q]) -> Vec<bool> {
+    asked
+        .iter()
+        .map(|q| {
+            let packet = q.bytes();
+            let p = plain(&packet, Transport::Udp, 1232).expect("plain");
+            let mut out = Vec::new();
+            matches!(
+                cache.lookup(local, &p, Echo::of(&packet), snap, 0, &mut out),
+                Lookup::Hit(..)
+            )
+        })
+        .collect()
+}
+
+fn change_ends_only_what_it_changes(local: &mut Local) {
     let mut model = model();
     let cache = AnswerCache::new(1 << 20);
     let web = Q::new("web-east.prod.svc.clusterset.local", rtype::A);
@@ -315,23 +351,9 @@ fn a_change_ends_only_the_answers_it_changes() {
     let asked = [web, web_aaaa, db, zzz, fed];
     let snap = model.snapshot();
     for q in asked {
-        assert!(!ask(&cache, &snap, q, 0).1);
-        assert!(ask(&cache, &snap, q, 0).1, "{}: stored", q.name);
+        assert!(!ask(&cache, local, &snap, q, 0).1);
+        assert!(ask(&cache, local, &snap, q, 0).1, "{}: stored", q.name);
     }
-    let hits = |snap: &Snapshot| -> Vec<bool> {
-        asked
-            .iter()
-            .map(|q| {
-                let packet = q.bytes();
-                let p = plain(&packet, Transport::Udp, 1232).expect("plain");
-                let mut out = Vec::new();
-                matches!(
-                    cache.lookup(&p, Echo::of(&packet), snap, 0, &mut out),
-                    Lookup::Hit(..)
-                )
-            })
-            .collect()
-    };
 
     // A pod of db in east moves: db-east and db-federated change, the rest
     // keeps its bytes (NODATA included, with the new serial).
@@ -347,13 +369,16 @@ fn a_change_ends_only_the_answers_it_changes() {
         ),
     )]);
     let snap = model.snapshot();
-    assert_eq!(hits(&snap), [true, true, false, true, false]);
-    let (bytes, hit) = ask(&cache, &snap, web_aaaa, 0);
+    assert_eq!(
+        hits(&cache, local, &snap, &asked),
+        [true, true, false, true, false]
+    );
+    let (bytes, hit) = ask(&cache, local, &snap, web_aaaa, 0);
     let (want, ..) = general(&snap, &web_aaaa.bytes(), Transport::Udp, 0);
     assert!(hit);
     assert_eq!(bytes, want, "NODATA carries the current serial");
     for q in [db, fed] {
-        let (got, hit) = ask(&cache, &snap, q, 0);
+        let (got, hit) = ask(&cache, local, &snap, q, 0);
         let (want, ..) = general(&snap, &q.bytes(), Transport::Udp, 0);
         assert!(!hit);
         assert_eq!(got, want);
@@ -373,8 +398,11 @@ fn a_change_ends_only_the_answers_it_changes() {
         ),
     )]);
     let snap = model.snapshot();
-    assert_eq!(hits(&snap), [true, true, true, false, true]);
-    let (got, _) = ask(&cache, &snap, zzz, 0);
+    assert_eq!(
+        hits(&cache, local, &snap, &asked),
+        [true, true, true, false, true]
+    );
+    let (got, _) = ask(&cache, local, &snap, zzz, 0);
     let (want, answered, _) = general(&snap, &zzz.bytes(), Transport::Udp, 0);
     assert_eq!(answered.answer.rcode, Rcode::NoError);
     assert_eq!(got, want);
@@ -382,15 +410,15 @@ fn a_change_ends_only_the_answers_it_changes() {
     // A cluster that has not synced yet could hold any name: no stored
     // NXDOMAIN holds, the rest does.
     let nx = Q::new("yyy-east.prod.svc.clusterset.local", rtype::A);
-    ask(&cache, &snap, nx, 0);
-    assert!(ask(&cache, &snap, nx, 0).1);
+    ask(&cache, local, &snap, nx, 0);
+    assert!(ask(&cache, local, &snap, nx, 0).1);
     model.apply([Event::ClusterUp {
         cluster: c("south"),
         local: false,
     }]);
     let snap = model.snapshot();
-    assert!(!ask(&cache, &snap, nx, 0).1);
-    assert!(ask(&cache, &snap, web, 0).1);
+    assert!(!ask(&cache, local, &snap, nx, 0).1);
+    assert!(ask(&cache, local, &snap, web, 0).1);
 
     // East's watch breaks: its names are served stale (capped TTL, counted),
     // never from the cache.
@@ -404,7 +432,7 @@ fn a_change_ends_only_the_answers_it_changes() {
     }]);
     let snap = model.snapshot();
     for _ in 0..2 {
-        let (got, hit) = ask(&cache, &snap, db, 0);
+        let (got, hit) = ask(&cache, local, &snap, db, 0);
         assert!(!hit, "stale answers are not stored");
         let (want, answered, _) = general(&snap, &db.bytes(), Transport::Udp, 0);
         assert!(answered.note.stale);
@@ -415,16 +443,17 @@ fn a_change_ends_only_the_answers_it_changes() {
 #[test]
 fn new_settings_end_every_stored_answer() {
     let cache = AnswerCache::new(1 << 20);
+    let local = &mut Local::new(64);
     let q = Q::new("web-east.prod.svc.clusterset.local", rtype::A);
     let snap = model().snapshot();
-    ask(&cache, &snap, q, 0);
-    assert!(ask(&cache, &snap, q, 0).1);
+    ask(&cache, local, &snap, q, 0);
+    assert!(ask(&cache, local, &snap, q, 0).1);
     let mut s = settings();
     s.ttl = 30;
     let mut other = Model::new(Arc::new(s));
     other.apply(fixture_events());
     let snap = other.snapshot();
-    let (got, hit) = ask(&cache, &snap, q, 0);
+    let (got, hit) = ask(&cache, local, &snap, q, 0);
     assert!(!hit);
     assert_eq!(got, general(&snap, &q.bytes(), Transport::Udp, 0).0);
 }
