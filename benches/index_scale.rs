@@ -1,0 +1,399 @@
+//! Index scale (issue 6): the numbers at 1,000,000 endpoints.
+//!
+//! ```text
+//! cargo bench --bench index_scale [-- --endpoints 1000000 --changes 1000]
+//! cargo test --bench index_scale      # smoke: 20,000 endpoints, debug build
+//! ```
+//!
+//! 1. **Generate** `--endpoints` ready endpoints in the file-source format: four clusters,
+//!    services of 100 endpoints in one EndpointSlice each (the Kubernetes default maximum),
+//!    half of them StatefulSets (headless, a pod name per endpoint), half ClusterIP; one in
+//!    ten also a federated member.
+//! 2. **Load and memory**: the server binary (`clusterset-dns serve`) on that directory: time
+//!    from start to `/ready` (everything parsed, indexed and published), and its resident
+//!    memory then, minus the same binary's on an empty directory, per endpoint.
+//! 3. **One change**: in this process, the model of the same directory; `--changes` single
+//!    endpoint changes, each applied and published as a new snapshot (the model task's work
+//!    for one watch event), timed one by one. Meanwhile a second thread answers queries from
+//!    whatever snapshot is published, and its slowest answer is reported next to its slowest
+//!    while nothing changes: the queries never wait for the writer.
+//!
+//! Prints a table and `RESULT key=value` lines.
+
+#[allow(dead_code)]
+mod zonegen;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+
+use clusterset_dns::dns::name::ZoneName;
+use clusterset_dns::dns::{Handler, Local, Transport};
+use clusterset_dns::metrics::Metrics;
+use clusterset_dns::model::objects::Slice;
+use clusterset_dns::model::{Event, Model, Settings};
+use clusterset_dns::source::file::{initial_events, load_dir};
+use zonegen::{CLUSTERS, FEDERATED, FLAT, Ips, service_doc, slice_doc};
+
+/// Endpoints per service (and per EndpointSlice).
+const PER_SERVICE: usize = 100;
+/// Services per namespace (and per file).
+const PER_NAMESPACE: usize = 50;
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--bench") && a != "--test" && a != "--nocapture")
+        .collect();
+    let arg = |key: &str, default: usize| -> usize {
+        args.iter()
+            .position(|a| a == key)
+            .and_then(|i| args.get(i + 1))
+            .map_or(default, |v| v.parse().expect("a number"))
+    };
+    // Under `cargo test` (a debug build), a small run that only checks it works.
+    let smoke = cfg!(debug_assertions);
+    let endpoints = arg("--endpoints", if smoke { 20_000 } else { 1_000_000 });
+    let changes = arg("--changes", if smoke { 100 } else { 1_000 });
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let t = Instant::now();
+    let services = generate(&dir.path().join("zones"), endpoints);
+    println!(
+        "generated {endpoints} endpoints in {services} services in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(empty.join("west")).expect("empty zones");
+    let (_, rss_empty) = serve_until_ready(&empty);
+    let (load, rss_full) = serve_until_ready(&dir.path().join("zones"));
+    let per_endpoint = rss_full.saturating_sub(rss_empty) as f64 / endpoints as f64;
+
+    let change = changes_and_queries(&dir.path().join("zones"), changes);
+
+    let c = &change;
+    println!();
+    println!("{endpoints} endpoints ({services} services, 4 clusters)");
+    println!();
+    println!(
+        "| measure                                   | measured                              | target    |"
+    );
+    println!(
+        "|-------------------------------------------|---------------------------------------|-----------|"
+    );
+    let row = |what: &str, measured: String, target: &str| {
+        println!("| {what:<41} | {measured:<37} | {target:<9} |");
+    };
+    row(
+        "load from files to /ready",
+        format!("{:.2} s", load.as_secs_f64()),
+        "< 10 s",
+    );
+    row(
+        "resident memory per endpoint",
+        format!(
+            "{per_endpoint:.0} B ({} MiB)",
+            rss_full.saturating_sub(rss_empty) >> 20
+        ),
+        "< 300 B",
+    );
+    row(
+        "one endpoint change, applied + published",
+        format!(
+            "p50 {:.0} / p99 {:.0} / max {:.0} µs",
+            c.apply_p50_us, c.apply_p99_us, c.apply_max_us
+        ),
+        "< 1000 µs",
+    );
+    for (what, l) in [
+        ("query, nothing changing", &c.idle),
+        ("query of other names, while changing", &c.unrelated),
+        ("query of the changing names", &c.same),
+    ] {
+        row(
+            what,
+            format!(
+                "p50 {:.1} / p99.9 {:.1} / max {:.1} µs",
+                l.p50, l.p999, l.max
+            ),
+            "",
+        );
+    }
+    println!(
+        "({} and {} queries answered during two runs of {changes} changes; RSS {} MiB loaded, {} MiB empty)",
+        c.unrelated.count,
+        c.same.count,
+        rss_full >> 20,
+        rss_empty >> 20,
+    );
+    println!(
+        "RESULT endpoints={endpoints} load_s={:.2} rss_bytes={rss_full} rss_empty_bytes={rss_empty} \
+         bytes_per_endpoint={per_endpoint:.0} change_p50_us={:.1} change_p99_us={:.1} change_max_us={:.1} \
+         query_p999_idle_us={:.1} query_p999_unrelated_us={:.1} query_p999_same_us={:.1}",
+        load.as_secs_f64(),
+        c.apply_p50_us,
+        c.apply_p99_us,
+        c.apply_max_us,
+        c.idle.p999,
+        c.unrelated.p999,
+        c.same.p999,
+    );
+    assert!(
+        c.unrelated.count > 0 && c.same.count > 0,
+        "queries were answered during the changes"
+    );
+}
+
+/// Writes `endpoints` endpoints under `zones`; returns the number of services.
+fn generate(zones: &Path, endpoints: usize) -> usize {
+    let services = endpoints.div_ceil(PER_SERVICE);
+    let mut ips = Ips::default();
+    let ports_sts = [("peer", 7000u16, 7000u16), ("client", 9042, 9042)];
+    let ports_web = [("http", 80u16, 8080u16)];
+    let mut files: Vec<std::collections::BTreeMap<String, String>> =
+        vec![Default::default(); CLUSTERS.len()];
+    for i in 0..services {
+        let c = i % CLUSTERS.len();
+        let ns = format!("ns{}", i / (PER_NAMESPACE * CLUSTERS.len()));
+        let name = format!("svc{i}");
+        let n = PER_SERVICE.min(endpoints - i * PER_SERVICE);
+        let pods: Vec<String> = (0..n).map(|_| ips.pod(c)).collect();
+        let labels: &[(&str, &str)] = if i % 10 == 9 { &FEDERATED } else { &FLAT };
+        let out = files[c].entry(ns.clone()).or_default();
+        if i % 2 == 0 {
+            service_doc(out, &name, &ns, labels, "None", &ports_sts);
+            slice_doc(out, &name, &ns, labels, &ports_sts, &pods, true);
+        } else {
+            let ip = format!("10.200.{}.{}", (i / 256) % 256, i % 256);
+            service_doc(out, &name, &ns, labels, &ip, &ports_web);
+            slice_doc(out, &name, &ns, labels, &ports_web, &pods, false);
+        }
+    }
+    for (c, f) in files.iter().enumerate() {
+        let dir = zones.join(CLUSTERS[c]);
+        std::fs::create_dir_all(&dir).expect("cluster dir");
+        for (ns, text) in f {
+            std::fs::write(dir.join(format!("{ns}.yaml")), text).expect("write zones");
+        }
+    }
+    services
+}
+
+/// Kills the server when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the server binary on `zones`, waits for `/ready` (10 minutes at
+/// most) and returns the time that took and the server's resident memory.
+fn serve_until_ready(zones: &Path) -> (Duration, u64) {
+    let started = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_clusterset-dns"))
+        .args(["serve", "--local-cluster", "west"])
+        .arg("--zones")
+        .arg(zones)
+        .args(["--dns-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start clusterset-dns");
+    let mut server = Server(child);
+    let mut line = String::new();
+    let stdout = server.0.stdout.take().expect("stdout");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the listening line");
+    let admin: SocketAddr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("admin="))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no admin address in {line:?}"));
+    let deadline = started + Duration::from_secs(600);
+    while !ready(admin) {
+        assert!(Instant::now() < deadline, "not ready within 10 minutes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = started.elapsed();
+    // Let the process settle (the source's last bookkeeping) before reading.
+    std::thread::sleep(Duration::from_millis(500));
+    (took, rss(server.0.id()))
+}
+
+fn ready(admin: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&admin, Duration::from_secs(1)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    reply.starts_with("HTTP/1.1 200")
+}
+
+/// VmRSS of process `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        * 1024
+}
+
+struct ChangeReport {
+    apply_p50_us: f64,
+    apply_p99_us: f64,
+    apply_max_us: f64,
+    /// Other names, nothing changing.
+    idle: Latencies,
+    /// Other names, while changing.
+    unrelated: Latencies,
+    /// The changing names themselves.
+    same: Latencies,
+}
+
+/// Loads `zones` into a model, then applies `changes` single-endpoint changes
+/// twice: once while another thread asks names the changes do not touch,
+/// once while it asks the names being changed.
+fn changes_and_queries(zones: &Path, changes: usize) -> ChangeReport {
+    let load = load_dir(zones, Some("west")).expect("load zones");
+    let settings = Arc::new(Settings::new(
+        ZoneName::new("clusterset.local").expect("zone"),
+    ));
+    let mut model = Model::new(settings);
+    model.apply(load.clusters.iter().flat_map(initial_events));
+    let published = Arc::new(ArcSwap::new(model.snapshot()));
+
+    // Per cluster: slices to change, and as many others to ask about.
+    let per_cluster = changes / load.clusters.len() + 1;
+    let mut slices: Vec<(Arc<str>, Slice)> = Vec::new();
+    let (mut changed, mut others) = (Vec::new(), Vec::new());
+    for c in &load.clusters {
+        for (i, (key, slice)) in c.objects.slices.iter().take(2 * per_cluster).enumerate() {
+            let packet = query(&format!(
+                "{}-{}.{}.svc.clusterset.local",
+                slice.service, c.name, key.namespace
+            ));
+            if i < per_cluster {
+                slices.push((c.name.clone(), slice.clone()));
+                changed.push(packet);
+            } else {
+                others.push(packet);
+            }
+        }
+    }
+    let handler = Handler::new(published.clone(), Arc::new(Metrics::default()), 64 << 20);
+    let idle = ask_for(
+        &handler,
+        &others,
+        Duration::from_secs(1),
+        &AtomicBool::new(false),
+    );
+
+    let mut times = Vec::with_capacity(2 * changes);
+    let mut phase = |asked: &[Vec<u8>]| {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let asking = s.spawn(|| ask_for(&handler, asked, Duration::from_secs(600), &stop));
+            for i in 0..changes {
+                let which = i % slices.len();
+                let (cluster, slice) = &mut slices[which];
+                if let Some(e) = slice.endpoints.first_mut() {
+                    e.ready = !e.ready;
+                }
+                let event = Event::SliceApplied {
+                    cluster: cluster.clone(),
+                    slice: slice.clone(),
+                };
+                let t = Instant::now();
+                model.apply([event]);
+                published.store(model.snapshot());
+                times.push(t.elapsed());
+            }
+            stop.store(true, Ordering::Relaxed);
+            asking.join().expect("query thread")
+        })
+    };
+    let unrelated = phase(&others);
+    let same = phase(&changed);
+    times.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let at = |q: f64| us(times[((times.len() - 1) as f64 * q) as usize]);
+    ChangeReport {
+        apply_p50_us: at(0.5),
+        apply_p99_us: at(0.99),
+        apply_max_us: at(1.0),
+        idle,
+        unrelated,
+        same,
+    }
+}
+
+/// Query latencies of one phase, in µs.
+struct Latencies {
+    count: u64,
+    p50: f64,
+    p999: f64,
+    max: f64,
+}
+
+/// Answers `packets` round robin until `stop` or `limit`, timing each.
+fn ask_for(
+    handler: &Handler,
+    packets: &[Vec<u8>],
+    limit: Duration,
+    stop: &AtomicBool,
+) -> Latencies {
+    let mut local = Local::new(4096);
+    let mut out = Vec::with_capacity(1232);
+    let start = Instant::now();
+    let mut times: Vec<u32> = Vec::with_capacity(1 << 20);
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < limit && times.len() < 50_000_000 {
+        let packet = &packets[times.len() % packets.len()];
+        let t = Instant::now();
+        assert!(handler.handle(&mut local, packet, Transport::Udp, &mut out));
+        times.push(t.elapsed().as_nanos().min(u128::from(u32::MAX)) as u32);
+    }
+    times.sort_unstable();
+    let at = |q: f64| {
+        times
+            .get(((times.len().max(1) - 1) as f64 * q) as usize)
+            .map_or(0.0, |&ns| f64::from(ns) / 1e3)
+    };
+    Latencies {
+        count: times.len() as u64,
+        p50: at(0.5),
+        p999: at(0.999),
+        max: at(1.0),
+    }
+}
+
+/// An A query for `name` with EDNS (1232).
+fn query(name: &str) -> Vec<u8> {
+    let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1];
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    q.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
+    q
+}
