@@ -20,7 +20,6 @@
 //!
 //! Prints a table and `RESULT key=value` lines.
 
-#[allow(dead_code)]
 mod zonegen;
 
 use std::io::{BufRead, BufReader, Read, Write};
