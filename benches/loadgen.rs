@@ -1,8 +1,12 @@
-//! A batching UDP DNS load generator, and the data generator of `benches/load.sh`.
+//! A batching UDP and pipelined TCP DNS load generator, and the data generator of
+//! `benches/load.sh`.
 //!
 //! ```text
 //! cargo bench --bench loadgen -- --server 127.0.0.1:5353 --queries FILE \
 //!     [--duration 10] [--sockets 8] [--window 256] [--edns 1232] [--timeout-ms 1000]
+//! cargo bench --bench loadgen -- --server 127.0.0.1:5353 --queries FILE --tcp \
+//!     [--connections 100] [--window 8] [--duration 10] [--edns 1232] [--timeout-ms 1000]
+//! cargo bench --bench loadgen -- --respond 127.0.0.1:5355 [--tcp] [--duration 3600]
 //! cargo bench --bench loadgen -- --generate DIR [--names 19000]
 //! cargo bench --bench loadgen -- --make-queries ZONEFILE --out FILE [--zone clusterset.local]
 //! cargo test --bench loadgen          # smoke: in-process responder, 1 s
@@ -18,6 +22,16 @@
 //! so nothing is allocated per query. The last line is machine-readable:
 //! `RESULT qps=… p50_us=… p90_us=… p99_us=… max_us=… answered=… lost=… client_cpu_us_per_q=…`.
 //!
+//! TCP mode (`--tcp`): `--connections` non-blocking connections, each with `--window` queries
+//! pipelined (RFC 7766: 2-octet length, then the message), the same queries, IDs, histogram and
+//! report (plus `reconnects=`). One thread busy-polls an epoll set, reads once per ready
+//! connection and answers every whole reply the buffer holds (a partial tail waits for the next
+//! read), and refills a connection's free slots with one write. A connection the server closes
+//! loses what it had in flight (counted lost) and is reopened.
+//!
+//! Respond mode answers each UDP datagram, or with `--tcp` each length-prefixed message, with
+//! itself, QR set: the floor under every server's figure (see [`respond`], [`respond_tcp`]).
+//!
 //! Generate mode writes `DIR/zones/<cluster>/<namespace>.yaml` for four clusters (`west` local,
 //! `east`, `north`, `south`) with flat, gateway-mode, headless and federated Services of the demo's
 //! shape, sized so that `clusterset-dns dump --local-cluster west` gives about `--names` names
@@ -27,8 +41,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -44,14 +59,19 @@ struct LoadArgs {
     window: usize,
     edns: Option<u16>,
     timeout: Duration,
+    /// TCP mode: `connections` connections with `window` queries pipelined on each.
+    tcp: bool,
+    connections: usize,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: loadgen --server ADDR --queries FILE [--duration S] [--sockets N] [--window N] \
+         [--edns SIZE] [--timeout-ms MS]\n       \
+         loadgen --server ADDR --queries FILE --tcp [--connections N] [--window N] [--duration S] \
          [--edns SIZE] [--timeout-ms MS]\n       loadgen --generate DIR [--names N]\n       \
          loadgen --make-queries ZONEFILE --out FILE [--zone ZONE] [--count N]\n       \
-         loadgen --respond ADDR [--duration S]"
+         loadgen --respond ADDR [--tcp] [--duration S]"
     );
     std::process::exit(2)
 }
@@ -69,6 +89,11 @@ fn main() {
             .strip_prefix("--")
             .unwrap_or_else(|| usage())
             .to_string();
+        if key == "tcp" {
+            opts.insert(key, String::new());
+            i += 1;
+            continue;
+        }
         let value = args.get(i + 1).cloned().unwrap_or_else(|| usage());
         opts.insert(key, value);
         i += 2;
@@ -95,12 +120,18 @@ fn main() {
         std::fs::write(out, queries).expect("write queries");
         return;
     }
+    let tcp = opts.contains_key("tcp");
     if let Some(addr) = opts.get("respond") {
         let addr: SocketAddr = addr.parse().unwrap_or_else(|_| usage());
-        let socket = UdpSocket::bind(addr).expect("bind responder");
-        let secs = num("duration", 3600);
+        let until = Instant::now() + Duration::from_secs(num("duration", 3600));
         let stop = std::sync::atomic::AtomicBool::new(false);
-        let answered = respond(&socket, Instant::now() + Duration::from_secs(secs), &stop);
+        let answered = if tcp {
+            let listener = TcpListener::bind(addr).expect("bind responder");
+            respond_tcp(&listener, until, &stop)
+        } else {
+            let socket = UdpSocket::bind(addr).expect("bind responder");
+            respond(&socket, until, &stop)
+        };
         println!("RESULT answered={answered}");
         return;
     }
@@ -117,18 +148,28 @@ fn main() {
                 .unwrap_or(10.0),
         ),
         sockets: num("sockets", 8).clamp(1, 1024) as usize,
-        window: num("window", 256).clamp(1, 4096) as usize,
+        window: num("window", if tcp { 8 } else { 256 }).clamp(1, 4096) as usize,
         edns: opts
             .get("edns")
             .map(|v| v.parse().unwrap_or_else(|_| usage())),
         timeout: Duration::from_millis(num("timeout-ms", 1000)),
+        tcp,
+        connections: num("connections", 100).clamp(1, 10_000) as usize,
     };
     let text = std::fs::read_to_string(&la.queries).expect("read queries file");
     let queries = Queries::parse(&text, la.edns).unwrap_or_else(|e| {
         eprintln!("queries file: {e}");
         std::process::exit(2)
     });
-    let report = run(&la, &queries).expect("load run");
+    let report = if la.tcp {
+        run_tcp(&la, &queries)
+    } else {
+        run(&la, &queries)
+    };
+    let report = report.unwrap_or_else(|e| {
+        eprintln!("load run against {}: {e}", la.server);
+        std::process::exit(1)
+    });
     print!("{}", report.render(&la));
 }
 
@@ -296,14 +337,87 @@ impl Histogram {
 const BATCH: usize = 64;
 const BUF: usize = 4096;
 
-struct Sock {
-    sock: UdpSocket,
+/// The queries in flight on one UDP socket or TCP connection: `window` slots. A query's DNS ID
+/// is its slot index in the low `bits` bits and a per-socket generation in the high bits, so a
+/// late reply to a slot since reused does not match.
+struct Slots {
     /// Per slot: the ID in flight and when it was sent (ns since start); `u64::MAX` = free.
     ids: Vec<u16>,
     sent_at: Vec<u64>,
     free: Vec<u32>,
     bits: u32,
     generation: u32,
+}
+
+impl Slots {
+    fn new(window: usize) -> Self {
+        Slots {
+            ids: vec![0; window],
+            sent_at: vec![u64::MAX; window],
+            free: (0..window as u32).rev().collect(),
+            bits: usize::BITS - (window.max(2) - 1).leading_zeros(),
+            generation: 0,
+        }
+    }
+
+    fn outstanding(&self) -> usize {
+        self.ids.len() - self.free.len()
+    }
+
+    /// A fresh ID for `slot`, remembered as the one in flight there.
+    fn next_id(&mut self, slot: u32) -> u16 {
+        self.generation = self.generation.wrapping_add(1);
+        let id = ((self.generation << self.bits) | slot) as u16;
+        self.ids[slot as usize] = id;
+        id
+    }
+
+    /// Frees every slot whose query is older than `timeout_ns` at `t`; returns how many.
+    fn expire(&mut self, t: u64, timeout_ns: u64) -> u64 {
+        let mut lost = 0;
+        for slot in 0..self.ids.len() {
+            let at = self.sent_at[slot];
+            if at != u64::MAX && t.saturating_sub(at) > timeout_ns {
+                self.sent_at[slot] = u64::MAX;
+                self.free.push(slot as u32);
+                lost += 1;
+            }
+        }
+        lost
+    }
+
+    /// Frees every slot in flight (the connection carrying them is gone); returns how many.
+    fn expire_all(&mut self) -> u64 {
+        self.expire(u64::MAX, 0)
+    }
+}
+
+/// One reply received at `t`: matched to its slot by ID, timed, counted.
+#[inline]
+fn on_reply(msg: &[u8], t: u64, slots: &mut Slots, c: &mut Counters, hist: &mut Histogram) {
+    if msg.len() < 12 || msg[2] & 0x80 == 0 {
+        c.unmatched += 1;
+        return;
+    }
+    let id = u16::from_be_bytes([msg[0], msg[1]]);
+    let slot = (u32::from(id) & ((1u32 << slots.bits) - 1)) as usize;
+    if slot >= slots.ids.len() || slots.sent_at[slot] == u64::MAX || slots.ids[slot] != id {
+        c.unmatched += 1;
+        return;
+    }
+    hist.record(t.saturating_sub(slots.sent_at[slot]));
+    slots.sent_at[slot] = u64::MAX;
+    slots.free.push(slot as u32);
+    c.answered += 1;
+    c.rcodes[(msg[3] & 0x0f) as usize] += 1;
+    if msg[2] & 0x02 != 0 {
+        c.truncated += 1;
+    }
+}
+
+struct Sock {
+    sock: UdpSocket,
+    slots: Slots,
     recv_bufs: Vec<u8>,
     recv_iov: Vec<libc::iovec>,
     recv_hdr: Vec<libc::mmsghdr>,
@@ -323,14 +437,9 @@ impl Sock {
         let sock = UdpSocket::bind(bind)?;
         sock.connect(server)?;
         sock.set_nonblocking(true)?;
-        let bits = usize::BITS - (window.max(2) - 1).leading_zeros();
         let mut s = Sock {
             sock,
-            ids: vec![0; window],
-            sent_at: vec![u64::MAX; window],
-            free: (0..window as u32).rev().collect(),
-            bits,
-            generation: 0,
+            slots: Slots::new(window),
             recv_bufs: vec![0; BATCH * BUF],
             recv_iov: Vec::with_capacity(BATCH),
             recv_hdr: Vec::with_capacity(BATCH),
@@ -365,10 +474,6 @@ impl Sock {
         }
         Ok(s)
     }
-
-    fn outstanding(&self) -> usize {
-        self.ids.len() - self.free.len()
-    }
 }
 
 #[derive(Default, Debug, Clone)]
@@ -379,6 +484,8 @@ struct Counters {
     unmatched: u64,
     truncated: u64,
     send_errors: u64,
+    /// TCP: connections closed under us and opened again.
+    reconnects: u64,
     rcodes: [u64; 16],
 }
 
@@ -415,7 +522,7 @@ fn run(la: &LoadArgs, queries: &Queries) -> std::io::Result<Report> {
         }
         for s in socks.iter_mut() {
             // Receive whatever is there.
-            if s.outstanding() > 0 {
+            if s.slots.outstanding() > 0 {
                 let fd = s.sock.as_raw_fd();
                 // SAFETY: the headers point into this socket's own receive buffers.
                 let n = unsafe {
@@ -429,46 +536,26 @@ fn run(la: &LoadArgs, queries: &Queries) -> std::io::Result<Report> {
                 };
                 if n > 0 {
                     let t = start.elapsed().as_nanos() as u64;
-                    let mask = (1u32 << s.bits) - 1;
                     for i in 0..n as usize {
                         let len = s.recv_hdr[i].msg_len as usize;
                         let msg = &s.recv_bufs[i * BUF..i * BUF + len.min(BUF)];
-                        if len < 12 || msg[2] & 0x80 == 0 {
-                            c.unmatched += 1;
-                            continue;
-                        }
-                        let id = u16::from_be_bytes([msg[0], msg[1]]);
-                        let slot = (u32::from(id) & mask) as usize;
-                        if slot >= s.ids.len() || s.sent_at[slot] == u64::MAX || s.ids[slot] != id {
-                            c.unmatched += 1;
-                            continue;
-                        }
-                        hist.record(t.saturating_sub(s.sent_at[slot]));
-                        s.sent_at[slot] = u64::MAX;
-                        s.free.push(slot as u32);
-                        c.answered += 1;
-                        c.rcodes[(msg[3] & 0x0f) as usize] += 1;
-                        if msg[2] & 0x02 != 0 {
-                            c.truncated += 1;
-                        }
+                        on_reply(msg, t, &mut s.slots, &mut c, &mut hist);
                     }
                 }
             }
             // Refill the window.
-            if !s.free.is_empty() {
-                let k = s.free.len().min(BATCH);
+            if !s.slots.free.is_empty() {
+                let k = s.slots.free.len().min(BATCH);
                 s.send_slots.clear();
                 for i in 0..k {
-                    let slot = s.free[s.free.len() - 1 - i];
+                    let slot = s.slots.free[s.slots.free.len() - 1 - i];
                     let q = queries.get(next_query);
                     next_query = next_query.wrapping_add(1);
-                    s.generation = s.generation.wrapping_add(1);
-                    let id = ((s.generation << s.bits) | slot) as u16;
+                    let id = s.slots.next_id(slot);
                     let buf = &mut s.send_bufs[i * 512..i * 512 + q.len()];
                     buf.copy_from_slice(q);
                     buf[..2].copy_from_slice(&id.to_be_bytes());
                     s.send_iov[i].iov_len = q.len();
-                    s.ids[slot as usize] = id;
                     s.send_slots.push(slot);
                 }
                 let fd = s.sock.as_raw_fd();
@@ -481,10 +568,10 @@ fn run(la: &LoadArgs, queries: &Queries) -> std::io::Result<Report> {
                 } else {
                     let t = start.elapsed().as_nanos() as u64;
                     for &slot in &s.send_slots[..n as usize] {
-                        s.sent_at[slot as usize] = t;
+                        s.slots.sent_at[slot as usize] = t;
                     }
-                    let keep = s.free.len() - n as usize;
-                    s.free.truncate(keep);
+                    let keep = s.slots.free.len() - n as usize;
+                    s.slots.free.truncate(keep);
                     c.sent += n as u64;
                 }
             }
@@ -494,14 +581,291 @@ fn run(la: &LoadArgs, queries: &Queries) -> std::io::Result<Report> {
         if t - last_scan > 10_000_000 {
             last_scan = t;
             for s in socks.iter_mut() {
-                for slot in 0..s.ids.len() {
-                    let at = s.sent_at[slot];
-                    if at != u64::MAX && t.saturating_sub(at) > timeout_ns {
-                        s.sent_at[slot] = u64::MAX;
-                        s.free.push(slot as u32);
-                        c.lost += 1;
-                    }
+                c.lost += s.slots.expire(t, timeout_ns);
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    let cpu = cpu_time() - cpu0;
+    Ok(Report {
+        counters: c,
+        hist,
+        elapsed,
+        cpu,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The TCP load loop (`--tcp`)
+
+/// A thin level-triggered epoll set; an event's token is what `add` was given.
+struct Epoll(OwnedFd);
+
+impl Epoll {
+    fn new() -> std::io::Result<Self> {
+        // SAFETY: plain syscall; a non-negative result is a fresh fd we own.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: as above.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn ctl(&self, op: i32, fd: i32, events: i32, token: u64) -> std::io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: events as u32,
+            u64: token,
+        };
+        // SAFETY: `ev` lives across the call.
+        if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut ev) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn add(&self, fd: i32, events: i32, token: u64) -> std::io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
+    }
+
+    fn modify(&self, fd: i32, events: i32, token: u64) -> std::io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
+    }
+
+    /// Ready events into `evs`; `timeout_ms` 0 polls. Errors (EINTR) read as none ready.
+    fn wait(&self, evs: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
+        // SAFETY: the kernel writes at most `evs.len()` events into `evs`.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.0.as_raw_fd(),
+                evs.as_mut_ptr(),
+                evs.len() as i32,
+                timeout_ms,
+            )
+        };
+        n.max(0) as usize
+    }
+}
+
+/// Read buffer per TCP connection: above the largest message plus its prefix (65537), so a
+/// partial message kept at the front always leaves room to read the rest.
+const TCP_RBUF: usize = 1 << 17;
+
+/// One pipelined DNS-over-TCP connection (RFC 7766): 2-octet length, then the message.
+struct Conn {
+    stream: Option<TcpStream>,
+    slots: Slots,
+    /// Received bytes; `rbuf[..rlen]` is a partial message left from the last read.
+    rbuf: Vec<u8>,
+    rlen: usize,
+    /// Queries written as one batch; `wbuf[wpos..]` is not yet accepted by the kernel.
+    wbuf: Vec<u8>,
+    wpos: usize,
+    send_slots: Vec<u32>,
+    /// When to try (re)connecting while closed, ns since start.
+    retry_at: u64,
+}
+
+impl Conn {
+    fn new(window: usize) -> Self {
+        Conn {
+            stream: None,
+            slots: Slots::new(window),
+            rbuf: vec![0; TCP_RBUF],
+            rlen: 0,
+            wbuf: Vec::with_capacity(window * 514),
+            wpos: 0,
+            send_slots: Vec::with_capacity(window),
+            retry_at: 0,
+        }
+    }
+
+    /// Connects (blocking, at most `timeout`) and registers with `ep` under `token`.
+    fn open(
+        &mut self,
+        server: SocketAddr,
+        timeout: Duration,
+        ep: &Epoll,
+        token: u64,
+    ) -> std::io::Result<()> {
+        let stream = TcpStream::connect_timeout(&server, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        ep.add(stream.as_raw_fd(), libc::EPOLLIN, token)?;
+        self.stream = Some(stream);
+        Ok(())
+    }
+
+    /// Drops the connection (closing it also leaves the epoll set); whatever it had in flight
+    /// can no longer be answered and is counted lost.
+    fn close(&mut self, c: &mut Counters, t: u64) {
+        self.stream = None;
+        self.rlen = 0;
+        self.wbuf.clear();
+        self.wpos = 0;
+        self.retry_at = t;
+        c.lost += self.slots.expire_all();
+    }
+
+    /// One read, then every whole reply in the buffer. False when the connection is gone.
+    fn receive(&mut self, start: Instant, c: &mut Counters, hist: &mut Histogram) -> bool {
+        let Some(stream) = self.stream.as_mut() else {
+            return false;
+        };
+        let n = match stream.read(&mut self.rbuf[self.rlen..]) {
+            Ok(0) => return false,
+            Ok(n) => n,
+            Err(e) if is_transient(&e) => return true,
+            Err(_) => return false,
+        };
+        let t = start.elapsed().as_nanos() as u64;
+        self.rlen += n;
+        let mut pos = 0;
+        while self.rlen - pos >= 2 {
+            let len = u16::from_be_bytes([self.rbuf[pos], self.rbuf[pos + 1]]) as usize;
+            if self.rlen - pos - 2 < len {
+                break;
+            }
+            on_reply(
+                &self.rbuf[pos + 2..pos + 2 + len],
+                t,
+                &mut self.slots,
+                c,
+                hist,
+            );
+            pos += 2 + len;
+        }
+        self.rbuf.copy_within(pos..self.rlen, 0);
+        self.rlen -= pos;
+        true
+    }
+
+    /// Writes what the kernel did not take last time, or else fills every free slot and writes
+    /// the batch in one call. False when the connection is gone.
+    fn send(
+        &mut self,
+        start: Instant,
+        queries: &Queries,
+        next_query: &mut usize,
+        c: &mut Counters,
+    ) -> bool {
+        let Some(stream) = self.stream.as_mut() else {
+            return false;
+        };
+        if self.wpos == self.wbuf.len() {
+            if self.slots.free.is_empty() {
+                return true;
+            }
+            self.wbuf.clear();
+            self.wpos = 0;
+            self.send_slots.clear();
+            while let Some(slot) = self.slots.free.pop() {
+                let q = queries.get(*next_query);
+                *next_query = next_query.wrapping_add(1);
+                let id = self.slots.next_id(slot);
+                self.wbuf.extend_from_slice(&(q.len() as u16).to_be_bytes());
+                let at = self.wbuf.len();
+                self.wbuf.extend_from_slice(q);
+                self.wbuf[at..at + 2].copy_from_slice(&id.to_be_bytes());
+                self.send_slots.push(slot);
+            }
+        }
+        let result = stream.write(&self.wbuf[self.wpos..]);
+        if !self.send_slots.is_empty() {
+            // In flight from now, written or still queued here (then timed out like any other).
+            let t = start.elapsed().as_nanos() as u64;
+            for &slot in &self.send_slots {
+                self.slots.sent_at[slot as usize] = t;
+            }
+            c.sent += self.send_slots.len() as u64;
+            self.send_slots.clear();
+        }
+        match result {
+            Ok(n) => {
+                self.wpos += n;
+                true
+            }
+            Err(e) if is_transient(&e) => true,
+            Err(_) => {
+                c.send_errors += 1;
+                false
+            }
+        }
+    }
+}
+
+fn is_transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+    )
+}
+
+/// The TCP twin of [`run`]: `--connections` connections, `--window` queries pipelined on each,
+/// one thread busy-polling an epoll set (readiness in one syscall, then one read per ready
+/// connection) and refilling with one write per connection. A connection the server closes
+/// loses what it had in flight and is reopened.
+fn run_tcp(la: &LoadArgs, queries: &Queries) -> std::io::Result<Report> {
+    let ep = Epoll::new()?;
+    let mut conns: Vec<Conn> = (0..la.connections).map(|_| Conn::new(la.window)).collect();
+    let setup = Instant::now();
+    for (i, conn) in conns.iter_mut().enumerate() {
+        let left = la.duration.saturating_sub(setup.elapsed());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connecting took the whole duration",
+            ));
+        }
+        conn.open(la.server, left.min(Duration::from_secs(1)), &ep, i as u64)?;
+    }
+    let mut c = Counters::default();
+    let mut hist = Histogram::new();
+    let timeout_ns = la.timeout.as_nanos() as u64;
+    let mut next_query = 0usize;
+    // SAFETY: epoll_event is plain old data.
+    let mut evs: Vec<libc::epoll_event> = vec![unsafe { std::mem::zeroed() }; 256];
+    let cpu0 = cpu_time();
+    let start = Instant::now();
+    let mut last_scan = 0u64;
+    loop {
+        if start.elapsed() >= la.duration {
+            break;
+        }
+        let n = ep.wait(&mut evs, 0);
+        for ev in &evs[..n] {
+            let conn = &mut conns[ev.u64 as usize];
+            if conn.stream.is_some() && !conn.receive(start, &mut c, &mut hist) {
+                conn.close(&mut c, start.elapsed().as_nanos() as u64);
+            }
+        }
+        let t = start.elapsed().as_nanos() as u64;
+        for (i, conn) in conns.iter_mut().enumerate() {
+            if conn.stream.is_none() {
+                if t < conn.retry_at {
+                    continue;
                 }
+                let left = la.duration.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    break;
+                }
+                let timeout = left.min(Duration::from_secs(1));
+                if conn.open(la.server, timeout, &ep, i as u64).is_err() {
+                    conn.retry_at = start.elapsed().as_nanos() as u64 + 10_000_000;
+                    continue;
+                }
+                c.reconnects += 1;
+            }
+            if !conn.send(start, queries, &mut next_query, &mut c) {
+                conn.close(&mut c, t);
+            }
+        }
+        // Every 10 ms: a query outstanding too long is lost; its slot is reused.
+        let t = start.elapsed().as_nanos() as u64;
+        if t - last_scan > 10_000_000 {
+            last_scan = t;
+            for conn in conns.iter_mut() {
+                c.lost += conn.slots.expire(t, timeout_ns);
             }
         }
     }
@@ -529,17 +893,26 @@ impl Report {
         let us = |ns: u64| ns as f64 / 1000.0;
         let cpu_per_q = self.cpu.as_secs_f64() * 1e6 / c.answered.max(1) as f64;
         let mut out = String::new();
+        let (spread, width) = if la.tcp {
+            ("tcp connections", la.connections)
+        } else {
+            ("sockets", la.sockets)
+        };
         let _ = writeln!(
             out,
-            "loadgen: server {} sockets {} window {} duration {:.2}s",
+            "loadgen: server {} {spread} {width} window {} duration {:.2}s",
             la.server,
-            la.sockets,
             la.window,
             self.elapsed.as_secs_f64()
         );
+        let reconnects = if la.tcp {
+            format!(" reconnects {}", c.reconnects)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "  sent {} answered {} lost {} unmatched {} truncated {} send-errors {}",
+            "  sent {} answered {} lost {} unmatched {} truncated {} send-errors {}{reconnects}",
             c.sent, c.answered, c.lost, c.unmatched, c.truncated, c.send_errors
         );
         let mut rc = String::new();
@@ -565,7 +938,7 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "RESULT qps={:.0} p50_us={:.1} p90_us={:.1} p99_us={:.1} max_us={:.1} answered={} lost={} noerror={} nxdomain={} client_cpu_us_per_q={:.2}",
+            "RESULT qps={:.0} p50_us={:.1} p90_us={:.1} p99_us={:.1} max_us={:.1} answered={} lost={} noerror={} nxdomain={} client_cpu_us_per_q={:.2}{}",
             self.qps(),
             us(self.hist.quantile(0.50)),
             us(self.hist.quantile(0.90)),
@@ -575,7 +948,8 @@ impl Report {
             c.lost,
             c.rcodes[0],
             c.rcodes[3],
-            cpu_per_q
+            cpu_per_q,
+            reconnects.replace(" reconnects ", " reconnects=")
         );
         out
     }
@@ -907,6 +1281,122 @@ fn respond(socket: &UdpSocket, until: Instant, stop: &std::sync::atomic::AtomicB
     answered
 }
 
+/// The TCP do-nothing responder: one thread, one epoll set. Accepts every connection and
+/// answers each length-prefixed message with itself, QR set, in place: all whole messages a
+/// read brought are written back with one write (what the kernel does not take waits for
+/// EPOLLOUT). Runs until `until` or `stop`; returns the messages answered.
+fn respond_tcp(
+    listener: &TcpListener,
+    until: Instant,
+    stop: &std::sync::atomic::AtomicBool,
+) -> u64 {
+    struct Echo {
+        stream: TcpStream,
+        buf: Vec<u8>,
+        len: usize,
+        out: Vec<u8>,
+    }
+    const LISTENER: u64 = u64::MAX;
+    listener.set_nonblocking(true).expect("nonblocking");
+    let ep = Epoll::new().expect("epoll");
+    ep.add(listener.as_raw_fd(), libc::EPOLLIN, LISTENER)
+        .expect("epoll add");
+    let mut conns: Vec<Option<Echo>> = Vec::new();
+    let mut vacant: Vec<usize> = Vec::new();
+    // SAFETY: epoll_event is plain old data.
+    let mut evs: Vec<libc::epoll_event> = vec![unsafe { std::mem::zeroed() }; 256];
+    let mut answered = 0u64;
+    while Instant::now() < until && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let n = ep.wait(&mut evs, 100);
+        for ev in &evs[..n] {
+            let (token, events) = (ev.u64, ev.events as i32);
+            if token == LISTENER {
+                while let Ok((stream, _)) = listener.accept() {
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    let idx = vacant.pop().unwrap_or(conns.len());
+                    if ep
+                        .add(stream.as_raw_fd(), libc::EPOLLIN, idx as u64)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    let echo = Echo {
+                        stream,
+                        buf: vec![0; TCP_RBUF],
+                        len: 0,
+                        out: Vec::new(),
+                    };
+                    if idx == conns.len() {
+                        conns.push(Some(echo));
+                    } else {
+                        conns[idx] = Some(echo);
+                    }
+                }
+                continue;
+            }
+            let idx = token as usize;
+            let Some(e) = conns.get_mut(idx).and_then(Option::as_mut) else {
+                continue;
+            };
+            let fd = e.stream.as_raw_fd();
+            let mut ok = true;
+            if events & libc::EPOLLOUT != 0 && !e.out.is_empty() {
+                match e.stream.write(&e.out) {
+                    Ok(w) => {
+                        e.out.drain(..w);
+                        if e.out.is_empty() {
+                            ok = ep.modify(fd, libc::EPOLLIN, token).is_ok();
+                        }
+                    }
+                    Err(err) => ok = is_transient(&err),
+                }
+            }
+            if ok && events & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) != 0 {
+                match e.stream.read(&mut e.buf[e.len..]) {
+                    Ok(0) => ok = false,
+                    Ok(r) => {
+                        e.len += r;
+                        let mut pos = 0;
+                        while e.len - pos >= 2 {
+                            let len = u16::from_be_bytes([e.buf[pos], e.buf[pos + 1]]) as usize;
+                            if e.len - pos - 2 < len {
+                                break;
+                            }
+                            if len > 2 {
+                                e.buf[pos + 4] |= 0x80;
+                            }
+                            answered += 1;
+                            pos += 2 + len;
+                        }
+                        let mut written = 0;
+                        if e.out.is_empty() && pos > 0 {
+                            match e.stream.write(&e.buf[..pos]) {
+                                Ok(w) => written = w,
+                                Err(err) => ok = is_transient(&err),
+                            }
+                            if ok && written < pos {
+                                ok = ep.modify(fd, libc::EPOLLIN | libc::EPOLLOUT, token).is_ok();
+                            }
+                        }
+                        e.out.extend_from_slice(&e.buf[written..pos]);
+                        e.buf.copy_within(pos..e.len, 0);
+                        e.len -= pos;
+                    }
+                    Err(err) => ok = is_transient(&err),
+                }
+            }
+            if !ok {
+                conns[idx] = None;
+                vacant.push(idx);
+            }
+        }
+    }
+    answered
+}
+
 // ---------------------------------------------------------------------------------------------
 // Smoke (`cargo test --bench loadgen`)
 
@@ -962,6 +1452,8 @@ fn smoke() {
         window: 16,
         edns: None,
         timeout: Duration::from_millis(200),
+        tcp: false,
+        connections: 0,
     };
     let queries = Queries::parse(&mix, None).unwrap();
     let report = run(&la, &queries).unwrap();
@@ -972,4 +1464,36 @@ fn smoke() {
     assert!(served >= report.counters.answered);
     assert_eq!(report.counters.rcodes[0], report.counters.answered);
     println!("loadgen smoke: ok ({} answers)", report.counters.answered);
+
+    // TCP: pipelined connections against the TCP do-nothing responder, bounded in time.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let thread = std::thread::spawn(move || {
+        respond_tcp(&listener, Instant::now() + Duration::from_secs(10), &stop2)
+    });
+    let la = LoadArgs {
+        server: addr,
+        queries: PathBuf::new(),
+        duration: Duration::from_secs(1),
+        sockets: 0,
+        window: 8,
+        edns: Some(1232),
+        timeout: Duration::from_millis(1000),
+        tcp: true,
+        connections: 16,
+    };
+    let queries = Queries::parse(&mix, Some(1232)).unwrap();
+    let report = run_tcp(&la, &queries).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let served = thread.join().unwrap();
+    print!("{}", report.render(&la));
+    let c = &report.counters;
+    assert!(c.answered > 0, "no TCP answers");
+    assert_eq!(c.lost, 0, "TCP queries lost");
+    assert_eq!((c.reconnects, c.unmatched, c.send_errors), (0, 0, 0));
+    assert!(served >= c.answered);
+    assert_eq!(c.rcodes[0], c.answered);
+    println!("loadgen smoke (tcp): ok ({} answers)", c.answered);
 }
