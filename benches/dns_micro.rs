@@ -13,9 +13,9 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -130,7 +130,10 @@ fn benches(c: &mut Criterion) {
             cached.handle(local, &packet, Transport::Udp, &mut out);
         }
         let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
-        assert_eq!(allocated, 0, "{label}: the hot path allocated {allocated} times");
+        assert_eq!(
+            allocated, 0,
+            "{label}: the hot path allocated {allocated} times"
+        );
         for (path, handler) in [("request", &general), ("cached", &cached)] {
             c.bench_function(&format!("{path} {label}"), |b| {
                 b.iter(|| {
