@@ -39,6 +39,8 @@
 //! 70 % A on names that have A records, 10 % SRV on names that have SRV records, 10 % AAAA on
 //! names with A but no AAAA (NODATA), 10 % names that do not exist (NXDOMAIN).
 
+mod zonegen;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -46,6 +48,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use zonegen::{CLUSTERS, FEDERATED, FLAT, GATEWAY, Ips, gateway_doc, service_doc, slice_doc};
 
 // ---------------------------------------------------------------------------------------------
 // Arguments
@@ -958,90 +962,7 @@ impl Report {
 // ---------------------------------------------------------------------------------------------
 // Data generation
 
-const CLUSTERS: [&str; 4] = ["west", "east", "north", "south"];
 const SERVICES_PER_NS: usize = 50;
-
-struct Ips {
-    next: [u32; 4],
-}
-
-impl Ips {
-    fn pod(&mut self, c: usize) -> String {
-        let n = self.next[c];
-        self.next[c] += 1;
-        format!(
-            "10.{}.{}.{}",
-            16 * c as u32 + n / 65536,
-            (n / 256) % 256,
-            n % 256
-        )
-    }
-}
-
-fn service_doc(
-    out: &mut String,
-    name: &str,
-    ns: &str,
-    labels: &[(&str, &str)],
-    cluster_ip: &str,
-    ports: &[(&str, u16, u16)],
-) {
-    let _ = writeln!(
-        out,
-        "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels:\n    app: \"{name}\""
-    );
-    for (k, v) in labels {
-        let _ = writeln!(out, "    {k}: \"{v}\"");
-    }
-    let _ = writeln!(
-        out,
-        "spec:\n  type: ClusterIP\n  selector:\n    app: \"{name}\"\n  clusterIP: {cluster_ip}\n  clusterIPs: [{cluster_ip}]\n  ipFamilies: [IPv4]\n  ipFamilyPolicy: SingleStack\n  ports:"
-    );
-    for (pname, port, target) in ports {
-        let _ = writeln!(
-            out,
-            "  - name: {pname}\n    protocol: TCP\n    port: {port}\n    targetPort: {target}"
-        );
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn slice_doc(
-    out: &mut String,
-    name: &str,
-    ns: &str,
-    labels: &[(&str, &str)],
-    ports: &[(&str, u16, u16)],
-    pods: &[String],
-    hostnames: bool,
-) {
-    let _ = writeln!(
-        out,
-        "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-abcde\n  namespace: {ns}\n  labels:\n    kubernetes.io/service-name: \"{name}\""
-    );
-    for (k, v) in labels {
-        let _ = writeln!(out, "    {k}: \"{v}\"");
-    }
-    let _ = writeln!(out, "addressType: IPv4\nports:");
-    for (pname, _, target) in ports {
-        let _ = writeln!(out, "- name: {pname}\n  protocol: TCP\n  port: {target}");
-    }
-    let _ = writeln!(out, "endpoints:");
-    for (i, ip) in pods.iter().enumerate() {
-        let _ = writeln!(out, "- addresses: [{ip}]");
-        if hostnames {
-            let _ = writeln!(out, "  hostname: {name}-{i}");
-        }
-        let _ = writeln!(out, "  conditions:\n    ready: true");
-    }
-}
-
-fn gateway_doc(out: &mut String, ip: &str) {
-    let _ = writeln!(
-        out,
-        "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: linkerd-gateway\n  namespace: linkerd-multicluster\n  annotations:\n    mirror.linkerd.io/gateway-identity: \"linkerd-gateway.linkerd-multicluster.serviceaccount.identity.linkerd.cluster.local\"\nspec:\n  type: LoadBalancer\n  clusterIP: 10.100.0.200\n  clusterIPs: [10.100.0.200]\n  ports:\n  - name: mc-gateway\n    protocol: TCP\n    port: 4143\n    targetPort: 4143\nstatus:\n  loadBalancer:\n    ingress:\n    - ip: {ip}"
-    );
-}
 
 /// Names per group of ten services, measured from `clusterset-dns dump` of this generator's
 /// output (see `load.sh`); used to size the clusterset for `--names`.
@@ -1060,14 +981,9 @@ fn generate(dir: &Path, names: usize) -> std::io::Result<String> {
             files[c].insert("linkerd-gateway".into(), g);
         }
     }
-    let mut ips = Ips { next: [256; 4] };
+    let mut ips = Ips::default();
     let mut cluster_ip = 0u32;
-    let flat = [("mirror.linkerd.io/exported", "remote-discovery")];
-    let gateway = [("mirror.linkerd.io/exported", "true")];
-    let federated = [
-        ("mirror.linkerd.io/exported", "remote-discovery"),
-        ("mirror.linkerd.io/federated", "member"),
-    ];
+    let (flat, gateway, federated) = (FLAT, GATEWAY, FEDERATED);
     let http = [("http", 80u16, 8080u16)];
     let two = [("peer", 7000u16, 7000u16), ("client", 9042, 9042)];
     for i in 0..services {
@@ -1400,6 +1316,25 @@ fn respond_tcp(
 // ---------------------------------------------------------------------------------------------
 // Smoke (`cargo test --bench loadgen`)
 
+/// Runs `run` with `la` against a responder thread (`respond(until, stop)`, at most 10 s),
+/// stops the responder, prints the report; returns it and how many the responder answered.
+fn smoke_round(
+    la: &LoadArgs,
+    queries: &Queries,
+    run: fn(&LoadArgs, &Queries) -> std::io::Result<Report>,
+    respond: impl FnOnce(Instant, &std::sync::atomic::AtomicBool) -> u64 + Send + 'static,
+) -> (Report, u64) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let thread =
+        std::thread::spawn(move || respond(Instant::now() + Duration::from_secs(10), &stop2));
+    let report = run(la, queries).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let served = thread.join().unwrap();
+    print!("{}", report.render(la));
+    (report, served)
+}
+
 fn smoke() {
     assert_eq!(bucket_of(0), 0);
     for v in [1u64, 127, 128, 129, 255, 256, 1000, 123_456, 9_999_999_999] {
@@ -1439,11 +1374,6 @@ fn smoke() {
     // The do-nothing responder, bounded in time.
     let responder = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = responder.local_addr().unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let thread = std::thread::spawn(move || {
-        respond(&responder, Instant::now() + Duration::from_secs(10), &stop2)
-    });
     let la = LoadArgs {
         server: addr,
         queries: PathBuf::new(),
@@ -1456,10 +1386,9 @@ fn smoke() {
         connections: 0,
     };
     let queries = Queries::parse(&mix, None).unwrap();
-    let report = run(&la, &queries).unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let served = thread.join().unwrap();
-    print!("{}", report.render(&la));
+    let (report, served) = smoke_round(&la, &queries, run, move |until, stop| {
+        respond(&responder, until, stop)
+    });
     assert!(report.counters.answered > 0, "no answers");
     assert!(served >= report.counters.answered);
     assert_eq!(report.counters.rcodes[0], report.counters.answered);
@@ -1468,11 +1397,6 @@ fn smoke() {
     // TCP: pipelined connections against the TCP do-nothing responder, bounded in time.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let thread = std::thread::spawn(move || {
-        respond_tcp(&listener, Instant::now() + Duration::from_secs(10), &stop2)
-    });
     let la = LoadArgs {
         server: addr,
         queries: PathBuf::new(),
@@ -1485,10 +1409,9 @@ fn smoke() {
         connections: 16,
     };
     let queries = Queries::parse(&mix, Some(1232)).unwrap();
-    let report = run_tcp(&la, &queries).unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let served = thread.join().unwrap();
-    print!("{}", report.render(&la));
+    let (report, served) = smoke_round(&la, &queries, run_tcp, move |until, stop| {
+        respond_tcp(&listener, until, stop)
+    });
     let c = &report.counters;
     assert!(c.answered > 0, "no TCP answers");
     assert_eq!(c.lost, 0, "TCP queries lost");
