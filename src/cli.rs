@@ -10,13 +10,15 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use tracing::{error, info, warn};
 
-use crate::config::{Config, LiveOptions, MirrorOptions, ServeArgs, ZoneArgs};
+use crate::config::{Config, LiveOptions, LogFormat, MirrorOptions, ServeArgs, ZoneArgs};
 use crate::dns::zonefile;
+use crate::metrics::Metrics;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
 use crate::model::{Model, Origin, Snapshot};
-use crate::runtime::{Server, Sockets, SourceSetup};
+use crate::runtime::{Server, SettingsHandle, Sockets, SourceSetup};
 use crate::source::api;
 use crate::source::clusters_file::load_clusters_file;
 use crate::source::file::{DirLoad, Severity, initial_events, load_dir};
@@ -47,26 +49,39 @@ pub enum Command {
 /// Runs the command line. Logging goes to stderr (`RUST_LOG` sets the level).
 pub fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     match cli.command {
         Command::Serve(args) => serve(&args, false),
         Command::Mirror(mut args) => {
             args.mirror = true;
             serve(&args, true)
         }
-        Command::Check(args) => check(&args),
-        Command::Dump(args) => dump(&args),
+        Command::Check(args) => {
+            init_logging(LogFormat::Text);
+            check(&args)
+        }
+        Command::Dump(args) => {
+            init_logging(LogFormat::Text);
+            dump(&args)
+        }
+    }
+}
+
+/// Logs to stderr in `format`, at the level `RUST_LOG` sets (default info).
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
     }
 }
 
 fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
     let config = Config::resolve(args)?;
+    init_logging(config.log_format);
     if let Some(zones) = &config.zones {
         // A typo in --zones should stop us, not serve an empty zone.
         anyhow::ensure!(
@@ -104,6 +119,15 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
         };
         let mut server =
             Server::start_full(&config, sockets, source, mirror).context("starting the server")?;
+        // Before the listening line: a SIGHUP from then on reloads, never kills.
+        let reload = reload_on_signal_or_change(
+            args.clone(),
+            config.clone(),
+            server.settings_handle(),
+            server.shared.metrics.clone(),
+        )
+        .context("installing the SIGHUP handler")?;
+        tokio::spawn(reload);
         // One machine-readable line so scripts learn the bound ports.
         if mirror_only {
             println!("listening admin={}", server.admin_addr);
@@ -119,8 +143,11 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
             shutdown_signal().await;
             token.cancel();
         });
+        let metrics = server.shared.metrics.clone();
         server.wait().await;
+        info!("stopping: no new connections; finishing the queries and writes in hand");
         server.stop().await;
+        info!(answered = metrics.answered_total(), "stopped");
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -176,6 +203,64 @@ fn mirror_config(config: &Config, live: &LiveConfig, m: &MirrorOptions) -> Mirro
         resync: m.resync,
         federated_grace: config.settings.federated_grace,
     }
+}
+
+/// How often the config file is compared with the one in use (ConfigMap
+/// volumes change without a signal).
+const CONFIG_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reloads the configuration on SIGHUP, or when the config file's content
+/// changes: the answer settings apply at once (queries go on meanwhile); an
+/// invalid file is refused with its error and the running configuration
+/// stays; options that need a restart are named in a warning.
+fn reload_on_signal_or_change(
+    args: ServeArgs,
+    mut running: Config,
+    handle: SettingsHandle,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<impl std::future::Future<Output = ()>> {
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let path = args.zone.config.clone();
+    let read = move || path.as_ref().and_then(|p| std::fs::read(p).ok());
+    Ok(async move {
+        let mut seen = read();
+        let mut poll = tokio::time::interval(CONFIG_POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let why = tokio::select! {
+                s = hup.recv() => match s {
+                    Some(()) => "SIGHUP",
+                    None => return,
+                },
+                _ = poll.tick() => {
+                    let now = read();
+                    if now == seen {
+                        continue;
+                    }
+                    seen = now;
+                    "the config file changed"
+                }
+            };
+            match Config::resolve(&args) {
+                Err(e) => {
+                    metrics.config_reload(false);
+                    error!(reason = why, error = %e, "configuration not reloaded; the running configuration stays");
+                }
+                Ok(new) => {
+                    for key in running.restart_only_changes(&new) {
+                        warn!(
+                            option = key,
+                            "changed in the configuration; takes effect after a restart"
+                        );
+                    }
+                    handle.set(new.settings.clone());
+                    metrics.config_reload(true);
+                    info!(reason = why, "configuration reloaded");
+                    running.settings = new.settings;
+                }
+            }
+        }
+    })
 }
 
 async fn shutdown_signal() {

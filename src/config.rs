@@ -141,6 +141,20 @@ pub struct ServeArgs {
     /// Memory for pre-encoded responses, in MiB; 0 answers every query the slow way [default: 32].
     #[arg(long, env = "CLUSTERSET_DNS_ANSWER_CACHE_MB", value_name = "MIB")]
     pub answer_cache_mb: Option<u64>,
+    /// Log lines as text or as JSON objects (level from RUST_LOG) [default: text].
+    #[arg(long, env = "CLUSTERSET_DNS_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// The config file: the same names as the flags.
@@ -193,6 +207,8 @@ pub struct FileConfig {
     pub mirror_resync: Option<String>,
     /// `answer-cache-mb`.
     pub answer_cache_mb: Option<u64>,
+    /// `log-format`: `text` or `json`.
+    pub log_format: Option<LogFormat>,
 }
 
 impl FileConfig {
@@ -276,6 +292,8 @@ pub struct Config {
     pub admin_addr: SocketAddr,
     /// Bytes of pre-encoded responses to keep (0: none).
     pub answer_cache_bytes: u64,
+    /// Log format.
+    pub log_format: LogFormat,
 }
 
 fn check_ttl(key: &'static str, v: u32) -> Result<u32, ConfigError> {
@@ -335,6 +353,30 @@ fn duration(key: &'static str, v: Option<&str>) -> Result<Option<Duration>, Conf
 }
 
 impl Config {
+    /// The options that differ between `self` (running) and `new` and only
+    /// take effect after a restart: addresses, the source, the mirror, the
+    /// cache size, the log format. Everything in [`Settings`] reloads.
+    pub fn restart_only_changes(&self, new: &Self) -> Vec<&'static str> {
+        let mut changed = Vec::new();
+        let mut check = |key, differs: bool| {
+            if differs {
+                changed.push(key);
+            }
+        };
+        check("dns-addr", self.dns_addr != new.dns_addr);
+        check("admin-addr", self.admin_addr != new.admin_addr);
+        check("zones", self.zones != new.zones);
+        check("live options", self.live != new.live);
+        check("mirror options", self.mirror != new.mirror);
+        check("local-cluster", self.local_cluster != new.local_cluster);
+        check(
+            "answer-cache-mb",
+            self.answer_cache_bytes != new.answer_cache_bytes,
+        );
+        check("log-format", self.log_format != new.log_format);
+        changed
+    }
+
     /// Resolves `serve` options: flags and env (already merged by clap) over
     /// the config file over defaults.
     pub fn resolve(args: &ServeArgs) -> Result<Self, ConfigError> {
@@ -388,6 +430,7 @@ impl Config {
             mirror_namespace,
             mirror_resync,
             answer_cache_mb,
+            log_format,
         } = file;
         let a = &args.zone;
         let zones = a.zones.clone().or(zones);
@@ -566,6 +609,7 @@ impl Config {
             dns_addr,
             admin_addr,
             answer_cache_bytes: answer_cache_mb * 1024 * 1024,
+            log_format: args.log_format.or(log_format).unwrap_or_default(),
         })
     }
 }

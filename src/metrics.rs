@@ -50,6 +50,8 @@ pub struct Metrics {
     dropped: AtomicU64,
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
+    config_reloads: AtomicU64,
+    config_reload_errors: AtomicU64,
     fail_open: AtomicU64,
     stale: AtomicU64,
     reload_errors: Mutex<BTreeMap<String, u64>>,
@@ -108,6 +110,25 @@ impl Metrics {
         self.cache_misses.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a configuration reload that was applied (`ok`) or refused.
+    pub fn config_reload(&self, ok: bool) {
+        let counter = if ok {
+            &self.config_reloads
+        } else {
+            &self.config_reload_errors
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Queries answered so far, every type and rcode.
+    pub fn answered_total(&self) -> u64 {
+        self.queries
+            .iter()
+            .flatten()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Counts a packet that got no response.
     pub fn dropped(&self) {
         self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -158,7 +179,17 @@ impl Metrics {
                 }
             }
         }
-        let counters: [(&str, &str, &AtomicU64); 8] = [
+        let counters: [(&str, &str, &AtomicU64); 10] = [
+            (
+                "clusterset_dns_config_reloads_total",
+                "Configuration file reloads applied (SIGHUP or a change of the file).",
+                &self.config_reloads,
+            ),
+            (
+                "clusterset_dns_config_reload_errors_total",
+                "Configuration file reloads refused because the new file is invalid; the running configuration stays.",
+                &self.config_reload_errors,
+            ),
             (
                 "clusterset_dns_responses_truncated_total",
                 "UDP responses sent with TC=1 because the answer did not fit.",

@@ -22,7 +22,7 @@ use crate::dns::server::{TcpLimits, bind_dns, serve_tcp, serve_udp};
 use crate::metrics::Metrics;
 use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
-use crate::model::{ClusterSet, Model, Snapshot};
+use crate::model::{ClusterSet, Model, Settings, Snapshot};
 use crate::source::SourceMsg;
 use crate::source::live::{self, LiveConfig};
 use crate::source::status::StatusBoard;
@@ -81,6 +81,7 @@ pub struct Server {
     pub shared: Arc<Shared>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
+    settings: Arc<tokio::sync::watch::Sender<Arc<Settings>>>,
 }
 
 /// Number of UDP workers: the CPUs this process may run on (its affinity
@@ -157,9 +158,11 @@ impl Server {
             }
             None => None,
         };
+        let (settings_tx, settings_rx) = tokio::sync::watch::channel(config.settings.clone());
         tasks.spawn(model_task(
             model,
             rx,
+            settings_rx,
             shared.clone(),
             feed,
             shutdown.clone(),
@@ -212,6 +215,7 @@ impl Server {
             shared,
             shutdown,
             tasks,
+            settings: Arc::new(settings_tx),
         })
     }
 
@@ -222,6 +226,13 @@ impl Server {
             _ = self.tasks.join_next() => error!("a server task ended unexpectedly"),
             () = self.shutdown.cancelled() => {}
         }
+    }
+
+    /// A handle that makes the server answer under new settings (a
+    /// configuration reload): every name is rebuilt by the model task while
+    /// queries go on being answered from the current snapshot.
+    pub fn settings_handle(&self) -> SettingsHandle {
+        SettingsHandle(self.settings.clone())
     }
 
     /// A token that stops the server when cancelled.
@@ -242,12 +253,35 @@ impl Server {
     }
 }
 
+/// Swaps the answer settings of a running server ([`Server::settings_handle`]).
+#[derive(Debug, Clone)]
+pub struct SettingsHandle(Arc<tokio::sync::watch::Sender<Arc<Settings>>>);
+
+impl SettingsHandle {
+    /// Answers under `settings` from now on (no-op when they are equal).
+    pub fn set(&self, settings: Arc<Settings>) {
+        self.0.send_if_modified(|current| {
+            if **current == *settings {
+                return false;
+            }
+            *current = settings;
+            true
+        });
+    }
+
+    /// The settings last set.
+    pub fn get(&self) -> Arc<Settings> {
+        self.0.borrow().clone()
+    }
+}
+
 /// Where the model task hands the mirror controller each new state.
 type MirrorFeed = tokio::sync::watch::Sender<Option<(Arc<ClusterSet>, Instant)>>;
 
 async fn model_task(
     mut model: Model,
     mut rx: mpsc::Receiver<SourceMsg>,
+    mut settings: tokio::sync::watch::Receiver<Arc<Settings>>,
     shared: Arc<Shared>,
     mirror: Option<MirrorFeed>,
     shutdown: CancellationToken,
@@ -275,6 +309,13 @@ async fn model_task(
             _ = tick.tick() => {
                 let c = model.tick();
                 (c, c)
+            }
+            Ok(()) = settings.changed() => {
+                let new = settings.borrow_and_update().clone();
+                let started = Instant::now();
+                model.set_settings(new);
+                info!(took_ms = started.elapsed().as_millis() as u64, "answering under the reloaded settings");
+                (true, false)
             }
             () = shutdown.cancelled() => return,
         };

@@ -565,6 +565,7 @@ pub async fn start_in_process(
         dns_addr: loopback,
         admin_addr: loopback,
         answer_cache_bytes: clusterset_dns::config::DEFAULT_ANSWER_CACHE_MB << 20,
+        log_format: Default::default(),
     };
     let local_client = api::local_client(Some(kubeconfig), None)
         .await

@@ -117,7 +117,23 @@ async fn connection(
                 Ok(Err(e)) => return Err(e),
                 Err(_) => return Ok(()),
             },
-            () = shutdown.cancelled() => return Ok(()),
+            () = shutdown.cancelled() => {
+                // Stopping: answer the whole queries already read, then close.
+                let mut held = rd.buffer();
+                while let [hi, lo, rest @ ..] = held {
+                    let len = usize::from(u16::from_be_bytes([*hi, *lo]));
+                    let Some((msg, after)) = rest.split_at_checked(len) else {
+                        break;
+                    };
+                    if handler.handle(&mut local, msg, Transport::Tcp, &mut out) {
+                        wr.write_all(&(out.len() as u16).to_be_bytes()).await?;
+                        wr.write_all(&out).await?;
+                    }
+                    held = after;
+                }
+                wr.flush().await?;
+                return Ok(());
+            }
         };
         msg.resize(len, 0);
         match tokio::time::timeout(limits.read_timeout, rd.read_exact(&mut msg)).await {

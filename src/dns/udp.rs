@@ -28,6 +28,8 @@ const RECV_BUF: usize = 65_535;
 /// Front-table slots per worker ([`Local`]): a few thousand hot names cost
 /// a pointer each.
 const FRONT_SLOTS: usize = 4096;
+/// Batches a stopping worker answers at most from its socket's queue.
+const DRAIN_ROUNDS: usize = 64;
 /// How often a blocked worker looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
@@ -147,46 +149,62 @@ impl Worker {
     fn run(mut self, handler: &Handler, stop: &AtomicBool) {
         let mut local = Local::new(FRONT_SLOTS);
         while !stop.load(Ordering::Relaxed) {
-            let n = match self.receive() {
-                Ok(n) => n,
-                Err(e) => {
-                    // Timeouts let the stop flag be seen; ICMP errors from
-                    // earlier sends surface here too. Keep serving.
-                    if !matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) {
-                        debug!(error = %e, "udp receive error");
-                    }
-                    continue;
-                }
-            };
-            let mut replies = 0;
-            for i in 0..n {
-                let len = self.recv[i].msg_len as usize;
-                let out = &mut self.outs[replies];
-                if !handler.handle(&mut local, &self.bufs[i][..len], Transport::Udp, out) {
-                    continue;
-                }
-                let peer_len = self.recv[i].msg_hdr.msg_namelen;
-                self.peers.swap(i, replies);
-                self.send_iov[replies] = libc::iovec {
-                    iov_base: out.as_mut_ptr().cast(),
-                    iov_len: out.len(),
-                };
-                let msg = &mut self.send[replies].msg_hdr;
-                msg.msg_name = std::ptr::from_mut(&mut self.peers[replies]).cast();
-                msg.msg_namelen = peer_len;
-                msg.msg_iov = std::ptr::from_mut(&mut self.send_iov[replies]);
-                msg.msg_iovlen = 1;
-                replies += 1;
+            self.round(handler, &mut local, libc::MSG_WAITFORONE);
+        }
+        // Stopping: answer what the kernel has already queued for us, then
+        // close the socket (later queries are refused by the kernel, not
+        // silently dropped).
+        for _ in 0..DRAIN_ROUNDS {
+            if self.round(handler, &mut local, libc::MSG_DONTWAIT) == 0 {
+                break;
             }
-            self.transmit(replies);
         }
     }
 
-    /// Waits for at least one datagram and takes up to [`BATCH`].
-    fn receive(&mut self) -> io::Result<usize> {
+    /// Receives one batch (`flags`: wait for one, or not at all), answers
+    /// it; returns the datagrams received.
+    fn round(&mut self, handler: &Handler, local: &mut Local, flags: libc::c_int) -> usize {
+        let n = match self.receive(flags) {
+            Ok(n) => n,
+            Err(e) => {
+                // Timeouts let the stop flag be seen; ICMP errors from
+                // earlier sends surface here too. Keep serving.
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) {
+                    debug!(error = %e, "udp receive error");
+                }
+                return 0;
+            }
+        };
+        let mut replies = 0;
+        for i in 0..n {
+            let len = self.recv[i].msg_len as usize;
+            let out = &mut self.outs[replies];
+            if !handler.handle(local, &self.bufs[i][..len], Transport::Udp, out) {
+                continue;
+            }
+            let peer_len = self.recv[i].msg_hdr.msg_namelen;
+            self.peers.swap(i, replies);
+            self.send_iov[replies] = libc::iovec {
+                iov_base: out.as_mut_ptr().cast(),
+                iov_len: out.len(),
+            };
+            let msg = &mut self.send[replies].msg_hdr;
+            msg.msg_name = std::ptr::from_mut(&mut self.peers[replies]).cast();
+            msg.msg_namelen = peer_len;
+            msg.msg_iov = std::ptr::from_mut(&mut self.send_iov[replies]);
+            msg.msg_iovlen = 1;
+            replies += 1;
+        }
+        self.transmit(replies);
+        n
+    }
+
+    /// Takes up to [`BATCH`] datagrams; `flags` says whether to wait for
+    /// the first.
+    fn receive(&mut self, flags: libc::c_int) -> io::Result<usize> {
         for i in 0..BATCH {
             let msg = &mut self.recv[i].msg_hdr;
             msg.msg_name = std::ptr::from_mut(&mut self.peers[i]).cast();
@@ -205,7 +223,7 @@ impl Worker {
                 self.socket.as_raw_fd(),
                 self.recv.as_mut_ptr(),
                 BATCH as libc::c_uint,
-                libc::MSG_WAITFORONE,
+                flags,
                 std::ptr::null_mut(),
             )
         };

@@ -207,6 +207,26 @@ impl Index {
         Arc::new(snap)
     }
 
+    /// Replaces the settings and rebuilds every name under them (a
+    /// configuration reload). The serial keeps increasing.
+    pub fn reset_settings(&mut self, settings: Arc<Settings>, set: &ClusterSet, now: Instant) {
+        let serial = self.snap.serial;
+        *self = Self::new(settings);
+        self.snap.serial = serial;
+        let mut dirty = Dirty::default();
+        for c in set.iter() {
+            dirty.health.insert(c.name.clone());
+            dirty
+                .services
+                .extend(c.services.keys().map(|k| (c.name.clone(), k.clone())));
+        }
+        self.refresh(set, &dirty, now);
+        if set.iter().next().is_none() {
+            // Nothing to rebuild, but the settings are new: a new serial too.
+            self.snap.serial = serial.wrapping_add(1).max(unix_now());
+        }
+    }
+
     /// The settings in use.
     pub fn settings(&self) -> &Arc<Settings> {
         &self.settings

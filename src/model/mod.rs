@@ -69,6 +69,17 @@ impl Model {
         self.index.refresh(&self.set, &dirty, now)
     }
 
+    /// Answers under new settings from now on: every name is rebuilt.
+    pub fn set_settings(&mut self, settings: Arc<Settings>) {
+        self.index
+            .reset_settings(settings, &self.set, Instant::now());
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &Arc<Settings> {
+        self.index.settings()
+    }
+
     /// The current snapshot.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.index.snapshot()

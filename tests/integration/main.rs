@@ -13,6 +13,7 @@ mod interop;
 mod kubectl;
 mod kubesim_api;
 mod kubesim_faults;
+mod lifecycle;
 mod live;
 mod live_conformance;
 mod live_demo;

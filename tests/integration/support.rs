@@ -144,6 +144,7 @@ pub async fn start(zones: &Path, opts: Options) -> TestServer {
         dns_addr: loopback,
         admin_addr: loopback,
         answer_cache_bytes: cache_bytes(&opts),
+        log_format: Default::default(),
     };
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
     let server = Server::start(&config, sockets).expect("start server");
@@ -248,6 +249,7 @@ pub async fn start_live(opts: Options, live: Live) -> TestServer {
         dns_addr: loopback,
         admin_addr: loopback,
         answer_cache_bytes: cache_bytes(&opts),
+        log_format: Default::default(),
     };
     let local_client = api::local_client(Some(&live.kubeconfig), None)
         .await

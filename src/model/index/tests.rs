@@ -514,3 +514,36 @@ fn a_broken_member_leaves_federated_names_when_the_grace_expires() {
     assert!(m.snapshot().serial > serial);
     assert!(!m.tick(), "and only once");
 }
+
+#[test]
+fn new_settings_rebuild_every_name_and_keep_the_serial_rising() {
+    let mut m = model();
+    m.apply(fixture_events());
+    let before = m.snapshot();
+    let mut s = settings();
+    s.zone = crate::dns::name::ZoneName::new("fleet.example").expect("zone");
+    s.ttl = 30;
+    m.set_settings(Arc::new(s));
+    let after = m.snapshot();
+    assert!(after.serial > before.serial, "the serial keeps rising");
+    assert_eq!(after.settings.ttl, 30);
+    // The same names, now under the new zone.
+    let keys = |snap: &Snapshot| {
+        let mut k: Vec<String> = snap.entries.keys().map(|k| k.to_string()).collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&after), keys(&before));
+    assert_eq!(
+        addrs(&after, "web-east.prod"),
+        addrs(&before, "web-east.prod")
+    );
+    let entry = after.entries.get("db-east.prod").expect("db-east");
+    assert!(
+        entry.name.ends_with(".fleet.example"),
+        "names are rebuilt under the new zone: {}",
+        entry.name
+    );
+    assert_eq!(after.unsynced, before.unsynced);
+    assert_eq!(after.stats.names, before.stats.names);
+}
