@@ -9,6 +9,7 @@ mod support;
 mod bad_packets;
 mod cli;
 mod conformance;
+mod deploy;
 mod interop;
 mod kubectl;
 mod kubesim_api;

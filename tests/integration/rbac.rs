@@ -1,4 +1,4 @@
-//! RBAC: `deploy/rbac/` enforced by kubesim, exactly as written.
+//! RBAC: the RBAC manifests of `deploy/` enforced by kubesim, exactly as written.
 //!
 //! One fleet (local + east + north), three ServiceAccounts with tokens
 //! kubesim issues: the DNS server and the mirror controller in the local
@@ -40,12 +40,15 @@ const NS: &str = "prod";
 const DNS_SA: &str = "clusterset-dns";
 const MIRROR_SA: &str = "clusterset-dns-mirror";
 const REMOTE_SA: &str = "clusterset-dns-remote";
-const LOCAL_FILES: [&str; 2] = ["local-dns.yaml", "local-mirror.yaml"];
-const REMOTE_FILES: [&str; 1] = ["remote.yaml"];
+const LOCAL_FILES: [&str; 2] = [
+    "base/local-dns.yaml",
+    "overlays/dns-mirror/local-mirror.yaml",
+];
+const REMOTE_FILES: [&str; 1] = ["remote/remote.yaml"];
 
 fn manifest(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("deploy/rbac")
+        .join("deploy")
         .join(file)
 }
 
@@ -99,7 +102,8 @@ fn namespace(name: &str) -> Value {
 
 fn load(files: &[&str]) -> kubesim::Policy {
     let paths: Vec<PathBuf> = files.iter().map(|f| manifest(f)).collect();
-    kubesim::load_policy(&paths).unwrap_or_else(|e| panic!("deploy/rbac does not load: {e}"))
+    kubesim::load_policy(&paths)
+        .unwrap_or_else(|e| panic!("the deploy/ RBAC manifests do not load: {e}"))
 }
 
 /// The fleet with its data, the manifests enforced, every ServiceAccount
