@@ -125,10 +125,7 @@ async fn connection(
                     let Some((msg, after)) = rest.split_at_checked(len) else {
                         break;
                     };
-                    if handler.handle(&mut local, msg, Transport::Tcp, &mut out) {
-                        wr.write_all(&(out.len() as u16).to_be_bytes()).await?;
-                        wr.write_all(&out).await?;
-                    }
+                    answer(handler, &mut local, msg, &mut out, &mut wr).await?;
                     held = after;
                 }
                 wr.flush().await?;
@@ -141,15 +138,27 @@ async fn connection(
             Ok(Err(e)) => return Err(e),
             Err(_) => return Ok(()),
         }
-        if handler.handle(&mut local, &msg, Transport::Tcp, &mut out) {
-            wr.write_all(&(out.len() as u16).to_be_bytes()).await?;
-            wr.write_all(&out).await?;
-        }
+        answer(handler, &mut local, &msg, &mut out, &mut wr).await?;
         // Flush once the pipeline is drained, not after every answer.
         if rd.buffer().is_empty() {
             wr.flush().await?;
         }
     }
+}
+
+/// Answers one TCP message into `wr`, length-prefixed (unflushed).
+async fn answer<W: tokio::io::AsyncWrite + Unpin>(
+    handler: &Handler,
+    local: &mut Local,
+    msg: &[u8],
+    out: &mut Vec<u8>,
+    wr: &mut W,
+) -> io::Result<()> {
+    if handler.handle(local, msg, Transport::Tcp, out) {
+        wr.write_all(&(out.len() as u16).to_be_bytes()).await?;
+        wr.write_all(out).await?;
+    }
+    Ok(())
 }
 
 /// Binds UDP and TCP on the same address. With port 0, TCP is bound to the

@@ -13,7 +13,8 @@ pub fn bin() -> &'static str {
 
 /// A `serve` process, killed on drop.
 pub struct Served {
-    child: Child,
+    /// The process.
+    pub child: Child,
     /// DNS address.
     pub dns: SocketAddr,
     /// Admin address.
@@ -30,15 +31,20 @@ impl Drop for Served {
 /// Runs `serve --zones <zones> <extra…>` on loopback port 0 and waits for its
 /// `listening` line (10 s at most) and for `/ready`.
 pub fn serve(zones: &Path, extra: &[&str]) -> Served {
+    serve_logging(zones, extra, "warn", Stdio::inherit())
+}
+
+/// [`serve`] with log level `level`, logs going to `stderr`.
+pub fn serve_logging(zones: &Path, extra: &[&str], level: &str, stderr: Stdio) -> Served {
     let mut child = Command::new(bin())
         .arg("serve")
         .arg("--zones")
         .arg(zones)
         .args(["--dns-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
         .args(extra)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", level)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("spawn clusterset-dns");
     let stdout = child.stdout.take().expect("stdout");

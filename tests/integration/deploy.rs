@@ -230,22 +230,19 @@ fn every_manifest_parses_into_its_kubernetes_type() {
 // Rendering
 // ---------------------------------------------------------------------------
 
-/// `kubectl kustomize deploy/<dir>`, parsed; `None` (with a note) when this
-/// kubectl has no kustomize subcommand.
-fn kustomize(dir: &str) -> Option<Vec<Value>> {
+/// `kubectl kustomize deploy/<dir>`, parsed, every document strictly.
+fn kustomize(dir: &str) -> Vec<Value> {
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(deploy_dir().join(dir))
         .output()
         .expect("kubectl runs (tests/run checks it is installed)");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        if stderr.contains("unknown command") {
-            eprintln!("SKIPPED: this kubectl has no `kustomize` subcommand: {stderr}");
-            return None;
-        }
-        panic!("kubectl kustomize deploy/{dir} failed:\n{stderr}");
-    }
+    // Every kubectl since 1.14 has `kustomize`; tests/run requires kubectl.
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/{dir} failed:\n{stderr}"
+    );
     let docs = documents(&String::from_utf8_lossy(&out.stdout))
         .unwrap_or_else(|e| panic!("deploy/{dir} renders YAML that does not parse: {e}"));
     for doc in &docs {
@@ -253,7 +250,7 @@ fn kustomize(dir: &str) -> Option<Vec<Value>> {
             panic!("deploy/{dir} renders {}: {e}", ident(doc));
         }
     }
-    Some(docs)
+    docs
 }
 
 /// Objects of a rendering, by (kind, namespace, name).
@@ -748,9 +745,7 @@ fn check_dns(r: &Rendered) {
 
 #[test]
 fn overlay_dns_renders_the_dns_server_only() {
-    let Some(docs) = kustomize("overlays/dns") else {
-        return;
-    };
+    let docs = kustomize("overlays/dns");
     let r = Rendered::new("overlays/dns", docs);
     assert_eq!(r.keys(), keys(&BASE_OBJECTS), "deploy/overlays/dns objects");
     check_namespaces("overlays/dns", &r);
@@ -759,9 +754,7 @@ fn overlay_dns_renders_the_dns_server_only() {
 
 #[test]
 fn overlay_dns_mirror_renders_both_deployments() {
-    let Some(docs) = kustomize("overlays/dns-mirror") else {
-        return;
-    };
+    let docs = kustomize("overlays/dns-mirror");
     let r = Rendered::new("overlays/dns-mirror", docs);
     let mut want = keys(&BASE_OBJECTS);
     want.extend(keys(&MIRROR_OBJECTS));
@@ -823,9 +816,7 @@ fn overlay_dns_mirror_renders_both_deployments() {
 
 #[test]
 fn remote_renders_the_linked_cluster_rbac() {
-    let Some(docs) = kustomize("remote") else {
-        return;
-    };
+    let docs = kustomize("remote");
     let r = Rendered::new("remote", docs);
     assert_eq!(r.keys(), keys(&REMOTE_OBJECTS), "deploy/remote objects");
     check_namespaces("remote", &r);
@@ -840,13 +831,9 @@ fn remote_renders_the_linked_cluster_rbac() {
 /// theirs, unchanged by kustomize.
 #[test]
 fn rbac_files_render_unchanged() {
-    let Some(docs) = kustomize("overlays/dns-mirror") else {
-        return;
-    };
+    let docs = kustomize("overlays/dns-mirror");
     let rendered = Rendered::new("overlays/dns-mirror", docs);
-    let Some(remote) = kustomize("remote") else {
-        return;
-    };
+    let remote = kustomize("remote");
     let remote = Rendered::new("remote", remote);
     for (file, r) in [
         ("base/local-dns.yaml", &rendered),

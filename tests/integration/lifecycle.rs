@@ -3,74 +3,34 @@
 //! reloads the config file, and a broken file leaves the running
 //! configuration in place; logs as JSON lines with `--log-format json`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::binary::http_get;
+use crate::binary::{Served, http_get, serve_logging};
 use crate::conformance::metric;
 use crate::support::demo;
 
-/// A server process, killed when dropped; its stderr goes to a file.
+/// A server process, killed when dropped; its JSON logs go to a file.
 struct Proc {
-    child: Child,
-    dns: SocketAddr,
-    admin: SocketAddr,
+    served: Served,
     log: tempfile::NamedTempFile,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Proc {
     fn start(extra: &[&str]) -> Self {
         let log = tempfile::NamedTempFile::new().expect("log file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_clusterset-dns"))
-            .arg("serve")
-            .arg("--zones")
-            .arg(demo())
-            .args(["--local-cluster", "west", "--log-format", "json"])
-            .args(["--dns-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(log.reopen().expect("log file"))
-            .spawn()
-            .expect("spawn clusterset-dns");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("stdout");
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the listening line");
-        let field = |name: &str| -> SocketAddr {
-            line.split_whitespace()
-                .find_map(|f| f.strip_prefix(name))
-                .and_then(|a| a.parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-        };
-        let server = Self {
-            dns: field("dns="),
-            admin: field("admin="),
-            child,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while http_get(server.admin, "/ready").0 != 200 {
-            assert!(Instant::now() < deadline, "not ready within 10 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
+        let mut args = vec!["--local-cluster", "west", "--log-format", "json"];
+        args.extend_from_slice(extra);
+        let stderr = log.reopen().expect("log file");
+        let served = serve_logging(&demo(), &args, "info", stderr.into());
+        Self { served, log }
     }
 
     fn signal(&self, sig: libc::c_int) {
         // SAFETY: kill(2) on our own child's pid.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        let rc = unsafe { libc::kill(self.served.child.id() as libc::pid_t, sig) };
         assert_eq!(rc, 0, "kill");
     }
 
@@ -142,10 +102,10 @@ fn ask_ttl(dns: SocketAddr) -> u32 {
 fn sigterm_under_load_loses_no_answered_query() {
     let server = Proc::start(&[]);
     let udp = UdpSocket::bind("127.0.0.1:0").expect("socket");
-    udp.connect(server.dns).expect("connect");
+    udp.connect(server.served.dns).expect("connect");
     udp.set_nonblocking(true).expect("nonblocking");
     // A pipelined TCP connection too: 50 queries in one write.
-    let mut tcp = TcpStream::connect(server.dns).expect("tcp");
+    let mut tcp = TcpStream::connect(server.served.dns).expect("tcp");
     let mut batch = Vec::new();
     for id in 0..50u16 {
         let q = query(id, NAME);
@@ -181,7 +141,7 @@ fn sigterm_under_load_loses_no_answered_query() {
             && exited.is_none()
         {
             // The process must be gone within 5 s of the signal.
-            let child = &server.child;
+            let child = &server.served.child;
             let status = std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
                 .map(|s| s.split_whitespace().nth(2) == Some("Z"))
                 .unwrap_or(true);
@@ -235,11 +195,11 @@ fn sighup_reloads_the_config_and_a_broken_file_keeps_the_running_one() {
     let write = |text: &str| std::fs::write(&config, text).expect("write config");
     write("ttl: 5\n");
     let server = Proc::start(&["--config", config.to_str().expect("utf-8 path")]);
-    assert_eq!(ask_ttl(server.dns), 5);
+    assert_eq!(ask_ttl(server.served.dns), 5);
 
     let wait_ttl = |want: u32| {
         let deadline = Instant::now() + Duration::from_secs(5);
-        while ask_ttl(server.dns) != want {
+        while ask_ttl(server.served.dns) != want {
             assert!(
                 Instant::now() < deadline,
                 "TTL {want} not served within 5 s"
@@ -261,21 +221,25 @@ fn sighup_reloads_the_config_and_a_broken_file_keeps_the_running_one() {
         "the error names the key: {error}"
     );
     for _ in 0..20 {
-        assert_eq!(ask_ttl(server.dns), 30, "still the old configuration");
+        assert_eq!(
+            ask_ttl(server.served.dns),
+            30,
+            "still the old configuration"
+        );
     }
-    let (_, metrics) = http_get(server.admin, "/metrics");
+    let (_, metrics) = http_get(server.served.admin, "/metrics");
     let errors = metric(&metrics, "clusterset_dns_config_reload_errors_total");
     assert!(errors >= Some(1.0), "counted: {errors:?}");
 
     // No signal: a change of the file is picked up by itself.
     write("ttl: 60\n");
     let deadline = Instant::now() + Duration::from_secs(8);
-    while ask_ttl(server.dns) != 60 {
+    while ask_ttl(server.served.dns) != 60 {
         assert!(
             Instant::now() < deadline,
             "the file change was not picked up"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(server.dns.port() > 0 && Path::new(&config).exists());
+    assert!(server.served.dns.port() > 0 && Path::new(&config).exists());
 }
