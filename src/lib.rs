@@ -9,8 +9,8 @@
 //! - [`admin`], [`metrics`], [`config`], [`cli`]: the process around them.
 //!
 //! Everything under `dns::name`, `dns::wire`, `dns::answer` and `model` is
-//! synchronous, pure code; I/O stays in `dns::server`, `source::watch` and
-//! `admin`.
+//! synchronous, pure code; I/O stays in `dns::server`, `dns::udp`, `source`'s
+//! watch loops, `mirror::run` and `admin`.
 
 pub mod admin;
 pub mod cli;

@@ -1,10 +1,11 @@
 //! DNS: from a packet to a response.
 //!
-//! [`Handler::handle`] is the whole request path: decode, answer from the
-//! current snapshot, encode within the transport's size limit, count. It is
-//! synchronous and shared by the UDP and TCP servers (`server`). Name
-//! grammar is in `name`, answers in `answer`, bytes in `wire`, zone-file text
-//! in `zonefile`.
+//! [`Handler::handle`] is the whole request path: a plain query answered
+//! from a stored response (`cache`), else decode, answer from the current
+//! snapshot, encode within the transport's size limit (and store); count.
+//! It is synchronous and shared by the UDP workers (`udp`) and the TCP
+//! server (`server`). Name grammar is in `name`, answers in `answer`, bytes
+//! in `wire`, zone-file text in `zonefile`.
 
 pub mod answer;
 pub mod cache;
