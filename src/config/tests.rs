@@ -159,3 +159,28 @@ fn live_mode_options() {
     let e = Config::resolve_zone(&ZoneArgs::default()).expect_err("no zones");
     assert!(e.to_string().contains("zones is required"), "{e}");
 }
+
+#[test]
+fn a_reload_names_the_options_that_need_a_restart() {
+    let running = Config::resolve(&args(&["--zones", "z"])).expect("valid");
+    let same = Config::resolve(&args(&["--zones", "z", "--ttl", "30"])).expect("valid");
+    assert!(
+        running.restart_only_changes(&same).is_empty(),
+        "TTLs reload in place"
+    );
+    let moved = Config::resolve(&args(&[
+        "--zones",
+        "other",
+        "--dns-addr",
+        "127.0.0.1:53",
+        "--answer-cache-mb",
+        "0",
+        "--log-format",
+        "json",
+    ]))
+    .expect("valid");
+    assert_eq!(
+        running.restart_only_changes(&moved),
+        ["dns-addr", "zones", "answer-cache-mb", "log-format"]
+    );
+}
