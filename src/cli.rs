@@ -94,12 +94,18 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
         Sockets::admin_only(config.admin_addr)
             .with_context(|| format!("binding admin on {}", config.admin_addr))?
     } else {
-        Sockets::bind(config.dns_addr, config.admin_addr).with_context(|| {
+        let sockets = Sockets::bind(config.dns_addr, config.admin_addr).with_context(|| {
             format!(
                 "binding DNS on {} and admin on {}",
                 config.dns_addr, config.admin_addr
             )
-        })?
+        })?;
+        match &config.tls {
+            Some(tls) => sockets
+                .with_tls(tls.addr)
+                .with_context(|| format!("binding DNS over TLS on {}", tls.addr))?,
+            None => sockets,
+        }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -131,6 +137,11 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
         // One machine-readable line so scripts learn the bound ports.
         if mirror_only {
             println!("listening admin={}", server.admin_addr);
+        } else if let Some(tls) = server.tls_addr {
+            println!(
+                "listening dns={} admin={} tls={tls}",
+                server.dns_addr, server.admin_addr
+            );
         } else {
             println!(
                 "listening dns={} admin={}",

@@ -15,6 +15,7 @@ use clap::Args;
 use serde::Deserialize;
 
 use crate::dns::name::ZoneName;
+use crate::dns::server::Limits;
 use crate::model::Settings;
 use crate::model::names::check_cluster_name;
 
@@ -144,6 +145,30 @@ pub struct ServeArgs {
     /// Log lines as text or as JSON objects (level from RUST_LOG) [default: text].
     #[arg(long, env = "CLUSTERSET_DNS_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// TCP and DNS-over-TLS connections open at once; more are closed on accept [default: 1000].
+    #[arg(long, env = "CLUSTERSET_DNS_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Close a TCP/TLS connection idle this long [default: 30s].
+    #[arg(long, env = "CLUSTERSET_DNS_IDLE_TIMEOUT", value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
+    /// A TCP/TLS message or TLS handshake must arrive whole this long after its first byte [default: 2s].
+    #[arg(long, env = "CLUSTERSET_DNS_MESSAGE_TIMEOUT", value_name = "DURATION")]
+    pub message_timeout: Option<String>,
+    /// Answers of one connection waiting for the client to read them before reading pauses [default: 128].
+    #[arg(long, env = "CLUSTERSET_DNS_MAX_IN_FLIGHT", value_name = "N")]
+    pub max_in_flight: Option<usize>,
+    /// From a TCP/TLS query's first byte to its answer written; slower clients are cut off [default: 5s].
+    #[arg(long, env = "CLUSTERSET_DNS_QUERY_TIMEOUT", value_name = "DURATION")]
+    pub query_timeout: Option<String>,
+    /// DNS over TLS: certificate chain (PEM); with --tls-key, enables DoT. Reloaded when the file changes.
+    #[arg(long, env = "CLUSTERSET_DNS_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// DNS over TLS: private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "CLUSTERSET_DNS_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// DNS over TLS address [default: the --dns-addr IP, port 853].
+    #[arg(long, env = "CLUSTERSET_DNS_TLS_ADDR", value_name = "ADDR")]
+    pub tls_addr: Option<SocketAddr>,
 }
 
 /// How log lines are written.
@@ -209,6 +234,22 @@ pub struct FileConfig {
     pub answer_cache_mb: Option<u64>,
     /// `log-format`: `text` or `json`.
     pub log_format: Option<LogFormat>,
+    /// `max-connections`.
+    pub max_connections: Option<usize>,
+    /// `idle-timeout`.
+    pub idle_timeout: Option<String>,
+    /// `message-timeout`.
+    pub message_timeout: Option<String>,
+    /// `max-in-flight`.
+    pub max_in_flight: Option<usize>,
+    /// `query-timeout`.
+    pub query_timeout: Option<String>,
+    /// `tls-cert`.
+    pub tls_cert: Option<PathBuf>,
+    /// `tls-key`.
+    pub tls_key: Option<PathBuf>,
+    /// `tls-addr`.
+    pub tls_addr: Option<SocketAddr>,
 }
 
 impl FileConfig {
@@ -244,6 +285,18 @@ const MAX_ANSWER_CACHE_MB: u64 = 64 * 1024;
 
 /// Default sync timeout.
 pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default DNS-over-TLS port (RFC 7858).
+pub const DEFAULT_TLS_PORT: u16 = 853;
+
+/// DNS over TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// Certificate chain and private key files.
+    pub files: crate::dns::tls::TlsFiles,
+}
 
 /// Live-mode options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,6 +347,10 @@ pub struct Config {
     pub answer_cache_bytes: u64,
     /// Log format.
     pub log_format: LogFormat,
+    /// TCP and TLS resource limits.
+    pub limits: Limits,
+    /// DNS over TLS, when a certificate and key are given.
+    pub tls: Option<TlsOptions>,
 }
 
 fn check_ttl(key: &'static str, v: u32) -> Result<u32, ConfigError> {
@@ -374,6 +431,8 @@ impl Config {
             self.answer_cache_bytes != new.answer_cache_bytes,
         );
         check("log-format", self.log_format != new.log_format);
+        check("connection limits", self.limits != new.limits);
+        check("tls options", self.tls != new.tls);
         changed
     }
 
@@ -431,6 +490,14 @@ impl Config {
             mirror_resync,
             answer_cache_mb,
             log_format,
+            max_connections,
+            idle_timeout,
+            message_timeout,
+            max_in_flight,
+            query_timeout,
+            tls_cert,
+            tls_key,
+            tls_addr,
         } = file;
         let a = &args.zone;
         let zones = a.zones.clone().or(zones);
@@ -590,6 +657,36 @@ impl Config {
                 reason: format!("{answer_cache_mb} is above {MAX_ANSWER_CACHE_MB} MiB"),
             });
         }
+        let limits = limits(
+            args,
+            (max_connections, max_in_flight),
+            [idle_timeout, message_timeout, query_timeout],
+        )?;
+        let tls = match (
+            args.tls_cert.clone().or(tls_cert),
+            args.tls_key.clone().or(tls_key),
+        ) {
+            (Some(cert), Some(key)) => Some(TlsOptions {
+                addr: args
+                    .tls_addr
+                    .or(tls_addr)
+                    .unwrap_or_else(|| SocketAddr::new(dns_addr.ip(), DEFAULT_TLS_PORT)),
+                files: crate::dns::tls::TlsFiles { cert, key },
+            }),
+            (None, None) if args.tls_addr.or(tls_addr).is_some() => {
+                return Err(ConfigError::Invalid {
+                    key: "tls-addr",
+                    reason: "needs tls-cert and tls-key".into(),
+                });
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(ConfigError::Missing("tls-key", "CLUSTERSET_DNS_TLS_KEY"));
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::Missing("tls-cert", "CLUSTERSET_DNS_TLS_CERT"));
+            }
+        };
         let mut settings = Settings::new(zone_name);
         settings.ttl = ttl;
         settings.negative_ttl = negative_ttl;
@@ -610,8 +707,70 @@ impl Config {
             admin_addr,
             answer_cache_bytes: answer_cache_mb * 1024 * 1024,
             log_format: args.log_format.or(log_format).unwrap_or_default(),
+            limits,
+            tls,
         })
     }
+}
+
+/// Resolves the connection limits: flags over the file's
+/// `(max-connections, max-in-flight)` and
+/// `[idle-timeout, message-timeout, query-timeout]` over the defaults.
+fn limits(
+    args: &ServeArgs,
+    (max_connections, max_in_flight): (Option<usize>, Option<usize>),
+    [idle, message, query]: [Option<String>; 3],
+) -> Result<Limits, ConfigError> {
+    let defaults = Limits::default();
+    let count = |key, v: Option<usize>, default: usize| match v {
+        None => Ok(default),
+        Some(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        Some(n) => Err(ConfigError::Invalid {
+            key,
+            reason: format!("{n} is outside 1-1000000"),
+        }),
+    };
+    let time = |key, flag: &Option<String>, file: Option<String>, default: Duration| match duration(
+        key,
+        flag.as_deref().or(file.as_deref()),
+    )? {
+        None => Ok(default),
+        Some(d) if d.is_zero() || d > Duration::from_secs(3600) => Err(ConfigError::Invalid {
+            key,
+            reason: format!("{d:?} is outside 1ms-1h"),
+        }),
+        Some(d) => Ok(d),
+    };
+    Ok(Limits {
+        max_connections: count(
+            "max-connections",
+            args.max_connections.or(max_connections),
+            defaults.max_connections,
+        )?,
+        max_in_flight: count(
+            "max-in-flight",
+            args.max_in_flight.or(max_in_flight),
+            defaults.max_in_flight,
+        )?,
+        idle_timeout: time(
+            "idle-timeout",
+            &args.idle_timeout,
+            idle,
+            defaults.idle_timeout,
+        )?,
+        message_timeout: time(
+            "message-timeout",
+            &args.message_timeout,
+            message,
+            defaults.message_timeout,
+        )?,
+        query_timeout: time(
+            "query-timeout",
+            &args.query_timeout,
+            query,
+            defaults.query_timeout,
+        )?,
+    })
 }
 
 #[cfg(test)]

@@ -57,6 +57,69 @@ pub struct Metrics {
     reload_errors: Mutex<BTreeMap<String, u64>>,
     invalid_documents: AtomicU64,
     skipped_objects: Mutex<BTreeMap<String, u64>>,
+    limit_hits: [AtomicU64; Limit::ALL.len()],
+    connections_open: [AtomicU64; 2],
+    tls_handshake_failures: AtomicU64,
+    tls_reloads: AtomicU64,
+    tls_reload_errors: AtomicU64,
+}
+
+/// A resource limit of the stream listeners (TCP and DNS over TLS); each has
+/// its own `limit` label on `clusterset_dns_limit_hits_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// A connection refused because `max-connections` are open.
+    Connections,
+    /// A connection closed after `idle-timeout` without a query.
+    IdleTimeout,
+    /// A connection closed because a started message (or TLS handshake) did
+    /// not arrive whole within `message-timeout`.
+    MessageTimeout,
+    /// Reading paused because `max-in-flight` answers awaited the client.
+    InFlight,
+    /// A connection closed because a query was not answered and written
+    /// within `query-timeout` (the client did not read its answers).
+    QueryTimeout,
+}
+
+impl Limit {
+    /// Every limit, in label order.
+    pub const ALL: [Limit; 5] = [
+        Limit::Connections,
+        Limit::IdleTimeout,
+        Limit::MessageTimeout,
+        Limit::InFlight,
+        Limit::QueryTimeout,
+    ];
+
+    /// The `limit` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Limit::Connections => "connections",
+            Limit::IdleTimeout => "idle_timeout",
+            Limit::MessageTimeout => "message_timeout",
+            Limit::InFlight => "in_flight",
+            Limit::QueryTimeout => "query_timeout",
+        }
+    }
+}
+
+/// A stream transport, for the open-connections gauge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// DNS over TCP.
+    Tcp,
+    /// DNS over TLS.
+    Tls,
+}
+
+impl Stream {
+    fn index(self) -> usize {
+        match self {
+            Stream::Tcp => 0,
+            Stream::Tls => 1,
+        }
+    }
 }
 
 /// Writes the HELP and TYPE lines of a metric family.
@@ -134,6 +197,41 @@ impl Metrics {
         self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a limit being hit.
+    pub fn limit_hit(&self, limit: Limit) {
+        self.limit_hits[limit as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Times `limit` was hit so far.
+    pub fn limit_hits(&self, limit: Limit) -> u64 {
+        self.limit_hits[limit as usize].load(Ordering::Relaxed)
+    }
+
+    /// Counts a connection opened (`true`) or closed on `stream`.
+    pub fn connection(&self, stream: Stream, open: bool) {
+        let gauge = &self.connections_open[stream.index()];
+        if open {
+            gauge.fetch_add(1, Ordering::Relaxed);
+        } else {
+            gauge.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a TLS handshake that failed or timed out.
+    pub fn tls_handshake_failed(&self) {
+        self.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a certificate reload that was applied (`ok`) or refused.
+    pub fn tls_reload(&self, ok: bool) {
+        let counter = if ok {
+            &self.tls_reloads
+        } else {
+            &self.tls_reload_errors
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a reload of `cluster` that failed and kept the old data.
     pub fn reload_error(&self, cluster: &str) {
         if let Ok(mut m) = self.reload_errors.lock() {
@@ -179,7 +277,22 @@ impl Metrics {
                 }
             }
         }
-        let counters: [(&str, &str, &AtomicU64); 10] = [
+        let counters: [(&str, &str, &AtomicU64); 13] = [
+            (
+                "clusterset_dns_tls_handshake_failures_total",
+                "DNS-over-TLS handshakes that failed or did not finish within message-timeout.",
+                &self.tls_handshake_failures,
+            ),
+            (
+                "clusterset_dns_tls_cert_reloads_total",
+                "DNS-over-TLS certificate reloads applied (the files changed).",
+                &self.tls_reloads,
+            ),
+            (
+                "clusterset_dns_tls_cert_reload_errors_total",
+                "DNS-over-TLS certificate reloads refused (unreadable or mismatched files); the previous certificate stays.",
+                &self.tls_reload_errors,
+            ),
             (
                 "clusterset_dns_config_reloads_total",
                 "Configuration file reloads applied (SIGHUP or a change of the file).",
@@ -262,6 +375,33 @@ impl Metrics {
                     "clusterset_dns_source_skipped_objects_total{{kind=\"{kind}\"}} {v}"
                 );
             }
+        }
+        family(
+            &mut out,
+            "clusterset_dns_limit_hits_total",
+            "counter",
+            "Times a TCP/TLS resource limit was hit (see README, Limits).",
+        );
+        for limit in Limit::ALL {
+            let _ = writeln!(
+                out,
+                "clusterset_dns_limit_hits_total{{limit=\"{}\"}} {}",
+                limit.label(),
+                self.limit_hits(limit)
+            );
+        }
+        family(
+            &mut out,
+            "clusterset_dns_connections_open",
+            "gauge",
+            "TCP and DNS-over-TLS connections open now.",
+        );
+        for (stream, name) in [(Stream::Tcp, "tcp"), (Stream::Tls, "tls")] {
+            let _ = writeln!(
+                out,
+                "clusterset_dns_connections_open{{transport=\"{name}\"}} {}",
+                self.connections_open[stream.index()].load(Ordering::Relaxed)
+            );
         }
         let gauges = [
             (

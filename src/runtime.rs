@@ -18,7 +18,8 @@ use tracing::{error, info};
 
 use crate::config::Config;
 use crate::dns::Handler;
-use crate::dns::server::{TcpLimits, bind_dns, serve_tcp, serve_udp};
+use crate::dns::server::{ConnectionSlots, bind_dns, serve_tcp, serve_tls, serve_udp};
+use crate::dns::tls;
 use crate::metrics::Metrics;
 use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
@@ -49,6 +50,8 @@ pub struct Sockets {
     /// DNS over UDP and TCP (same port); `None` for the mirror controller
     /// alone.
     pub dns: Option<(std::net::UdpSocket, std::net::TcpListener)>,
+    /// DNS over TLS, when enabled.
+    pub tls: Option<std::net::TcpListener>,
     /// Admin HTTP.
     pub admin: std::net::TcpListener,
 }
@@ -66,7 +69,19 @@ impl Sockets {
     pub fn admin_only(admin: SocketAddr) -> std::io::Result<Self> {
         let admin = std::net::TcpListener::bind(admin)?;
         admin.set_nonblocking(true)?;
-        Ok(Self { dns: None, admin })
+        Ok(Self {
+            dns: None,
+            tls: None,
+            admin,
+        })
+    }
+
+    /// Also binds DNS over TLS on `addr`.
+    pub fn with_tls(mut self, addr: SocketAddr) -> std::io::Result<Self> {
+        let tls = std::net::TcpListener::bind(addr)?;
+        tls.set_nonblocking(true)?;
+        self.tls = Some(tls);
+        Ok(self)
     }
 }
 
@@ -75,6 +90,8 @@ impl Sockets {
 pub struct Server {
     /// Where DNS is served (UDP and TCP).
     pub dns_addr: SocketAddr,
+    /// Where DNS over TLS is served, when enabled.
+    pub tls_addr: Option<SocketAddr>,
     /// Where the admin server listens.
     pub admin_addr: SocketAddr,
     /// Shared state, for tests and the admin server.
@@ -89,6 +106,9 @@ pub struct Server {
 fn workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// How often the DNS-over-TLS certificate files are checked for a change.
+const TLS_RELOAD_EVERY: Duration = Duration::from_secs(2);
 
 /// Where cluster state comes from.
 pub enum SourceSetup {
@@ -130,6 +150,23 @@ impl Server {
         let dns_addr = match &dns {
             Some((udp, _)) => udp.local_addr()?,
             None => SocketAddr::from(([0, 0, 0, 0], 0)),
+        };
+        // A certificate that cannot be used stops the start, naming the file.
+        let tls = match (sockets.tls, &config.tls) {
+            (Some(listener), Some(options)) => {
+                let store = tls::CertStore::load(&options.files).map_err(|e| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+                })?;
+                Some((
+                    tokio::net::TcpListener::from_std(listener)?,
+                    Arc::new(store),
+                ))
+            }
+            _ => None,
+        };
+        let tls_addr = match &tls {
+            Some((listener, _)) => Some(listener.local_addr()?),
+            None => None,
         };
 
         let metrics = Arc::new(Metrics::default());
@@ -191,16 +228,45 @@ impl Server {
         if let Some((udp, tcp)) = dns {
             let handler = Arc::new(Handler::new(
                 shared.snapshot.clone(),
-                metrics,
+                metrics.clone(),
                 config.answer_cache_bytes,
             ));
             tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
+            let slots = ConnectionSlots::new(&config.limits);
             tasks.spawn(serve_tcp(
                 tcp,
-                handler,
-                TcpLimits::default(),
+                handler.clone(),
+                config.limits,
+                slots.clone(),
                 shutdown.clone(),
             ));
+            if let Some((listener, store)) = tls {
+                let server_config = tls::server_config(store.clone()).map_err(|e| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+                })?;
+                let reloads = metrics.clone();
+                tasks.spawn(tls::watch(
+                    store,
+                    TLS_RELOAD_EVERY,
+                    shutdown.clone(),
+                    move |outcome| match outcome {
+                        Ok(changed) => {
+                            if changed {
+                                reloads.tls_reload(true);
+                            }
+                        }
+                        Err(_) => reloads.tls_reload(false),
+                    },
+                ));
+                tasks.spawn(serve_tls(
+                    listener,
+                    tokio_rustls::TlsAcceptor::from(server_config),
+                    handler,
+                    config.limits,
+                    slots,
+                    shutdown.clone(),
+                ));
+            }
         }
         let (s, token) = (shared.clone(), shutdown.clone());
         tasks.spawn(async move {
@@ -208,9 +274,15 @@ impl Server {
                 error!(error = %e, "admin server failed");
             }
         });
-        info!(%dns_addr, %admin_addr, source = %origin, "serving");
+        match tls_addr {
+            Some(tls_addr) => {
+                info!(%dns_addr, %tls_addr, %admin_addr, source = %origin, "serving")
+            }
+            None => info!(%dns_addr, %admin_addr, source = %origin, "serving"),
+        }
         Ok(Self {
             dns_addr,
+            tls_addr,
             admin_addr,
             shared,
             shutdown,

@@ -566,6 +566,8 @@ pub async fn start_in_process(
         admin_addr: loopback,
         answer_cache_bytes: clusterset_dns::config::DEFAULT_ANSWER_CACHE_MB << 20,
         log_format: Default::default(),
+        limits: Default::default(),
+        tls: None,
     };
     let local_client = api::local_client(Some(kubeconfig), None)
         .await

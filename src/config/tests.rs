@@ -184,3 +184,75 @@ fn a_reload_names_the_options_that_need_a_restart() {
         ["dns-addr", "zones", "answer-cache-mb", "log-format"]
     );
 }
+
+#[test]
+fn limits_default_safely_and_come_from_flags_or_the_file() {
+    let c = Config::resolve(&args(&["--zones", "z"])).expect("valid");
+    let l = c.limits;
+    assert_eq!(l.max_connections, 1000);
+    assert!(
+        l.idle_timeout > Duration::from_secs(10),
+        "idle timeout must outlast CoreDNS forward's 10 s connection reuse"
+    );
+    assert_eq!(l.message_timeout, Duration::from_secs(2));
+    assert_eq!(l.max_in_flight, 128);
+    assert_eq!(l.query_timeout, Duration::from_secs(5));
+    let f = config_file(
+        "zones: z\nmax-connections: 50\nidle-timeout: 1m\nmessage-timeout: 500ms\nmax-in-flight: 8\nquery-timeout: 3s\n",
+    );
+    let path = f.path().to_str().expect("utf-8 path");
+    let c = Config::resolve(&args(&["--config", path, "--max-in-flight", "16"])).expect("valid");
+    assert_eq!(
+        c.limits,
+        Limits {
+            max_connections: 50,
+            idle_timeout: Duration::from_secs(60),
+            message_timeout: Duration::from_millis(500),
+            max_in_flight: 16,
+            query_timeout: Duration::from_secs(3),
+        }
+    );
+    for (flag, value, message) in [
+        (
+            "--max-connections",
+            "0",
+            "invalid max-connections: 0 is outside 1-1000000",
+        ),
+        ("--idle-timeout", "0", "invalid idle-timeout"),
+        ("--query-timeout", "2h", "invalid query-timeout"),
+        ("--message-timeout", "fast", "invalid message-timeout"),
+    ] {
+        let e = Config::resolve(&args(&["--zones", "z", flag, value])).expect_err(flag);
+        assert!(e.to_string().contains(message), "{flag} {value}: {e}");
+    }
+}
+
+#[test]
+fn dns_over_tls_needs_both_files_and_defaults_to_port_853() {
+    let c = Config::resolve(&args(&["--zones", "z"])).expect("valid");
+    assert_eq!(c.tls, None, "off unless asked for");
+    let c = Config::resolve(&args(&[
+        "--zones",
+        "z",
+        "--dns-addr",
+        "10.0.0.1:53",
+        "--tls-cert",
+        "c.pem",
+        "--tls-key",
+        "k.pem",
+    ]))
+    .expect("valid");
+    let tls = c.tls.expect("enabled");
+    assert_eq!(tls.addr.to_string(), "10.0.0.1:853");
+    assert_eq!(tls.files.cert, PathBuf::from("c.pem"));
+    assert_eq!(tls.files.key, PathBuf::from("k.pem"));
+    let e = Config::resolve(&args(&["--zones", "z", "--tls-cert", "c.pem"])).expect_err("no key");
+    assert!(e.to_string().contains("tls-key is required"), "{e}");
+    let e = Config::resolve(&args(&["--zones", "z", "--tls-addr", "127.0.0.1:8853"]))
+        .expect_err("no files");
+    assert!(
+        e.to_string()
+            .contains("tls-addr: needs tls-cert and tls-key"),
+        "{e}"
+    );
+}

@@ -11,6 +11,7 @@ pub mod answer;
 pub mod cache;
 pub mod name;
 pub mod server;
+pub mod tls;
 pub mod udp;
 pub mod wire;
 pub mod zonefile;
@@ -54,6 +55,11 @@ impl Handler {
             metrics,
             cache: (cache_bytes > 0).then(|| AnswerCache::new(cache_bytes)),
         }
+    }
+
+    /// The counters this handler writes to.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Handles one packet with the calling worker's `local` state. Writes

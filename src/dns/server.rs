@@ -1,39 +1,61 @@
-//! UDP and TCP listeners: thin loops around [`Handler::handle`].
+//! UDP, TCP and DNS-over-TLS listeners: thin loops around [`Handler::handle`].
 //!
 //! Sockets are bound by the caller and handed in (tests bind port 0). TCP
-//! connections stay open across queries (idle timeout well above CoreDNS
+//! and TLS connections share one message loop and one set of [`Limits`]:
+//! they stay open across queries (idle timeout well above CoreDNS
 //! forward's 10 s reuse, DESIGN.md decision 12), pipelined queries are read
 //! back to back and answered in order, and a length prefix split from its
-//! body is fine. This module must not interpret DNS messages.
+//! body is fine as long as the whole message arrives within the message
+//! timeout. Every limit hit is counted. This module must not interpret DNS
+//! messages, nor know how certificates are loaded (`tls` does).
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
+};
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{Handler, Local, Transport, udp};
+use crate::metrics::{Limit, Metrics, Stream};
 
-/// TCP connection limits.
-#[derive(Debug, Clone, Copy)]
-pub struct TcpLimits {
+/// Limits of the stream listeners (TCP and DNS over TLS), each counted
+/// in `clusterset_dns_limit_hits_total` when hit ([`Limit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections open at once over TCP and TLS together; one more is
+    /// accepted and closed at once.
+    pub max_connections: usize,
     /// Close a connection idle this long between queries.
     pub idle_timeout: Duration,
-    /// Give a started message this long to arrive in full.
-    pub read_timeout: Duration,
+    /// A message (or a TLS handshake) must arrive whole this long after its
+    /// first byte: a client dribbling a length prefix is cut off.
+    pub message_timeout: Duration,
+    /// Answers of one connection waiting for the client to read them; at
+    /// this many, reading from it pauses until they are written.
+    pub max_in_flight: usize,
+    /// From a query's first byte to its answer taken by the kernel; a
+    /// client that does not read its answers is cut off after this.
+    pub query_timeout: Duration,
 }
 
-impl Default for TcpLimits {
+impl Default for Limits {
     fn default() -> Self {
         Self {
+            max_connections: 1000,
+            // Above CoreDNS forward's 10 s connection reuse.
             idle_timeout: Duration::from_secs(30),
-            read_timeout: Duration::from_secs(10),
+            message_timeout: Duration::from_secs(2),
+            max_in_flight: 128,
+            query_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -64,11 +86,48 @@ pub async fn serve_udp(
     let _ = joined.await;
 }
 
+/// The open-connection budget shared by the TCP and TLS listeners.
+#[derive(Debug, Clone)]
+pub struct ConnectionSlots(Arc<Semaphore>);
+
+impl ConnectionSlots {
+    /// Room for `limits.max_connections` connections.
+    pub fn new(limits: &Limits) -> Self {
+        Self(Arc::new(Semaphore::new(limits.max_connections)))
+    }
+
+    /// A slot for one more connection, or `None` (counted) when all are taken.
+    fn take(&self, metrics: &Metrics) -> Option<OwnedSemaphorePermit> {
+        let permit = self.0.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            metrics.limit_hit(Limit::Connections);
+        }
+        permit
+    }
+}
+
+/// Counts a connection open on its transport while alive.
+struct Open<'a>(&'a Metrics, Stream);
+
+impl<'a> Open<'a> {
+    fn new(metrics: &'a Metrics, stream: Stream) -> Self {
+        metrics.connection(stream, true);
+        Self(metrics, stream)
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.connection(self.1, false);
+    }
+}
+
 /// Accepts TCP connections on `listener` until `shutdown` is cancelled.
 pub async fn serve_tcp(
     listener: TcpListener,
     handler: Arc<Handler>,
-    limits: TcpLimits,
+    limits: Limits,
+    slots: ConnectionSlots,
     shutdown: CancellationToken,
 ) {
     let mut conns = JoinSet::new();
@@ -85,9 +144,17 @@ pub async fn serve_tcp(
             () = shutdown.cancelled() => break,
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
+        let Some(permit) = slots.take(handler.metrics()) else {
+            debug!(%peer, "tcp connection refused: max-connections open");
+            continue;
+        };
         let (handler, shutdown) = (handler.clone(), shutdown.clone());
         conns.spawn(async move {
-            if let Err(e) = connection(stream, &handler, limits, shutdown).await {
+            let _permit = permit;
+            let _open = Open::new(handler.metrics(), Stream::Tcp);
+            let _ = stream.set_nodelay(true);
+            let (rd, wr) = stream.into_split();
+            if let Err(e) = connection(rd, wr, &handler, limits, shutdown).await {
                 debug!(%peer, error = %e, "tcp connection ended");
             }
         });
@@ -95,27 +162,124 @@ pub async fn serve_tcp(
     conns.shutdown().await;
 }
 
-async fn connection(
-    stream: TcpStream,
-    handler: &Handler,
-    limits: TcpLimits,
+/// Accepts DNS-over-TLS connections (RFC 7858) on `listener` until
+/// `shutdown` is cancelled: the handshake must finish within
+/// `message-timeout`, then the connection runs the same message loop as
+/// TCP. `acceptor` reads the certificate store at each handshake, so a
+/// reloaded certificate serves new connections while open ones go on.
+pub async fn serve_tls(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    handler: Arc<Handler>,
+    limits: Limits,
+    slots: ConnectionSlots,
     shutdown: CancellationToken,
-) -> io::Result<()> {
-    let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!(error = %e, "tls accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let Some(permit) = slots.take(handler.metrics()) else {
+            debug!(%peer, "tls connection refused: max-connections open");
+            continue;
+        };
+        let (handler, shutdown, acceptor) = (handler.clone(), shutdown.clone(), acceptor.clone());
+        conns.spawn(async move {
+            let _permit = permit;
+            let metrics = handler.metrics();
+            let _open = Open::new(metrics, Stream::Tls);
+            let _ = stream.set_nodelay(true);
+            let handshake = tokio::select! {
+                r = tokio::time::timeout(limits.message_timeout, acceptor.accept(stream)) => r,
+                () = shutdown.cancelled() => return,
+            };
+            let tls = match handshake {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    metrics.tls_handshake_failed();
+                    debug!(%peer, error = %e, "tls handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    metrics.tls_handshake_failed();
+                    metrics.limit_hit(Limit::MessageTimeout);
+                    debug!(%peer, "tls handshake timed out");
+                    return;
+                }
+            };
+            let (rd, wr) = tokio::io::split(tls);
+            if let Err(e) = connection(rd, wr, &handler, limits, shutdown).await {
+                debug!(%peer, error = %e, "tls connection ended");
+            }
+        });
+    }
+    conns.shutdown().await;
+}
+
+/// Runs the DNS message loop of one stream connection (TCP, or TLS once
+/// the handshake is done) until the client closes it, a limit cuts it off,
+/// or `shutdown`.
+pub(crate) async fn connection<R, W>(
+    rd: R,
+    wr: W,
+    handler: &Handler,
+    limits: Limits,
+    shutdown: CancellationToken,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut rd = BufReader::with_capacity(16 * 1024, rd);
     let mut wr = BufWriter::with_capacity(16 * 1024, wr);
+    messages(&mut rd, &mut wr, handler, limits, shutdown).await?;
+    // A clean close: FIN, and close_notify over TLS, for a client that
+    // still reads; one that does not gets no more time than a message.
+    let _ = tokio::time::timeout(limits.message_timeout, wr.shutdown()).await;
+    Ok(())
+}
+
+/// The message loop of [`connection`]; returns when the connection should
+/// close.
+async fn messages<R, W>(
+    rd: &mut BufReader<R>,
+    wr: &mut BufWriter<W>,
+    handler: &Handler,
+    limits: Limits,
+    shutdown: CancellationToken,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let metrics = handler.metrics();
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(512);
     // No front table: connections are many and each sees few names.
     let mut local = Local::new(0);
+    // Answers written into `wr` but not yet flushed, and the first byte of
+    // the oldest of them: its query-timeout bounds every write until flushed.
+    let mut waiting = 0usize;
+    let mut oldest: Option<Instant> = None;
     loop {
-        let len = tokio::select! {
-            r = tokio::time::timeout(limits.idle_timeout, rd.read_u16()) => match r {
-                Ok(Ok(len)) => usize::from(len),
-                Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+        let more = tokio::select! {
+            r = tokio::time::timeout(limits.idle_timeout, rd.fill_buf()) => match r {
+                Ok(Ok(buf)) => !buf.is_empty(),
                 Ok(Err(e)) => return Err(e),
-                Err(_) => return Ok(()),
+                Err(_) => {
+                    metrics.limit_hit(Limit::IdleTimeout);
+                    return Ok(());
+                }
             },
             () = shutdown.cancelled() => {
                 // Stopping: answer the whole queries already read, then close.
@@ -125,40 +289,84 @@ async fn connection(
                     let Some((msg, after)) = rest.split_at_checked(len) else {
                         break;
                     };
-                    answer(handler, &mut local, msg, &mut out, &mut wr).await?;
+                    answer(handler, &mut local, msg, &mut out, wr).await?;
                     held = after;
                 }
                 wr.flush().await?;
                 return Ok(());
             }
         };
-        msg.resize(len, 0);
-        match tokio::time::timeout(limits.read_timeout, rd.read_exact(&mut msg)).await {
+        if !more {
+            return Ok(());
+        }
+        let first_byte = Instant::now();
+        let whole = async {
+            let len = usize::from(rd.read_u16().await?);
+            msg.resize(len, 0);
+            rd.read_exact(&mut msg).await
+        };
+        match tokio::time::timeout(limits.message_timeout, whole).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Ok(()),
+            Err(_) => {
+                metrics.limit_hit(Limit::MessageTimeout);
+                return Ok(());
+            }
         }
-        answer(handler, &mut local, &msg, &mut out, &mut wr).await?;
-        // Flush once the pipeline is drained, not after every answer.
-        if rd.buffer().is_empty() {
-            wr.flush().await?;
+        let deadline = oldest.unwrap_or(first_byte) + limits.query_timeout;
+        let written = tokio::time::timeout_at(
+            deadline.into(),
+            answer(handler, &mut local, &msg, &mut out, wr),
+        );
+        match written.await {
+            Ok(Ok(true)) => {
+                waiting += 1;
+                oldest.get_or_insert(first_byte);
+            }
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                metrics.limit_hit(Limit::QueryTimeout);
+                return Ok(());
+            }
+        }
+        // Flush once the pipeline is drained, not after every answer; a
+        // client pipelining past max-in-flight waits for its answers to go.
+        let pipelined = !rd.buffer().is_empty();
+        if waiting > 0 && (!pipelined || waiting >= limits.max_in_flight) {
+            if pipelined {
+                metrics.limit_hit(Limit::InFlight);
+            }
+            let deadline = oldest.unwrap_or(first_byte) + limits.query_timeout;
+            match tokio::time::timeout_at(deadline.into(), wr.flush()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    metrics.limit_hit(Limit::QueryTimeout);
+                    return Ok(());
+                }
+            }
+            waiting = 0;
+            oldest = None;
         }
     }
 }
 
 /// Answers one TCP message into `wr`, length-prefixed (unflushed).
-async fn answer<W: tokio::io::AsyncWrite + Unpin>(
+/// Returns whether there was an answer.
+async fn answer<W: AsyncWrite + Unpin>(
     handler: &Handler,
     local: &mut Local,
     msg: &[u8],
     out: &mut Vec<u8>,
     wr: &mut W,
-) -> io::Result<()> {
-    if handler.handle(local, msg, Transport::Tcp, out) {
-        wr.write_all(&(out.len() as u16).to_be_bytes()).await?;
-        wr.write_all(out).await?;
+) -> io::Result<bool> {
+    if !handler.handle(local, msg, Transport::Tcp, out) {
+        return Ok(false);
     }
-    Ok(())
+    wr.write_all(&(out.len() as u16).to_be_bytes()).await?;
+    wr.write_all(out).await?;
+    Ok(true)
 }
 
 /// Binds UDP and TCP on the same address. With port 0, TCP is bound to the

@@ -19,6 +19,8 @@ pub struct Served {
     pub dns: SocketAddr,
     /// Admin address.
     pub admin: SocketAddr,
+    /// DNS-over-TLS address, when TLS is enabled.
+    pub tls: Option<SocketAddr>,
 }
 
 impl Drop for Served {
@@ -57,15 +59,16 @@ pub fn serve_logging(zones: &Path, extra: &[&str], level: &str, stderr: Stdio) -
     let line = rx
         .recv_timeout(Duration::from_secs(10))
         .expect("a listening line within 10 s");
-    let field = |name: &str| -> SocketAddr {
+    let optional = |name: &str| -> Option<SocketAddr> {
         line.split_whitespace()
             .find_map(|f| f.strip_prefix(name))
             .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
     };
+    let field = |name: &str| optional(name).unwrap_or_else(|| panic!("no {name} in {line:?}"));
     let served = Served {
         dns: field("dns="),
         admin: field("admin="),
+        tls: optional("tls="),
         child,
     };
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -145,6 +145,8 @@ pub async fn start(zones: &Path, opts: Options) -> TestServer {
         admin_addr: loopback,
         answer_cache_bytes: cache_bytes(&opts),
         log_format: Default::default(),
+        limits: Default::default(),
+        tls: None,
     };
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
     let server = Server::start(&config, sockets).expect("start server");
@@ -250,6 +252,8 @@ pub async fn start_live(opts: Options, live: Live) -> TestServer {
         admin_addr: loopback,
         answer_cache_bytes: cache_bytes(&opts),
         log_format: Default::default(),
+        limits: Default::default(),
+        tls: None,
     };
     let local_client = api::local_client(Some(&live.kubeconfig), None)
         .await
