@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{
     AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
 };
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -107,18 +107,18 @@ impl ConnectionSlots {
 }
 
 /// Counts a connection open on its transport while alive.
-struct Open<'a>(&'a Metrics, Stream);
+struct Open(Arc<Handler>, Stream);
 
-impl<'a> Open<'a> {
-    fn new(metrics: &'a Metrics, stream: Stream) -> Self {
-        metrics.connection(stream, true);
-        Self(metrics, stream)
+impl Open {
+    fn new(handler: Arc<Handler>, stream: Stream) -> Self {
+        handler.metrics().connection(stream, true);
+        Self(handler, stream)
     }
 }
 
-impl Drop for Open<'_> {
+impl Drop for Open {
     fn drop(&mut self) {
-        self.0.connection(self.1, false);
+        self.0.metrics().connection(self.1, false);
     }
 }
 
@@ -130,36 +130,13 @@ pub async fn serve_tcp(
     slots: ConnectionSlots,
     shutdown: CancellationToken,
 ) {
-    let mut conns = JoinSet::new();
-    loop {
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    warn!(error = %e, "tcp accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = shutdown.cancelled() => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-        };
-        let Some(permit) = slots.take(handler.metrics()) else {
-            debug!(%peer, "tcp connection refused: max-connections open");
-            continue;
-        };
-        let (handler, shutdown) = (handler.clone(), shutdown.clone());
-        conns.spawn(async move {
-            let _permit = permit;
-            let _open = Open::new(handler.metrics(), Stream::Tcp);
-            let _ = stream.set_nodelay(true);
-            let (rd, wr) = stream.into_split();
-            if let Err(e) = connection(rd, wr, &handler, limits, shutdown).await {
-                debug!(%peer, error = %e, "tcp connection ended");
-            }
-        });
-    }
-    conns.shutdown().await;
+    let accepted = |stream: TcpStream, peer, handler: Arc<Handler>, shutdown| async move {
+        let (rd, wr) = stream.into_split();
+        if let Err(e) = connection(rd, wr, &handler, limits, shutdown).await {
+            debug!(%peer, error = %e, "tcp connection ended");
+        }
+    };
+    accept(listener, handler, Stream::Tcp, slots, shutdown, accepted).await;
 }
 
 /// Accepts DNS-over-TLS connections (RFC 7858) on `listener` until
@@ -175,13 +152,59 @@ pub async fn serve_tls(
     slots: ConnectionSlots,
     shutdown: CancellationToken,
 ) {
+    let accepted =
+        move |stream: TcpStream, peer, handler: Arc<Handler>, shutdown: CancellationToken| {
+            let acceptor = acceptor.clone();
+            async move {
+                let metrics = handler.metrics();
+                let handshake = tokio::select! {
+                    r = tokio::time::timeout(limits.message_timeout, acceptor.accept(stream)) => r,
+                    () = shutdown.cancelled() => return,
+                };
+                let tls = match handshake {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(e)) => {
+                        metrics.tls_handshake_failed();
+                        debug!(%peer, error = %e, "tls handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        metrics.tls_handshake_failed();
+                        metrics.limit_hit(Limit::MessageTimeout);
+                        debug!(%peer, "tls handshake timed out");
+                        return;
+                    }
+                };
+                let (rd, wr) = tokio::io::split(tls);
+                if let Err(e) = connection(rd, wr, &handler, limits, shutdown).await {
+                    debug!(%peer, error = %e, "tls connection ended");
+                }
+            }
+        };
+    accept(listener, handler, Stream::Tls, slots, shutdown, accepted).await;
+}
+
+/// The accept loop of a stream listener: each connection gets a slot (or
+/// is closed at once, counted), is counted open while it lives, and runs
+/// `serve` in its own task; on `shutdown` every connection task finishes.
+async fn accept<F, Fut>(
+    listener: TcpListener,
+    handler: Arc<Handler>,
+    stream: Stream,
+    slots: ConnectionSlots,
+    shutdown: CancellationToken,
+    serve: F,
+) where
+    F: Fn(TcpStream, SocketAddr, Arc<Handler>, CancellationToken) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let mut conns = JoinSet::new();
     loop {
-        let (stream, peer) = tokio::select! {
+        let (conn, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
-                    warn!(error = %e, "tls accept failed");
+                    warn!(error = %e, transport = ?stream, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -190,40 +213,26 @@ pub async fn serve_tls(
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
         let Some(permit) = slots.take(handler.metrics()) else {
-            debug!(%peer, "tls connection refused: max-connections open");
+            debug!(%peer, transport = ?stream, "connection refused: max-connections open");
             continue;
         };
-        let (handler, shutdown, acceptor) = (handler.clone(), shutdown.clone(), acceptor.clone());
+        let _ = conn.set_nodelay(true);
+        let open = Open::new(handler.clone(), stream);
+        let served = serve(conn, peer, handler.clone(), shutdown.clone());
         conns.spawn(async move {
-            let _permit = permit;
-            let metrics = handler.metrics();
-            let _open = Open::new(metrics, Stream::Tls);
-            let _ = stream.set_nodelay(true);
-            let handshake = tokio::select! {
-                r = tokio::time::timeout(limits.message_timeout, acceptor.accept(stream)) => r,
-                () = shutdown.cancelled() => return,
-            };
-            let tls = match handshake {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    metrics.tls_handshake_failed();
-                    debug!(%peer, error = %e, "tls handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    metrics.tls_handshake_failed();
-                    metrics.limit_hit(Limit::MessageTimeout);
-                    debug!(%peer, "tls handshake timed out");
-                    return;
-                }
-            };
-            let (rd, wr) = tokio::io::split(tls);
-            if let Err(e) = connection(rd, wr, &handler, limits, shutdown).await {
-                debug!(%peer, error = %e, "tls connection ended");
-            }
+            served.await;
+            drop((open, permit));
         });
     }
-    conns.shutdown().await;
+    // Each connection answers what it has read and closes; one stuck on a
+    // client that does not read is aborted.
+    let finish = async { while conns.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(3), finish)
+        .await
+        .is_err()
+    {
+        conns.shutdown().await;
+    }
 }
 
 /// Runs the DNS message loop of one stream connection (TCP, or TLS once
