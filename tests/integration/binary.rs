@@ -1,5 +1,6 @@
 //! The built `clusterset-dns` binary, run as a user runs it.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -38,12 +39,26 @@ pub fn serve(zones: &Path, extra: &[&str]) -> Served {
 
 /// [`serve`] with log level `level`, logs going to `stderr`.
 pub fn serve_logging(zones: &Path, extra: &[&str], level: &str, stderr: Stdio) -> Served {
-    let mut child = Command::new(bin())
-        .arg("serve")
-        .arg("--zones")
-        .arg(zones)
-        .args(["--dns-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
-        .args(extra)
+    let mut args: Vec<&OsStr> = vec![OsStr::new("--zones"), zones.as_os_str()];
+    args.extend(extra.iter().map(OsStr::new));
+    serve_args(&args, level, stderr, Duration::from_secs(10))
+}
+
+/// Runs `serve <args…>` (any source: `--zones`, or live mode's
+/// `--kubeconfig`/`--clusters`) with log level `level`, logs going to
+/// `stderr`, and waits for its `listening` line and then for `/ready`, each
+/// `within` at most. DNS and admin listen on loopback port 0 unless `args`
+/// give `--dns-addr` or `--admin-addr`.
+pub fn serve_args(args: &[&OsStr], level: &str, stderr: Stdio, within: Duration) -> Served {
+    let mut command = Command::new(bin());
+    command.arg("serve");
+    for flag in ["--dns-addr", "--admin-addr"] {
+        if !args.contains(&OsStr::new(flag)) {
+            command.args([flag, "127.0.0.1:0"]);
+        }
+    }
+    let mut child = command
+        .args(args)
         .env("RUST_LOG", level)
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -57,8 +72,8 @@ pub fn serve_logging(zones: &Path, extra: &[&str], level: &str, stderr: Stdio) -
         let _ = tx.send(line);
     });
     let line = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("a listening line within 10 s");
+        .recv_timeout(within)
+        .unwrap_or_else(|_| panic!("a listening line within {within:?}"));
     let optional = |name: &str| -> Option<SocketAddr> {
         line.split_whitespace()
             .find_map(|f| f.strip_prefix(name))
@@ -71,9 +86,9 @@ pub fn serve_logging(zones: &Path, extra: &[&str], level: &str, stderr: Stdio) -
         tls: optional("tls="),
         child,
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + within;
     while http_get(served.admin, "/ready").0 != 200 {
-        assert!(Instant::now() < deadline, "not ready within 10 s");
+        assert!(Instant::now() < deadline, "not ready within {within:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
     served

@@ -24,3 +24,4 @@ mod mirror;
 mod mirror_equivalence;
 mod rbac;
 mod reload;
+mod soak;
