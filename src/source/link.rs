@@ -443,7 +443,10 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
         if !frac_digits.is_empty() {
             let frac: u128 = frac_digits.parse().map_err(|_| bad("bad fraction"))?;
             let scale = 10u128.pow(frac_digits.len() as u32);
-            nanos += frac * unit_nanos / scale;
+            // The integer part alone may be just below u128::MAX.
+            nanos = nanos
+                .checked_add(frac * unit_nanos / scale)
+                .ok_or_else(|| bad("out of range"))?;
         }
         total = total
             .checked_add(nanos)
