@@ -279,6 +279,7 @@ fn changes_and_queries(zones: &Path, changes: usize) -> ChangeReport {
     ));
     let mut model = Model::new(settings);
     model.apply(load.clusters.iter().flat_map(initial_events));
+    model.clusters_known();
     let published = Arc::new(ArcSwap::new(model.snapshot()));
 
     // Per cluster: slices to change, and as many others to ask about.

@@ -304,6 +304,7 @@ pub fn load_model(config: &Config) -> anyhow::Result<(DirLoad, Arc<Snapshot>)> {
     let load = load_dir(zones, config.local_cluster.as_deref())?;
     let mut model = Model::new(config.settings.clone());
     model.apply(load.clusters.iter().flat_map(initial_events));
+    model.clusters_known();
     Ok((load, model.snapshot()))
 }
 

@@ -40,7 +40,7 @@ pub struct Shared {
     pub ready: AtomicBool,
     /// The mirror controller's counters (rendered only when it runs).
     pub mirror: Arc<MirrorStats>,
-    /// Per-cluster status of the live source (empty in file mode).
+    /// Per-cluster status of the source.
     pub board: Arc<StatusBoard>,
 }
 
@@ -210,7 +210,12 @@ impl Server {
                     std::io::Error::new(std::io::ErrorKind::InvalidInput, "no zones directory")
                 })?;
                 let origin = format!("zones {}", zones.display());
-                let source = FileSource::new(zones, config.local_cluster.clone(), metrics.clone());
+                let source = FileSource::new(
+                    zones,
+                    config.local_cluster.clone(),
+                    metrics.clone(),
+                    shared.board.clone(),
+                );
                 tasks.spawn(watch::run(source, tx, shutdown.clone()));
                 origin
             }
@@ -369,12 +374,12 @@ async fn model_task(
                     let c = model.apply(events);
                     (c, c)
                 }
-                // No name changed, but every cluster is known now: the
-                // mirror may start (before, a cluster not yet announced
-                // would look unlinked).
-                Some(SourceMsg::InitialSyncDone) => {
+                // Every cluster is known now: names no cluster could hold
+                // stop being SERVFAIL, and the mirror may start (before, a
+                // cluster not yet announced would look unlinked).
+                Some(SourceMsg::ClustersKnown) => {
                     initial_done = true;
-                    (false, true)
+                    (model.clusters_known(), true)
                 }
                 None => return,
             },

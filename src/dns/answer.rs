@@ -46,7 +46,7 @@ pub struct Question<'a> {
 /// as long as that part of the snapshot is unchanged (the response cache).
 ///
 /// Every answer also depends on the settings and, when it is NXDOMAIN, on
-/// every cluster having synced; the SOA serial is the one part that may
+/// every cluster being known and synced; the SOA serial is the one part that may
 /// differ, and the cache rewrites it.
 #[derive(Debug, Clone)]
 pub enum Depends {
@@ -66,7 +66,8 @@ pub enum Depends {
 
 impl Depends {
     /// The answer this was recorded with is still the answer in `snap`
-    /// (given the same settings, and not NXDOMAIN with clusters unsynced).
+    /// (given the same settings, and not NXDOMAIN before every cluster is
+    /// known and synced).
     pub fn holds(&self, snap: &Snapshot) -> bool {
         match self {
             Self::Uncacheable => false,
@@ -232,22 +233,44 @@ impl Cx<'_, '_> {
         self.negative(Rcode::NoError, self.zone())
     }
 
+    /// True when a cluster that has not synced yet — or, before the source
+    /// has announced every cluster, one not known yet — could hold a name
+    /// in `scope` (DESIGN.md decision 5).
+    fn undecided(&self, scope: Scope<'_>) -> bool {
+        let unsynced = &self.snap.unsynced;
+        match scope {
+            Scope::Never => false,
+            _ if !self.snap.known => true,
+            Scope::AnyCluster => !unsynced.is_empty(),
+            Scope::Label(label) => {
+                !unsynced.is_empty()
+                    && (label.ends_with("-federated") || unsynced.iter().any(|c| claims(label, c)))
+            }
+        }
+    }
+
+    /// SERVFAIL for an existing entry whose answer may still change because
+    /// of a cluster that has not loaded: its own cluster before its first
+    /// sync; during start-up, also a cluster that could win its label
+    /// (decision 7), the local mirrors (decision 1), and for federated
+    /// names every member-to-be. After start-up, a cluster linked later
+    /// joins federated answers when it has synced.
+    fn entry_undecided(&self, entry: &Entry, label: &str) -> bool {
+        let snap = self.snap;
+        match &entry.origin {
+            Origin::Cluster { id, .. } => {
+                !snap.cluster(*id).is_none_or(|c| c.synced)
+                    || (!snap.settled
+                        && (!snap.local_synced || snap.unsynced.iter().any(|c| claims(label, c))))
+            }
+            Origin::Federated { .. } => !snap.settled,
+        }
+    }
+
     /// NXDOMAIN, or SERVFAIL when a cluster that has not synced yet could
     /// make the name exist (DESIGN.md decision 5).
     fn nxdomain(&self, scope: Scope<'_>, apex: &ZoneName) -> Answer {
-        let unsynced = &self.snap.unsynced;
-        let undecided = !unsynced.is_empty()
-            && match scope {
-                Scope::Never => false,
-                Scope::AnyCluster => true,
-                Scope::Label(label) => {
-                    label.ends_with("-federated")
-                        || unsynced
-                            .iter()
-                            .any(|c| label.strip_suffix(&**c).is_some_and(|s| s.ends_with('-')))
-                }
-            };
-        let rcode = if undecided {
+        let rcode = if self.undecided(scope) {
             Rcode::ServFail
         } else {
             Rcode::NxDomain
@@ -350,6 +373,9 @@ impl Cx<'_, '_> {
                     return self.nxdomain(Scope::Label(label), self.zone());
                 };
                 self.depends = Depends::Entry(key.into(), entry.clone());
+                if self.entry_undecided(&entry, label) {
+                    return self.negative(Rcode::ServFail, self.zone());
+                }
                 if let Some(stale) = self.staleness(&entry) {
                     return stale;
                 }
@@ -601,6 +627,10 @@ impl Cx<'_, '_> {
         if self.q.name.label_count() == zone.label_count() {
             return self.apex(zone.clone());
         }
+        if !self.snap.settled {
+            // The oldest Service wins an address: one not loaded yet may.
+            return self.negative(Rcode::ServFail, zone);
+        }
         // Any cluster that has not synced could still own an address.
         let nx = || self.nxdomain(Scope::AnyCluster, zone);
         match parse_reverse(self.q.name) {
@@ -621,6 +651,14 @@ impl Cx<'_, '_> {
             None => nx(),
         }
     }
+}
+
+/// True when cluster `cluster` can own service label `label`
+/// (`<svc>-<cluster>`).
+fn claims(label: &str, cluster: &str) -> bool {
+    label
+        .strip_suffix(cluster)
+        .is_some_and(|s| s.ends_with('-'))
 }
 
 fn addr_data(ip: IpAddr) -> RData {

@@ -226,7 +226,7 @@ impl Stored {
             return true;
         }
         let holds = Arc::ptr_eq(&self.settings, &snap.settings)
-            && (self.rcode != Rcode::NxDomain || snap.unsynced.is_empty())
+            && (self.rcode != Rcode::NxDomain || (snap.known && snap.unsynced.is_empty()))
             && self.depends.holds(snap);
         if holds {
             self.checked.store(snap.generation, Ordering::Relaxed);

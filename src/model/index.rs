@@ -108,6 +108,16 @@ pub struct Snapshot {
     pub clusters: Arc<Vec<Option<ClusterStatus>>>,
     /// Names of clusters that are known but have never synced.
     pub unsynced: Arc<Vec<Arc<str>>>,
+    /// The source has announced every cluster it knows of: a cluster not in
+    /// `clusters` does not exist (until then any name might).
+    pub known: bool,
+    /// Every local cluster has synced (or there is none): mirror Services,
+    /// which change gateway-mode answers of other clusters, are all in.
+    pub local_synced: bool,
+    /// Start-up is over: every cluster was known and had synced (or been
+    /// given up on) at least once. Stays true, so a cluster linked later
+    /// does not take federated names away while it syncs.
+    pub settled: bool,
     /// Counters.
     pub stats: IndexStats,
 }
@@ -124,6 +134,9 @@ impl Snapshot {
             reverse: imbl::OrdMap::new(),
             clusters: Arc::new(Vec::new()),
             unsynced: Arc::new(Vec::new()),
+            known: false,
+            local_synced: true,
+            settled: false,
             stats: IndexStats::default(),
         }
     }
@@ -211,8 +224,11 @@ impl Index {
     /// configuration reload). The serial keeps increasing.
     pub fn reset_settings(&mut self, settings: Arc<Settings>, set: &ClusterSet, now: Instant) {
         let serial = self.snap.serial;
+        let (known, settled) = (self.snap.known, self.snap.settled);
         *self = Self::new(settings);
         self.snap.serial = serial;
+        self.snap.known = known;
+        self.snap.settled = settled;
         let mut dirty = Dirty::default();
         for c in set.iter() {
             dirty.health.insert(c.name.clone());
@@ -225,6 +241,19 @@ impl Index {
             // Nothing to rebuild, but the settings are new: a new serial too.
             self.snap.serial = serial.wrapping_add(1).max(unix_now());
         }
+    }
+
+    /// Records that the source has announced every cluster it knows of
+    /// (the clusters in `set` are all there is). Returns true when that is
+    /// news (the snapshot changed).
+    pub fn set_known(&mut self, set: &ClusterSet) -> bool {
+        if self.snap.known {
+            return false;
+        }
+        self.snap.known = true;
+        self.refresh_statuses(set);
+        self.snap.serial = self.snap.serial.wrapping_add(1).max(unix_now());
+        true
     }
 
     /// The settings in use.
@@ -498,7 +527,11 @@ impl Index {
     fn refresh_statuses(&mut self, set: &ClusterSet) {
         let mut table: Vec<Option<ClusterStatus>> = Vec::new();
         let mut unsynced = Vec::new();
+        let mut waiting = false;
+        let mut local_synced = true;
         for c in set.iter() {
+            waiting |= !c.health.synced && !c.health.sync_given_up;
+            local_synced &= !c.local || c.health.synced;
             let id = c.id as usize;
             if table.len() <= id {
                 table.resize(id + 1, None);
@@ -514,6 +547,14 @@ impl Index {
         }
         self.snap.clusters = Arc::new(table);
         self.snap.unsynced = Arc::new(unsynced);
+        self.snap.local_synced = local_synced;
+        if self.snap.known && !waiting && !self.snap.settled {
+            self.snap.settled = true;
+            info!(
+                clusters = set.iter().count(),
+                "start-up settled: every cluster has loaded or been given up on"
+            );
+        }
     }
 }
 

@@ -49,6 +49,13 @@ impl Model {
         self.index.refresh(&self.set, &dirty, Instant::now())
     }
 
+    /// Records that the source has announced every cluster it knows of, so
+    /// a name no known cluster could hold does not exist. Returns true when
+    /// a new snapshot should be published.
+    pub fn clusters_known(&mut self) -> bool {
+        self.index.set_known(&self.set)
+    }
+
     /// Re-evaluates time-dependent state: a cluster whose watch has been
     /// broken for longer than the federated grace since the last tick leaves
     /// the federated names. Returns true when anything was rebuilt.

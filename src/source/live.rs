@@ -486,7 +486,7 @@ pub async fn run(
             () = &mut initial_deadline, if !initial_sent => {
                 warn!(timeout = ?config.sync_timeout, "linked clusters not known within the sync timeout; readiness stops waiting");
                 initial_sent = true;
-                if tx.send(SourceMsg::InitialSyncDone).await.is_err() { break; }
+                if tx.send(SourceMsg::ClustersKnown).await.is_err() { break; }
                 continue;
             }
             () = shutdown.cancelled() => break,
@@ -500,7 +500,7 @@ pub async fn run(
         }
         if !initial_sent {
             initial_sent = true;
-            if tx.send(SourceMsg::InitialSyncDone).await.is_err() {
+            if tx.send(SourceMsg::ClustersKnown).await.is_err() {
                 break;
             }
         }
@@ -544,6 +544,19 @@ async fn apply_desired(
             }
         }
     }
+    // Every new cluster is announced before any of them starts, so none of
+    // their names is NXDOMAIN while another one syncs.
+    let new: Vec<Event> = desired
+        .iter()
+        .filter(|d| !running.contains_key(&d.name))
+        .map(|d| Event::ClusterUp {
+            cluster: d.name.clone(),
+            local: false,
+        })
+        .collect();
+    if !new.is_empty() && tx.send(SourceMsg::Events(new)).await.is_err() {
+        return false;
+    }
     for spec in desired {
         let previous = match running.remove(&spec.name) {
             Some(r) if r.spec == *spec => {
@@ -557,16 +570,6 @@ async fn apply_desired(
             }
             None => {
                 info!(cluster = %spec.name, origin = %spec.origin, "linked");
-                if tx
-                    .send(SourceMsg::Events(vec![Event::ClusterUp {
-                        cluster: spec.name.clone(),
-                        local: false,
-                    }]))
-                    .await
-                    .is_err()
-                {
-                    return false;
-                }
                 None
             }
         };

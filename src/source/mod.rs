@@ -26,6 +26,8 @@ use crate::model::Event;
 pub enum SourceMsg {
     /// A batch of changes, applied together.
     Events(Vec<Event>),
-    /// Every cluster the source knew at start has been read once.
-    InitialSyncDone,
+    /// Every cluster the source knows of at start has been announced
+    /// ([`crate::model::Event::ClusterUp`]): a name no announced cluster
+    /// could hold does not exist. Their data may still be loading.
+    ClustersKnown,
 }

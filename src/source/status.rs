@@ -1,9 +1,10 @@
-//! Per-cluster status of the live source, for `/debug/clusters` and the
+//! Per-cluster status of the sources, for `/debug/clusters` and the
 //! per-cluster metrics: sync state, staleness, last event, watch restarts,
 //! objects held, the gateway probe, and problems (missing credentials, a bad
-//! Link).
+//! Link, invalid files).
 //!
-//! Written by the cluster tasks, read by the admin server. It must not drive
+//! Written by the live cluster tasks and the file source, read by the admin
+//! server. It must not drive
 //! any decision: health that changes answers travels as model events.
 
 use std::collections::BTreeMap;
@@ -64,6 +65,8 @@ pub struct ClusterReport {
     pub probe: Option<ProbeStatus>,
     /// Why the cluster cannot be watched at all (credentials), if so.
     pub problem: Option<String>,
+    /// File mode: the problems its files have (`None` in live mode).
+    pub files: Option<Vec<String>>,
 }
 
 impl ClusterReport {
@@ -90,6 +93,7 @@ impl ClusterReport {
             gateway: Vec::new(),
             probe: None,
             problem: None,
+            files: None,
         }
     }
 }
@@ -197,6 +201,7 @@ impl StatusBoard {
                         "lastError": p.last_error,
                     })),
                     "problem": r.problem,
+                    "fileProblems": r.files,
                 })
             })
             .collect();

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use notify::Watcher;
 use tokio::sync::mpsc;
@@ -18,9 +18,11 @@ use tracing::{error, info, warn};
 
 use super::SourceMsg;
 use super::file::{
-    ClusterLoad, ClusterObjects, Problem, Severity, cluster_dirs, diff, fingerprint,
+    ClusterDir, ClusterLoad, ClusterObjects, Problem, Severity, cluster_dirs, diff, fingerprint,
     initial_events, load_cluster,
 };
+use super::state::Counts;
+use super::status::StatusBoard;
 use crate::metrics::Metrics;
 use crate::model::Event;
 
@@ -43,7 +45,10 @@ pub struct FileSource {
     clusters: BTreeMap<Arc<str>, Known>,
     reported: BTreeSet<String>,
     root_error: bool,
+    /// [`SourceMsg::ClustersKnown`] was sent.
+    announced: bool,
     metrics: Arc<Metrics>,
+    board: Arc<StatusBoard>,
 }
 
 fn log_problem(p: &Problem) {
@@ -53,16 +58,27 @@ fn log_problem(p: &Problem) {
     }
 }
 
+/// Problems listed per cluster in `/debug/clusters`; the rest are counted.
+const MAX_LISTED_PROBLEMS: usize = 20;
+
 impl FileSource {
-    /// A source for `root`; nothing is read yet.
-    pub fn new(root: PathBuf, local: Option<String>, metrics: Arc<Metrics>) -> Self {
+    /// A source for `root`, reporting per cluster to `board`; nothing is
+    /// read yet.
+    pub fn new(
+        root: PathBuf,
+        local: Option<String>,
+        metrics: Arc<Metrics>,
+        board: Arc<StatusBoard>,
+    ) -> Self {
         Self {
             root,
             local,
             clusters: BTreeMap::new(),
             reported: BTreeSet::new(),
             root_error: false,
+            announced: false,
             metrics,
+            board,
         }
     }
 
@@ -81,9 +97,58 @@ impl FileSource {
         }
     }
 
-    /// Reads what changed since the last scan and returns the events that
-    /// bring the model up to date.
-    pub fn scan(&mut self) -> Vec<Event> {
+    /// Shows a loaded cluster in `/debug/clusters`: what it holds, and the
+    /// problems of its files (on a failed reload, the data is the previous
+    /// files': the report says so until they are fixed).
+    fn report(&self, load: &ClusterLoad, objects: &ClusterObjects, kept_old: bool) {
+        let counts = Counts {
+            services: objects.services.len(),
+            mirrors: objects.mirrors.len(),
+            slices: objects.slices.len(),
+            endpoints: objects.slices.values().map(|s| s.endpoints.len()).sum(),
+        };
+        let mut problems: Vec<String> = load
+            .problems
+            .iter()
+            .take(MAX_LISTED_PROBLEMS)
+            .map(ToString::to_string)
+            .collect();
+        if load.problems.len() > MAX_LISTED_PROBLEMS {
+            problems.push(format!(
+                "... and {} more (run `clusterset-dns check`)",
+                load.problems.len() - MAX_LISTED_PROBLEMS
+            ));
+        }
+        let invalid = load
+            .problems
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
+            .count() as u64;
+        self.board.update(&load.name, |r| {
+            r.synced = true;
+            r.counts = counts;
+            r.files = Some(problems);
+            r.skipped_objects = invalid;
+            r.last_event = Some(Instant::now());
+            if kept_old {
+                r.broken_since.get_or_insert_with(Instant::now);
+                r.last_error = Some(
+                    "cluster files have errors; serving the previous data until they are fixed"
+                        .to_owned(),
+                );
+            } else {
+                r.broken_since = None;
+                r.last_error = None;
+            }
+        });
+    }
+
+    /// Reads what changed since the last scan and hands `emit` the events
+    /// that bring the model up to date: first every cluster directory that
+    /// appeared or went (so names of a cluster not loaded yet are SERVFAIL,
+    /// never NXDOMAIN), then one batch per cluster read, the local cluster
+    /// first. Returns false when `emit` does (the receiver is gone).
+    pub fn scan(&mut self, emit: &mut dyn FnMut(SourceMsg) -> bool) -> bool {
         let (dirs, problems) = match cluster_dirs(&self.root) {
             Ok(x) => {
                 self.root_error = false;
@@ -95,7 +160,7 @@ impl FileSource {
                     error!(error = %e, "zones directory unreadable; keeping the data already loaded");
                     self.root_error = true;
                 }
-                return Vec::new();
+                return true;
             }
         };
         for p in problems {
@@ -103,6 +168,26 @@ impl FileSource {
                 log_problem(&p);
             }
         }
+        if !self.announce(&dirs, emit) {
+            return false;
+        }
+        let local = self.local.clone();
+        let mut ordered: Vec<&ClusterDir> = dirs.iter().collect();
+        // The local cluster's mirrors decide other clusters' answers.
+        ordered.sort_by_key(|d| Some(&*d.name) != local.as_deref());
+        for dir in ordered {
+            let events = self.read_cluster(dir);
+            if !events.is_empty() && !emit(SourceMsg::Events(events)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Announces directories that appeared (`ClusterUp`, unsynced) and
+    /// removes those that went; after the first scan, says every cluster is
+    /// known.
+    fn announce(&mut self, dirs: &[ClusterDir], emit: &mut dyn FnMut(SourceMsg) -> bool) -> bool {
         let mut events = Vec::new();
         let present: BTreeSet<Arc<str>> = dirs.iter().map(|d| d.name.clone()).collect();
         if let Some(local) = &self.local
@@ -120,77 +205,104 @@ impl FileSource {
         for name in gone {
             info!(cluster = %name, "cluster directory removed");
             self.clusters.remove(&name);
+            self.board.remove(&name);
             events.push(Event::ClusterDown { cluster: name });
         }
-        for dir in &dirs {
-            // Taken before reading: a file written while it is read changes
-            // the next fingerprint, so the cluster is simply read again.
-            let fp = fingerprint(&dir.path);
-            if self
-                .clusters
-                .get(&dir.name)
-                .is_some_and(|k| k.fingerprint == fp)
-            {
-                continue;
-            }
+        for dir in dirs.iter().filter(|d| !self.clusters.contains_key(&d.name)) {
             let local = self.local.as_deref() == Some(&*dir.name);
-            let load = load_cluster(dir, local);
-            self.record(&load);
-            match self.clusters.get_mut(&dir.name) {
-                Some(known) if load.has_errors() => {
-                    self.metrics.reload_error(&dir.name);
-                    error!(cluster = %dir.name, "cluster files have errors; keeping the previous data until they are fixed");
-                    known.fingerprint = fp;
-                }
-                Some(known) => {
-                    let changes = diff(&load.name, &known.objects, &load.objects);
-                    info!(cluster = %dir.name, changes = changes.len(), "cluster reloaded");
-                    events.extend(changes);
-                    known.fingerprint = fp;
-                    known.objects = load.objects;
-                }
-                None => {
-                    info!(
-                        cluster = %dir.name, local, services = load.objects.services.len(),
-                        slices = load.objects.slices.len(), "cluster loaded"
-                    );
-                    events.extend(initial_events(&load));
-                    self.clusters.insert(
-                        dir.name.clone(),
-                        Known {
-                            fingerprint: fp,
-                            objects: load.objects,
-                        },
-                    );
-                }
-            }
+            self.board
+                .register(&dir.name, local, format!("zones {}", dir.path.display()));
+            events.push(Event::ClusterUp {
+                cluster: dir.name.clone(),
+                local,
+            });
         }
+        if !events.is_empty() && !emit(SourceMsg::Events(events)) {
+            return false;
+        }
+        if !self.announced {
+            self.announced = true;
+            return emit(SourceMsg::ClustersKnown);
+        }
+        true
+    }
+
+    /// Reads one cluster directory if its files changed; the events that
+    /// bring the model's copy up to date.
+    fn read_cluster(&mut self, dir: &ClusterDir) -> Vec<Event> {
+        // Taken before reading: a file written while it is read changes
+        // the next fingerprint, so the cluster is simply read again.
+        let fp = fingerprint(&dir.path);
+        if self
+            .clusters
+            .get(&dir.name)
+            .is_some_and(|k| k.fingerprint == fp)
+        {
+            return Vec::new();
+        }
+        let local = self.local.as_deref() == Some(&*dir.name);
+        let load = load_cluster(dir, local);
+        self.record(&load);
+        let Some(mut known) = self.clusters.remove(&dir.name) else {
+            info!(
+                cluster = %dir.name, local, services = load.objects.services.len(),
+                slices = load.objects.slices.len(), "cluster loaded"
+            );
+            self.report(&load, &load.objects, false);
+            let events = initial_events(&load);
+            self.clusters.insert(
+                dir.name.clone(),
+                Known {
+                    fingerprint: fp,
+                    objects: load.objects,
+                },
+            );
+            return events;
+        };
+        known.fingerprint = fp;
+        let events = if load.has_errors() {
+            self.metrics.reload_error(&dir.name);
+            error!(cluster = %dir.name, "cluster files have errors; keeping the previous data until they are fixed");
+            self.report(&load, &known.objects, true);
+            Vec::new()
+        } else {
+            let changes = diff(&load.name, &known.objects, &load.objects);
+            info!(cluster = %dir.name, changes = changes.len(), "cluster reloaded");
+            self.report(&load, &load.objects, false);
+            known.objects = load.objects;
+            changes
+        };
+        self.clusters.insert(dir.name.clone(), known);
         events
+    }
+}
+
+/// Scans on a blocking thread, handing every batch to the model as it is
+/// read. Returns the source, or `None` when the model is gone (or the scan
+/// panicked).
+async fn scan(mut source: FileSource, tx: &mpsc::Sender<SourceMsg>) -> Option<FileSource> {
+    let tx = tx.clone();
+    let scanned = tokio::task::spawn_blocking(move || {
+        let alive = source.scan(&mut |msg| tx.blocking_send(msg).is_ok());
+        (source, alive)
+    })
+    .await;
+    match scanned {
+        Ok((source, true)) => Some(source),
+        Ok((_, false)) => None,
+        Err(e) => {
+            error!(error = %e, "file source scan panicked");
+            None
+        }
     }
 }
 
 /// Runs the file source: an initial scan, then rescans on change until
 /// `shutdown`.
-pub async fn run(mut source: FileSource, tx: mpsc::Sender<SourceMsg>, shutdown: CancellationToken) {
-    let (source_back, events) = match tokio::task::spawn_blocking(move || {
-        let events = source.scan();
-        (source, events)
-    })
-    .await
-    {
-        Ok(x) => x,
-        Err(e) => {
-            error!(error = %e, "file source scan panicked");
-            return;
-        }
-    };
-    source = source_back;
-    if tx.send(SourceMsg::Events(events)).await.is_err()
-        || tx.send(SourceMsg::InitialSyncDone).await.is_err()
-    {
+pub async fn run(source: FileSource, tx: mpsc::Sender<SourceMsg>, shutdown: CancellationToken) {
+    let Some(mut source) = scan(source, &tx).await else {
         return;
-    }
-
+    };
     let (notify_tx, mut notify_rx) = mpsc::channel::<()>(1);
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if res.is_ok() {
@@ -220,21 +332,9 @@ pub async fn run(mut source: FileSource, tx: mpsc::Sender<SourceMsg>, shutdown: 
             _ = poll.tick() => {}
             () = shutdown.cancelled() => return,
         }
-        let result = tokio::task::spawn_blocking(move || {
-            let events = source.scan();
-            (source, events)
-        })
-        .await;
-        let events;
-        (source, events) = match result {
-            Ok(x) => x,
-            Err(e) => {
-                error!(error = %e, "file source scan panicked");
-                return;
-            }
+        source = match scan(source, &tx).await {
+            Some(s) => s,
+            None => return,
         };
-        if !events.is_empty() && tx.send(SourceMsg::Events(events)).await.is_err() {
-            return;
-        }
     }
 }

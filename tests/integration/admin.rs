@@ -90,3 +90,91 @@ async fn metrics_count_queries_names_and_clusters() {
     assert!(names > 100, "the fixture serves over 100 names ({names})");
     server.server.stop().await;
 }
+
+/// `/debug/clusters` as JSON, from a blocking thread.
+async fn debug_clusters(admin: std::net::SocketAddr) -> serde_json::Value {
+    let (status, body) = tokio::task::spawn_blocking(move || http_get(admin, "/debug/clusters"))
+        .await
+        .expect("join");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("JSON")
+}
+
+fn cluster<'a>(body: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    body["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("{name} in {body:#}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_clusters_lists_each_cluster_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::support::copy_tree(&crate::support::demo(), dir.path());
+    std::fs::write(
+        dir.path().join("south/broken.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata: [not, a, map]\n",
+    )
+    .expect("write");
+    let server = start(
+        dir.path(),
+        Options {
+            local: Some("west"),
+            ..Options::default()
+        },
+    )
+    .await;
+    let body = debug_clusters(server.admin).await;
+    let names: Vec<&str> = body["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["east", "north", "south", "west"], "{body:#}");
+    let north = cluster(&body, "north");
+    assert_eq!(north["state"], "synced", "{north:#}");
+    assert!(north["origin"].as_str().expect("origin").contains("north"));
+    assert!(
+        north["services"].as_u64().expect("services") > 0,
+        "{north:#}"
+    );
+    assert!(
+        north["endpoints"].as_u64().expect("endpoints") > 0,
+        "{north:#}"
+    );
+    assert_eq!(north["fileProblems"], serde_json::json!([]));
+    assert_eq!(cluster(&body, "west")["local"], true);
+    let south = cluster(&body, "south");
+    let problems = south["fileProblems"].as_array().expect("problems");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.as_str().is_some_and(|p| p.contains("broken.yaml"))),
+        "{south:#}"
+    );
+    assert_eq!(south["skippedObjects"], 1, "{south:#}");
+
+    // A reload that fails keeps the old data, and says so.
+    let before = north["services"].clone();
+    std::fs::write(dir.path().join("north/broken.yaml"), "kind: [\n").expect("write");
+    let mut north = serde_json::Value::Null;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        north = cluster(&debug_clusters(server.admin).await, "north").clone();
+        if north["state"] == "broken" {
+            break;
+        }
+    }
+    assert_eq!(north["state"], "broken", "{north:#}");
+    assert_eq!(north["services"], before, "the previous data is still held");
+    assert!(
+        north["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("previous data")),
+        "{north:#}"
+    );
+    server.server.stop().await;
+}

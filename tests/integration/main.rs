@@ -25,3 +25,4 @@ mod mirror_equivalence;
 mod rbac;
 mod reload;
 mod soak;
+mod startup;

@@ -133,6 +133,21 @@ fn cache_bytes(opts: &Options) -> u64 {
 
 /// Starts a server over `zones` and waits until it is ready (at most 10 s).
 pub async fn start(zones: &Path, opts: Options) -> TestServer {
+    wait_ready(start_server(zones, opts)).await
+}
+
+/// Starts a server over `zones` and returns at once: its sockets answer
+/// while it loads.
+pub async fn start_unready(zones: &Path, opts: Options) -> TestServer {
+    let server = start_server(zones, opts);
+    TestServer {
+        dns: server.dns_addr,
+        admin: server.admin_addr,
+        server,
+    }
+}
+
+fn start_server(zones: &Path, opts: Options) -> Server {
     let settings = settings(&opts);
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let config = Config {
@@ -149,8 +164,7 @@ pub async fn start(zones: &Path, opts: Options) -> TestServer {
         tls: None,
     };
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
-    let server = Server::start(&config, sockets).expect("start server");
-    wait_ready(server).await
+    Server::start(&config, sockets).expect("start server")
 }
 
 /// Waits until `server` is ready (at most 10 s).

@@ -8,8 +8,11 @@ use crate::model::{Event, Health, Model, Settings};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A snapshot after start-up: the source knew of no cluster at first (so
+/// start-up ended at once), then `events` arrived.
 fn snapshot_with(settings: Settings, events: Vec<Event>) -> Arc<Snapshot> {
     let mut model = Model::new(Arc::new(settings));
+    model.clusters_known();
     model.apply(events);
     model.snapshot()
 }
@@ -671,14 +674,228 @@ fn rotation_changes_order_not_content() {
     assert_eq!(sorted(&orders[1]), sorted(&orders[2]));
 }
 
+/// The fixture with the sync of `unsynced` clusters left out: as the
+/// source delivers it during start-up.
+fn fixture_without_sync(unsynced: &[&str]) -> Vec<Event> {
+    fixture_events()
+        .into_iter()
+        .filter(|e| !matches!(e, Event::Health { cluster, .. } if unsynced.contains(&&**cluster)))
+        .collect()
+}
+
+/// A snapshot as the source builds it at start: clusters announced, then
+/// (when `known`) the word that they are all there is.
+fn start_up_snapshot(known: bool, events: Vec<Event>) -> Arc<Snapshot> {
+    let mut model = Model::new(Arc::new(settings()));
+    model.apply(events);
+    if known {
+        model.clusters_known();
+    }
+    model.snapshot()
+}
+
+#[test]
+fn before_the_source_has_announced_its_clusters_any_name_may_exist() {
+    let snap = start_up_snapshot(false, Vec::new());
+    let cases = [
+        Case {
+            name: "a service name",
+            qname: "web-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::ServFail,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "a federated pod name",
+            qname: "db-0.east.db-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::ServFail,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "a namespace",
+            qname: "prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::ServFail,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "an address",
+            qname: "1.1.30.10.in-addr.arpa.",
+            qtype: PTR,
+            rcode: Rcode::ServFail,
+            answer: &[],
+            authority: &[
+                "10.in-addr.arpa. 5 IN SOA ns.dns.clusterset.local. hostmaster.clusterset.local. * 7200 1800 86400 5",
+            ],
+            additional: &[],
+        },
+        Case {
+            name: "a name the grammar never has",
+            qname: "pod.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        Case {
+            name: "the apex",
+            qname: "clusterset.local.",
+            qtype: SOA_T,
+            rcode: Rcode::NoError,
+            answer: &[SOA],
+            authority: &[],
+            additional: &[],
+        },
+    ];
+    run(&snap, &cases);
+    // Once it says every cluster is known (here: none), absence is final.
+    let snap = start_up_snapshot(true, Vec::new());
+    let nx = |qname| Case {
+        name: "known to be absent",
+        qname,
+        qtype: A,
+        rcode: Rcode::NxDomain,
+        answer: &[],
+        authority: &[SOA],
+        additional: &[],
+    };
+    run(
+        &snap,
+        &[
+            nx("web-east.prod.svc.clusterset.local."),
+            nx("prod.svc.clusterset.local."),
+        ],
+    );
+}
+
+#[test]
+fn during_start_up_only_final_answers_or_servfail() {
+    // Every cluster is known; north has not loaded yet.
+    let snap = start_up_snapshot(true, fixture_without_sync(&["north"]));
+    let servfail = |name, qname, qtype| Case {
+        name,
+        qname,
+        qtype,
+        rcode: Rcode::ServFail,
+        answer: &[],
+        authority: &[SOA],
+        additional: &[],
+    };
+    let cases = [
+        Case {
+            name: "a loaded cluster's name is final",
+            qname: "web-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["web-east.prod.svc.clusterset.local. 5 IN A 10.96.10.1"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "a loaded cluster's absent name is final",
+            qname: "zzz-east.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+        servfail(
+            "an entry of a cluster still loading (NODATA would be a lie)",
+            "api-north.prod.svc.clusterset.local.",
+            AAAA,
+        ),
+        servfail(
+            "a pod of a cluster still loading",
+            "db-0.db-north.prod.svc.clusterset.local.",
+            A,
+        ),
+        servfail(
+            "a federated union a member is missing from",
+            "bb-federated.prod.svc.clusterset.local.",
+            A,
+        ),
+        servfail(
+            "a federated SRV",
+            "_pg._tcp.db-federated.prod.svc.clusterset.local.",
+            SRV,
+        ),
+        servfail(
+            "an absent name the loading cluster could hold",
+            "zzz-north.prod.svc.clusterset.local.",
+            A,
+        ),
+    ];
+    run(&snap, &cases);
+
+    // The local cluster's mirrors decide gateway-mode answers of others.
+    let snap = start_up_snapshot(true, fixture_without_sync(&["west"]));
+    run(
+        &snap,
+        &[
+            servfail(
+                "a gateway-mode name before the local mirrors",
+                "web-east.prod.svc.clusterset.local.",
+                A,
+            ),
+            servfail("even a flat one", "api-north.prod.svc.clusterset.local.", A),
+        ],
+    );
+
+    // A cluster given up on ends start-up: the others answer in full.
+    let mut events = fixture_without_sync(&["north"]);
+    events.push(Event::Health {
+        cluster: c("north"),
+        health: Health {
+            sync_given_up: true,
+            ..Health::default()
+        },
+    });
+    let snap = start_up_snapshot(true, events);
+    assert!(snap.settled);
+    run(
+        &snap,
+        &[
+            Case {
+                name: "the union of what has arrived",
+                qname: "bb-federated.prod.svc.clusterset.local.",
+                qtype: A,
+                rcode: Rcode::NoError,
+                answer: &[
+                    "bb-federated.prod.svc.clusterset.local. 5 IN A 10.10.3.1",
+                    "bb-federated.prod.svc.clusterset.local. 5 IN A 10.20.3.1",
+                    "bb-federated.prod.svc.clusterset.local. 5 IN A 10.30.3.1",
+                ],
+                authority: &[],
+                additional: &[],
+            },
+            servfail(
+                "the given-up cluster's own names stay undecided",
+                "api-north.prod.svc.clusterset.local.",
+                A,
+            ),
+        ],
+    );
+}
+
 #[test]
 fn unsynced_clusters_turn_nxdomain_into_servfail() {
+    // After start-up, south is linked and has not synced yet.
     let mut events = fixture_events();
     events.push(Event::ClusterUp {
         cluster: c("south"),
         local: false,
     });
     let snap = snapshot_with(settings(), events);
+    assert!(snap.settled, "start-up ended before south was linked");
     let cases = [
         Case {
             name: "a name that south could hold",

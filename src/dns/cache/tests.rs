@@ -111,6 +111,7 @@ fn locals() -> [Local; 2] {
 
 fn model() -> Model {
     let mut model = Model::new(Arc::new(settings()));
+    model.clusters_known();
     model.apply(fixture_events());
     model
 }
@@ -451,6 +452,7 @@ fn new_settings_end_every_stored_answer() {
     let mut s = settings();
     s.ttl = 30;
     let mut other = Model::new(Arc::new(s));
+    other.clusters_known();
     other.apply(fixture_events());
     let snap = other.snapshot();
     let (got, hit) = ask(&cache, local, &snap, q, 0);

@@ -5,6 +5,7 @@ use crate::model::{Event, Model};
 
 fn snapshot(events: Vec<Event>) -> Arc<crate::model::Snapshot> {
     let mut m = Model::new(Arc::new(settings()));
+    m.clusters_known();
     m.apply(events);
     m.snapshot()
 }

@@ -8,7 +8,9 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 fn model() -> Model {
-    Model::new(Arc::new(settings()))
+    let mut m = Model::new(Arc::new(settings()));
+    m.clusters_known();
+    m
 }
 
 fn addrs(snap: &Snapshot, key: &str) -> Option<Vec<String>> {

@@ -101,7 +101,11 @@ fn server(max_udp_payload: u16, state: State) -> Server {
         if state == State::Degraded {
             // The last event marks the cluster synced.
             let health = match &*c.name {
-                "north" => None,
+                // Never synced, and given up on: start-up is over.
+                "north" => Some(Health {
+                    sync_given_up: true,
+                    ..Health::default()
+                }),
                 "south" => Some(Health {
                     synced: true,
                     broken_since: an_hour_ago,
@@ -122,6 +126,7 @@ fn server(max_udp_payload: u16, state: State) -> Server {
         }
         events
     }));
+    model.clusters_known();
     let snapshot = Arc::new(ArcSwap::new(model.snapshot()));
     let handler = |cache| Handler::new(snapshot.clone(), Arc::new(Metrics::default()), cache);
     Server {

@@ -97,6 +97,7 @@ fn zone(snap: &Snapshot) -> String {
 fn model(f: &Fixture, cluster: &ClusterLoad) -> Model {
     let mut model = Model::new(f.config.settings.clone());
     model.apply(f.demo.iter().chain([cluster]).flat_map(initial_events));
+    model.clusters_known();
     model
 }
 
