@@ -17,11 +17,14 @@ use crate::dns::zonefile;
 use crate::metrics::Metrics;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
+use crate::model::budget::Budget;
 use crate::model::{Model, Origin, Snapshot};
 use crate::runtime::{Server, SettingsHandle, Sockets, SourceSetup};
 use crate::source::api;
 use crate::source::clusters_file::load_clusters_file;
-use crate::source::file::{DirLoad, Severity, initial_events, load_dir};
+use crate::source::file::{
+    DirLoad, Severity, admission, initial_events_of, load_dir, within_budget,
+};
 use crate::source::live::{Links, LiveConfig};
 
 /// Authoritative DNS for multicluster Kubernetes service names.
@@ -303,7 +306,19 @@ pub fn load_model(config: &Config) -> anyhow::Result<(DirLoad, Arc<Snapshot>)> {
         .context("a zones directory is required")?;
     let load = load_dir(zones, config.local_cluster.as_deref())?;
     let mut model = Model::new(config.settings.clone());
-    model.apply(load.clusters.iter().flat_map(initial_events));
+    // As `serve` holds them: every cluster but the local one within budget.
+    model.apply(load.clusters.iter().flat_map(|c| {
+        let budget = if c.local {
+            Budget::UNLIMITED
+        } else {
+            config.settings.budget
+        };
+        let refused = admission(&c.objects, budget)
+            .refused_keys(usize::MAX)
+            .into_iter()
+            .collect();
+        initial_events_of(c, &within_budget(&c.objects, &refused))
+    }));
     model.clusters_known();
     Ok((load, model.snapshot()))
 }
@@ -332,6 +347,9 @@ fn plural(n: usize, word: &str) -> String {
 }
 
 fn describe_entry(e: &crate::model::Entry) -> String {
+    if e.withheld() {
+        return "refused by its cluster's budget (SERVFAIL)".to_owned();
+    }
     let mut parts = Vec::new();
     if !e.v4.is_empty() {
         parts.push(plural(e.v4.len(), "A record"));
@@ -355,6 +373,12 @@ fn describe_entry(e: &crate::model::Entry) -> String {
     } = e.origin
     {
         parts.push("fail-open".to_owned());
+    }
+    if !e.refused.is_empty() {
+        parts.push(format!(
+            "members refused by their budget {}",
+            e.refused.join(",")
+        ));
     }
     parts.join(", ")
 }

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use crate::dns::name::ZoneName;
 use crate::dns::server::Limits;
 use crate::model::Settings;
+use crate::model::budget::Budget;
 use crate::model::names::check_cluster_name;
 
 /// Why the configuration is unusable.
@@ -169,6 +170,20 @@ pub struct ServeArgs {
     /// DNS over TLS address [default: the --dns-addr IP, port 853].
     #[arg(long, env = "CLUSTERSET_DNS_TLS_ADDR", value_name = "ADDR")]
     pub tls_addr: Option<SocketAddr>,
+    /// Exported services held per linked cluster; past it the newest are refused (SERVFAIL) [default: 20000].
+    #[arg(
+        long,
+        env = "CLUSTERSET_DNS_MAX_SERVICES_PER_CLUSTER",
+        value_name = "N"
+    )]
+    pub max_services_per_cluster: Option<usize>,
+    /// Endpoint addresses held per linked cluster; past it the newest services are refused (SERVFAIL) [default: 500000].
+    #[arg(
+        long,
+        env = "CLUSTERSET_DNS_MAX_ENDPOINTS_PER_CLUSTER",
+        value_name = "N"
+    )]
+    pub max_endpoints_per_cluster: Option<usize>,
 }
 
 /// How log lines are written.
@@ -250,6 +265,10 @@ pub struct FileConfig {
     pub tls_key: Option<PathBuf>,
     /// `tls-addr`.
     pub tls_addr: Option<SocketAddr>,
+    /// `max-services-per-cluster`.
+    pub max_services_per_cluster: Option<usize>,
+    /// `max-endpoints-per-cluster`.
+    pub max_endpoints_per_cluster: Option<usize>,
 }
 
 impl FileConfig {
@@ -498,6 +517,8 @@ impl Config {
             tls_cert,
             tls_key,
             tls_addr,
+            max_services_per_cluster,
+            max_endpoints_per_cluster,
         } = file;
         let a = &args.zone;
         let zones = a.zones.clone().or(zones);
@@ -697,6 +718,10 @@ impl Config {
         if let Some(g) = federated_grace {
             settings.federated_grace = g;
         }
+        settings.budget = budget(
+            args.max_services_per_cluster.or(max_services_per_cluster),
+            args.max_endpoints_per_cluster.or(max_endpoints_per_cluster),
+        )?;
         Ok(Self {
             mirror,
             zones,
@@ -711,6 +736,33 @@ impl Config {
             tls,
         })
     }
+}
+
+/// The per-cluster budget: the given limits over the defaults.
+fn budget(services: Option<usize>, endpoints: Option<usize>) -> Result<Budget, ConfigError> {
+    let check = |key, v: Option<usize>, max: usize, default: usize| match v {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(ConfigError::Invalid {
+            key,
+            reason: format!("{n} is outside 1-{max}"),
+        }),
+    };
+    let defaults = Budget::default();
+    Ok(Budget {
+        max_services: check(
+            "max-services-per-cluster",
+            services,
+            10_000_000,
+            defaults.max_services,
+        )?,
+        max_endpoints: check(
+            "max-endpoints-per-cluster",
+            endpoints,
+            1_000_000_000,
+            defaults.max_endpoints,
+        )?,
+    })
 }
 
 /// Resolves the connection limits: flags over the file's

@@ -199,7 +199,7 @@ impl Server {
         tasks.spawn(model_task(
             model,
             rx,
-            settings_rx,
+            settings_rx.clone(),
             shared.clone(),
             feed,
             shutdown.clone(),
@@ -216,7 +216,12 @@ impl Server {
                     metrics.clone(),
                     shared.board.clone(),
                 );
-                tasks.spawn(watch::run(source, tx, shutdown.clone()));
+                tasks.spawn(watch::run(
+                    source,
+                    tx,
+                    settings_rx.clone(),
+                    shutdown.clone(),
+                ));
                 origin
             }
             SourceSetup::Live(live_config) => {
@@ -224,6 +229,7 @@ impl Server {
                     live_config,
                     tx,
                     shared.board.clone(),
+                    settings_rx.clone(),
                     shutdown.clone(),
                 ));
                 "live".to_owned()

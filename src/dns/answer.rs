@@ -373,7 +373,7 @@ impl Cx<'_, '_> {
                     return self.nxdomain(Scope::Label(label), self.zone());
                 };
                 self.depends = Depends::Entry(key.into(), entry.clone());
-                if self.entry_undecided(&entry, label) {
+                if self.entry_undecided(&entry, label) || entry.withheld() {
                     return self.negative(Rcode::ServFail, self.zone());
                 }
                 if let Some(stale) = self.staleness(&entry) {
@@ -381,6 +381,10 @@ impl Cx<'_, '_> {
                 }
                 match self.below(&entry, parsed) {
                     Some(answer) => answer,
+                    // A pod of a refused member may be what was asked for.
+                    None if refused_below(&entry, parsed) => {
+                        self.negative(Rcode::ServFail, self.zone())
+                    }
                     None => self.nxdomain(Scope::Label(label), self.zone()),
                 }
             }
@@ -650,6 +654,22 @@ impl Cx<'_, '_> {
             }
             None => nx(),
         }
+    }
+}
+
+/// True when a name below a federated entry that was not found could be a
+/// pod of a member its budget refused: `<host>.<cluster>.<svc>-federated`
+/// or `<host>-<cluster>.<svc>-federated`.
+fn refused_below(entry: &Entry, parsed: Parsed<'_>) -> bool {
+    if entry.refused.is_empty() || !matches!(entry.origin, Origin::Federated { .. }) {
+        return false;
+    }
+    match parsed {
+        Parsed::Grandchild { cluster, .. } => entry.refused_from(cluster),
+        Parsed::Child { child, .. } => {
+            entry.refused_from(child) || entry.refused.iter().any(|c| claims(child, c))
+        }
+        _ => false,
     }
 }
 

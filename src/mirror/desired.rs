@@ -160,6 +160,29 @@ pub fn desired(set: &ClusterSet, settings: &MirrorSettings) -> (Vec<Desired>, Ve
     (out.into_values().collect(), problems)
 }
 
+/// The mirror Services (namespace, name) that belong to services their
+/// cluster's budget refused: `<svc>-<cluster>`, and `<svc>-federated` when
+/// a refused service is a member. The reconciler leaves them (and their
+/// slices) exactly as they are: nothing is written or deleted because of
+/// the budget.
+pub fn held_by_budget(set: &ClusterSet) -> BTreeSet<(Arc<str>, Arc<str>)> {
+    let mut held = BTreeSet::new();
+    for c in set.iter() {
+        for svc in c.services.values().filter(|s| s.refused) {
+            let ns = svc.key.namespace.clone();
+            if svc.export.is_some() {
+                let name = fit_name(&format!("{}-{}", svc.key.name, c.name), MAX_SERVICE_NAME);
+                held.insert((ns.clone(), Arc::from(name)));
+            }
+            if svc.federated {
+                let name = fit_name(&format!("{}-{FEDERATED}", svc.key.name), MAX_SERVICE_NAME);
+                held.insert((ns, Arc::from(name)));
+            }
+        }
+    }
+    held
+}
+
 /// Which unit keeps a contested name. Lower wins.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Rank {

@@ -45,6 +45,39 @@ impl Actual {
     }
 }
 
+/// What [`plan`] asks its `hold` about an object, desired or actual.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subject<'a> {
+    /// The linked cluster it mirrors (`None`: a federated object).
+    pub cluster: Option<&'a str>,
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// The mirror Service it belongs to: a Service's own name (a headless
+    /// endpoint mirror's root), an EndpointSlice's `kubernetes.io/service-name`.
+    pub service: Option<&'a str>,
+}
+
+impl<'a> Subject<'a> {
+    fn of(key: &'a ObjectRef, object: &'a Value, cluster: Option<&'a str>) -> Self {
+        let label = |name: &str| {
+            object
+                .pointer(&format!("/metadata/labels/{}", name.replace('/', "~1")))
+                .and_then(Value::as_str)
+        };
+        let service = match key.kind {
+            super::Kind::Service => {
+                label(crate::source::convert::LABEL_HEADLESS_PARENT).or(Some(&*key.name))
+            }
+            super::Kind::EndpointSlice => label(crate::source::convert::LABEL_SERVICE_NAME),
+        };
+        Self {
+            cluster,
+            namespace: &key.namespace,
+            service,
+        }
+    }
+}
+
 /// One write.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -76,15 +109,15 @@ impl Op {
 }
 
 /// What to write. `unowned` lists wanted objects that exist without our
-/// label (found by a failed create): they are not written. `hold` says,
-/// by the cluster an object mirrors (`None`: a federated object), which
-/// objects must not be written at all for now: those whose desired state is
-/// not known yet because a cluster has not synced (see [`Hold`]).
+/// label (found by a failed create): they are not written. `hold` says
+/// which objects must be neither written nor deleted for now: those whose
+/// desired state is not known yet because a cluster has not synced, or a
+/// service its cluster's budget refused (see [`Hold`]).
 pub fn plan(
     desired: &[Desired],
     actual: &BTreeMap<ObjectRef, Actual>,
     unowned: &BTreeSet<ObjectRef>,
-    hold: impl Fn(Option<&str>) -> bool,
+    hold: impl Fn(Subject<'_>) -> bool,
 ) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut wanted = BTreeSet::new();
@@ -106,7 +139,7 @@ pub fn plan(
             continue;
         }
         wanted.insert(&d.key);
-        if hold(d.cluster.as_deref()) {
+        if hold(Subject::of(&d.key, &d.object, d.cluster.as_deref())) {
             continue;
         }
         let d = &stamped(d);
@@ -128,7 +161,7 @@ pub fn plan(
         }
     }
     for (key, a) in actual {
-        if !wanted.contains(key) && !hold(a.cluster()) {
+        if !wanted.contains(key) && !hold(Subject::of(key, &a.object, a.cluster())) {
             ops.push(Op::Delete {
                 key: key.clone(),
                 uid: a.uid().map(str::to_owned),
@@ -168,27 +201,39 @@ fn headless(v: &Value) -> bool {
     v.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None")
 }
 
-/// Which objects wait for clusters to sync. A cluster's own objects are
-/// never written while it has not synced (it may have been unreachable
-/// since we started: never delete because of that). Federated objects,
-/// which hold every member's pods, wait while any cluster is still expected
-/// to sync; once the sync timeout gave up on it, they follow the members
-/// that answer, as the DNS names do.
+/// Which objects are left as they are. A cluster's own objects are never
+/// written while it has not synced (it may have been unreachable since we
+/// started: never delete because of that). Federated objects, which hold
+/// every member's pods, wait while any cluster is still expected to sync;
+/// once the sync timeout gave up on it, they follow the members that
+/// answer, as the DNS names do. The objects of a service its cluster's
+/// budget refused (and the federated objects it is a member of) are
+/// neither written nor deleted: we chose not to hold its endpoints, which
+/// says nothing about what the mirrors should be.
 #[derive(Debug, Default, Clone)]
 pub struct Hold {
     /// Clusters that have not synced.
     pub unsynced: BTreeSet<std::sync::Arc<str>>,
     /// Some of them are still within the sync timeout.
     pub waiting: bool,
+    /// Mirror Services (namespace, name) of refused services
+    /// ([`super::desired::held_by_budget`]).
+    pub refused: BTreeSet<(std::sync::Arc<str>, std::sync::Arc<str>)>,
 }
 
 impl Hold {
-    /// Whether objects of `cluster` (`None`: federated) wait.
-    pub fn holds(&self, cluster: Option<&str>) -> bool {
-        match cluster {
+    /// Whether `object` is left as it is.
+    pub fn holds(&self, object: Subject<'_>) -> bool {
+        let by_cluster = match object.cluster {
             Some(c) => self.unsynced.contains(c),
             None => self.waiting,
-        }
+        };
+        by_cluster
+            || object.service.is_some_and(|s| {
+                self.refused
+                    .iter()
+                    .any(|(ns, name)| **ns == *object.namespace && **name == *s)
+            })
     }
 }
 

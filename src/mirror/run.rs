@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::desired::{MirrorSettings, desired};
+use super::desired::{MirrorSettings, desired, held_by_budget};
 use super::lease::{self, LeaseConfig};
 use super::reconcile::{Actual, Hold, Op, plan};
 use super::stats::MirrorStats;
@@ -282,6 +282,7 @@ impl Controller {
             waiting: set
                 .iter()
                 .any(|c| !c.health.synced && !c.health.sync_given_up),
+            refused: held_by_budget(set),
         };
         let mut wrote = false;
         // A create that finds someone else's Service changes what is wanted
@@ -289,7 +290,7 @@ impl Controller {
         // round settles at least one object, so this ends.
         for _ in 0..=want.len() {
             let unowned_before = self.unowned.len();
-            let ops = plan(&want, &self.actual, &self.unowned, |c| hold.holds(c));
+            let ops = plan(&want, &self.actual, &self.unowned, |o| hold.holds(o));
             if ops.is_empty() {
                 break;
             }

@@ -68,6 +68,10 @@ pub struct Entry {
     pub ports: Vec<Port>,
     /// Pod names, sorted by (cluster, hostname, address).
     pub pods: Vec<Pod>,
+    /// Clusters whose part of this name their budget refused, sorted: the
+    /// records they would add are not held (a per-cluster name is then
+    /// undecided as a whole; a federated one answers from the others).
+    pub refused: Vec<Arc<str>>,
 }
 
 impl Entry {
@@ -102,6 +106,24 @@ impl Entry {
                 c
             })
         })
+    }
+
+    /// True when nothing can be answered at this name because of the
+    /// budget: a refused per-cluster service, or a federated name all of
+    /// whose held members have no address while some member is refused.
+    pub fn withheld(&self) -> bool {
+        !self.refused.is_empty()
+            && match self.origin {
+                Origin::Cluster { .. } => true,
+                Origin::Federated { .. } => {
+                    self.v4.is_empty() && self.v6.is_empty() && self.pods.is_empty()
+                }
+            }
+    }
+
+    /// True when `cluster`'s part of this name was refused by its budget.
+    pub fn refused_from(&self, cluster: &str) -> bool {
+        self.refused.iter().any(|c| &**c == cluster)
     }
 
     /// Number of names this entry serves: itself and its pod names.
@@ -152,6 +174,7 @@ struct Acc {
     pods: Vec<Pod>,
     ptrs: Vec<(IpAddr, Arc<str>)>,
     too_long: u32,
+    refused: Vec<Arc<str>>,
 }
 
 impl Acc {
@@ -163,6 +186,7 @@ impl Acc {
             pods: Vec::new(),
             ptrs: Vec::new(),
             too_long: 0,
+            refused: Vec::new(),
         }
     }
 
@@ -214,8 +238,13 @@ impl Acc {
         self.ports.dedup();
         self.pods.sort_unstable();
         self.pods.dedup();
-        let exists =
-            !headless || !self.pods.is_empty() || !self.v4.is_empty() || !self.v6.is_empty();
+        self.refused.sort_unstable();
+        // A refused member may hold the pods that would make it exist.
+        let exists = !headless
+            || !self.pods.is_empty()
+            || !self.v4.is_empty()
+            || !self.v6.is_empty()
+            || !self.refused.is_empty();
         let entry = exists.then_some(Entry {
             name,
             namespace,
@@ -225,6 +254,7 @@ impl Acc {
             v6: self.v6,
             ports: self.ports,
             pods: self.pods,
+            refused: self.refused,
         });
         if entry.is_none() {
             self.ptrs.clear();
@@ -265,6 +295,10 @@ pub fn build_cluster_entry(
         name: cluster.name.clone(),
     };
     let mut acc = Acc::new();
+    if svc.refused {
+        acc.refused.push(cluster.name.clone());
+        return acc.finish(name, ns.clone(), origin, svc.headless);
+    }
     if svc.headless {
         for slice in cluster.slices_of(key) {
             for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
@@ -355,8 +389,9 @@ pub fn build_federated_entry(
     label: &str,
     cx: &BuildContext<'_>,
 ) -> Built {
-    let members: Vec<&Cluster> = federated_members(set, key).collect();
-    if members.is_empty() {
+    let (members, refused): (Vec<&Cluster>, Vec<&Cluster>) =
+        federated_members(set, key).partition(|c| c.services.get(key).is_some_and(|s| !s.refused));
+    if members.is_empty() && refused.is_empty() {
         return Built::default();
     }
     let eligible: Vec<&Cluster> = members
@@ -364,13 +399,16 @@ pub fn build_federated_entry(
         .copied()
         .filter(|c| federation_eligible(&c.health, cx))
         .collect();
-    let fail_open = eligible.is_empty();
+    let fail_open = eligible.is_empty() && !members.is_empty();
     let used = if fail_open { members } else { eligible };
     let stale = used.iter().any(|c| c.health.broken_since.is_some());
     let ns = &key.namespace;
     let name: Arc<str> = format!("{label}.{ns}.svc.{}", cx.zone).into();
     let mut acc = Acc::new();
-    let mut headless = true;
+    acc.refused = refused.iter().map(|c| c.name.clone()).collect();
+    let mut headless = refused
+        .iter()
+        .all(|c| c.services.get(key).is_some_and(|s| s.headless));
     for c in used {
         let Some(svc) = c.services.get(key) else {
             continue;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
+use super::budget::Budget;
 use super::cluster::{ClusterSet, Dirty};
 use super::entry::{
     BuildContext, Entry, build_cluster_entry, build_federated_entry, federated_members,
@@ -47,6 +48,8 @@ pub struct Settings {
     pub stale_ttl: u32,
     /// A member whose watch is broken stays in federated answers this long.
     pub federated_grace: Duration,
+    /// What one linked cluster may make us hold; the sources apply it.
+    pub budget: Budget,
 }
 
 impl Settings {
@@ -62,6 +65,7 @@ impl Settings {
             max_stale: None,
             stale_ttl: 5,
             federated_grace: Duration::from_secs(30),
+            budget: Budget::default(),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! query path. DNS answers and (later) mirror objects are both derived from
 //! this one state.
 
+pub mod budget;
 pub mod cluster;
 pub mod entry;
 pub mod index;

@@ -141,6 +141,10 @@ pub struct Service {
     /// Linkerd does (linkerd-compat.md §2.2): meshed clients need it to skip
     /// protocol detection on server-speaks-first ports.
     pub opaque_ports: Option<Arc<str>>,
+    /// Refused by its cluster's budget ([`super::budget`]): it exists, but
+    /// its endpoints are not held, so its names answer SERVFAIL (never
+    /// NXDOMAIN) and the mirror leaves its objects as they are.
+    pub refused: bool,
 }
 
 /// An address family of an EndpointSlice.

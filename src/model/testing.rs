@@ -35,6 +35,7 @@ pub(crate) fn service(
         ports,
         publish_not_ready: false,
         opaque_ports: None,
+        refused: false,
     }
 }
 

@@ -27,10 +27,11 @@ use super::convert::{GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_MIRRORED, LABEL_SERV
 use super::probe::{self, ProbeReport};
 use super::selector::Selectors;
 use super::spec::{GatewayAddr, GatewaySource, GatewaySpec};
-use super::state::{Action, ClusterState, Output};
+use super::state::{Action, BudgetReport, ClusterState, Output};
 use super::status::{ProbeStatus, StatusBoard};
+use crate::model::budget::Budget;
 use crate::model::objects::{Gateway, ObjectKey};
-use crate::model::{Event, Health};
+use crate::model::{Event, Health, Settings};
 
 /// How often gateway hostnames are resolved again (Linkerd's endpoint
 /// refresh period).
@@ -54,6 +55,9 @@ pub struct ClusterRun {
     pub gateway: GatewaySource,
     /// Readiness stops waiting for the first sync after this long.
     pub sync_timeout: Duration,
+    /// The answer settings; their budget bounds what the cluster may make
+    /// us hold, and follows a configuration reload.
+    pub settings: watch::Receiver<Arc<Settings>>,
 }
 
 impl ClusterRun {
@@ -220,6 +224,7 @@ struct Runner {
     gateway_alive: Option<bool>,
     gave_up: bool,
     last_health: Option<Health>,
+    last_budget: BudgetReport,
     pending: Vec<Event>,
 }
 
@@ -304,6 +309,32 @@ impl Runner {
         out.actions
     }
 
+    /// Applies the budget to what the last messages changed; reports it,
+    /// logging once when the cluster goes over or comes back within it.
+    fn settle(&mut self) -> Vec<Action> {
+        let mut out = Output::default();
+        self.state.settle(&mut out);
+        let report = self.state.budget_report();
+        if report != self.last_budget {
+            let (was, now) = (self.last_budget.refused, report.refused);
+            if was.services == 0 && now.services > 0 {
+                warn!(
+                    cluster = %self.run.name, refused_services = now.services,
+                    refused_endpoints = now.endpoints,
+                    max_services = report.budget.max_services,
+                    max_endpoints = report.budget.max_endpoints,
+                    "over its budget: its newest services are refused (SERVFAIL) and not held; the oldest that fit are served"
+                );
+            } else if was.services > 0 && now.services == 0 {
+                info!(cluster = %self.run.name, "within its budget again: every exported service is served");
+            }
+            self.board
+                .update(&self.run.name, |r| r.budget = Some(report.clone()));
+            self.last_budget = report;
+        }
+        self.took(out)
+    }
+
     fn undecodable(&mut self, object: Option<String>, error: &str) {
         warn!(cluster = %self.run.name, object = object.as_deref().unwrap_or("?"), %error, "object skipped: cannot decode");
         self.board
@@ -331,9 +362,19 @@ pub async fn run(
         gateway_alive: None,
         gave_up: false,
         last_health: None,
+        last_budget: BudgetReport::default(),
         pending: Vec::new(),
         run,
     };
+    let mut settings = r.run.settings.clone();
+    // The local cluster's exports are our own: only linked ones are held
+    // to a budget.
+    let local = r.run.local;
+    let budget_of = move |s: &Settings| {
+        if local { Budget::UNLIMITED } else { s.budget }
+    };
+    let budget = budget_of(&settings.borrow_and_update());
+    r.state.set_budget(budget);
     let watches = shutdown.child_token();
     let _stop_watches = watches.clone().drop_guard();
     let mut slice_watch_started = false;
@@ -407,12 +448,26 @@ pub async fn run(
         GatewaySource::Spec(s) => Some(s.clone()),
         _ => None,
     };
+    let list = |key: ObjectKey| {
+        if let Some(c) = &client {
+            tokio::spawn(list_slices(c.clone(), key, mtx.clone(), watches.clone()));
+        }
+    };
     loop {
         let msg = tokio::select! {
             m = mrx.recv() => match m { Some(m) => m, None => break },
             () = &mut sync_deadline, if !r.gave_up && !r.state.synced() => {
                 warn!(cluster = %r.run.name, timeout = ?r.run.sync_timeout, "not synced within the sync timeout; readiness stops waiting for it");
                 r.gave_up = true;
+                if !r.flush().await { break; }
+                continue;
+            }
+            Ok(()) = settings.changed() => {
+                let budget = budget_of(&settings.borrow_and_update());
+                r.state.set_budget(budget);
+                for Action::ListSlices(key) in r.settle() {
+                    list(key);
+                }
                 if !r.flush().await { break; }
                 continue;
             }
@@ -504,14 +559,8 @@ pub async fn run(
                     });
                 }
             }
-            for action in r.took(out) {
-                match action {
-                    Action::ListSlices(key) => {
-                        if let Some(c) = &client {
-                            tokio::spawn(list_slices(c.clone(), key, mtx.clone(), watches.clone()));
-                        }
-                    }
-                }
+            for Action::ListSlices(key) in r.took(out) {
+                list(key);
             }
             if !slice_watch_started
                 && r.state.services_listed()
@@ -523,6 +572,9 @@ pub async fn run(
             if handled < 256 && r.pending.len() < BATCH {
                 next = mrx.try_recv().ok();
             }
+        }
+        for Action::ListSlices(key) in r.settle() {
+            list(key);
         }
         if !r.flush().await {
             break;

@@ -301,6 +301,7 @@ pub fn convert_service(
                 .as_ref()
                 .and_then(|a| a.get(ANNOTATION_OPAQUE_PORTS))
                 .map(|v| Arc::from(v.as_str())),
+            refused: false,
         }),
         warnings,
     )

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use super::convert::{ConvertError, ServiceKind, convert_service, convert_slice};
 use super::selector::LINKERD_DEFAULTS;
+use crate::model::budget::{Admission, Budget};
 use crate::model::names::check_cluster_name;
 use crate::model::objects::{Gateway, Mirror, ObjectKey, Service, Slice};
 use crate::model::{Event, Health};
@@ -580,6 +581,49 @@ pub fn load_dir(root: &Path, local: Option<&str>) -> Result<DirLoad, FileSourceE
     Ok(DirLoad { clusters, problems })
 }
 
+/// Judges a cluster's services against `budget` (the oldest whose
+/// endpoints fit are kept, [`crate::model::budget`]); the returned admission
+/// says which are refused and what they hold.
+pub fn admission(objects: &ClusterObjects, budget: Budget) -> Admission {
+    let mut a = Admission::new();
+    for (key, s) in &objects.services {
+        a.service(key, s.created);
+    }
+    for slice in objects.slices.values() {
+        let service = ObjectKey {
+            namespace: slice.key.namespace.clone(),
+            name: slice.service.clone(),
+        };
+        a.endpoints(&service, slice.endpoints.len() as isize);
+    }
+    a.rebudget(budget);
+    a
+}
+
+/// `objects` as the model holds them when `refused` services are refused:
+/// flagged, and their EndpointSlices left out.
+pub fn within_budget<'o>(
+    objects: &'o ClusterObjects,
+    refused: &BTreeSet<ObjectKey>,
+) -> std::borrow::Cow<'o, ClusterObjects> {
+    if refused.is_empty() {
+        return std::borrow::Cow::Borrowed(objects);
+    }
+    let mut held = objects.clone();
+    for key in refused {
+        if let Some(s) = held.services.get_mut(key) {
+            s.refused = true;
+        }
+    }
+    held.slices.retain(|_, slice| {
+        !refused.contains(&ObjectKey {
+            namespace: slice.key.namespace.clone(),
+            name: slice.service.clone(),
+        })
+    });
+    std::borrow::Cow::Owned(held)
+}
+
 /// The events that turn `old` (nothing, for a new cluster) into `new`.
 pub fn diff(cluster: &Arc<str>, old: &ClusterObjects, new: &ClusterObjects) -> Vec<Event> {
     let mut events = Vec::new();
@@ -642,11 +686,16 @@ pub fn diff(cluster: &Arc<str>, old: &ClusterObjects, new: &ClusterObjects) -> V
 /// The events that bring a freshly loaded cluster up: up, its objects,
 /// synced.
 pub fn initial_events(load: &ClusterLoad) -> Vec<Event> {
+    initial_events_of(load, &load.objects)
+}
+
+/// [`initial_events`] with `objects` (the load's, within a budget).
+pub fn initial_events_of(load: &ClusterLoad, objects: &ClusterObjects) -> Vec<Event> {
     let mut events = vec![Event::ClusterUp {
         cluster: load.name.clone(),
         local: load.local,
     }];
-    events.extend(diff(&load.name, &ClusterObjects::default(), &load.objects));
+    events.extend(diff(&load.name, &ClusterObjects::default(), objects));
     events.push(Event::Health {
         cluster: load.name.clone(),
         health: Health {

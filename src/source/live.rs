@@ -30,7 +30,7 @@ use super::selector::Selectors;
 use super::spec::{GatewaySource, LinkedCluster};
 use super::state::ClusterState;
 use super::status::StatusBoard;
-use crate::model::Event;
+use crate::model::{Event, Settings};
 
 /// The Secret key holding the kubeconfig (Linkerd's `k8s.ConfigKeyName`).
 pub const SECRET_KEY: &str = "kubeconfig";
@@ -424,6 +424,7 @@ pub async fn run(
     config: LiveConfig,
     tx: mpsc::Sender<SourceMsg>,
     board: Arc<StatusBoard>,
+    settings: watch::Receiver<Arc<Settings>>,
     shutdown: CancellationToken,
 ) {
     let local = config.local.clone();
@@ -445,6 +446,7 @@ pub async fn run(
         selectors: Selectors::linkerd_defaults(),
         gateway: GatewaySource::None,
         sync_timeout: config.sync_timeout,
+        settings: settings.clone(),
     };
     let n = local_run.service_targets().len();
     let local_task = tokio::spawn(cluster::run(
@@ -495,7 +497,14 @@ pub async fn run(
             continue;
         };
         board.set_problems(problems);
-        if !apply_desired(&config, &desired, &mut running, &tx, &board, &shutdown).await {
+        let cx = Supervisor {
+            config: &config,
+            tx: &tx,
+            board: &board,
+            settings: &settings,
+            shutdown: &shutdown,
+        };
+        if !apply_desired(&cx, &desired, &mut running).await {
             break;
         }
         if !initial_sent {
@@ -512,16 +521,29 @@ pub async fn run(
     let _ = local_task.await;
 }
 
+/// What the supervisor hands every cluster task it starts.
+struct Supervisor<'a> {
+    config: &'a LiveConfig,
+    tx: &'a mpsc::Sender<SourceMsg>,
+    board: &'a Arc<StatusBoard>,
+    settings: &'a watch::Receiver<Arc<Settings>>,
+    shutdown: &'a CancellationToken,
+}
+
 /// Starts, restarts and stops cluster tasks so they match `desired`.
 /// Returns false when the model is gone.
 async fn apply_desired(
-    config: &LiveConfig,
+    cx: &Supervisor<'_>,
     desired: &[LinkedCluster],
     running: &mut BTreeMap<Arc<str>, Running>,
-    tx: &mpsc::Sender<SourceMsg>,
-    board: &Arc<StatusBoard>,
-    shutdown: &CancellationToken,
 ) -> bool {
+    let Supervisor {
+        config,
+        tx,
+        board,
+        shutdown,
+        ..
+    } = *cx;
     let gone: Vec<Arc<str>> = running
         .keys()
         .filter(|k| !desired.iter().any(|d| &d.name == *k))
@@ -581,6 +603,7 @@ async fn apply_desired(
             selectors: spec.selectors.clone(),
             gateway: spec.gateway.clone(),
             sync_timeout: config.sync_timeout,
+            settings: cx.settings.clone(),
         };
         let n = run.service_targets().len();
         let state = match previous {

@@ -6,10 +6,12 @@
 //! exported services are kept (memory follows exported endpoints), the
 //! targeted slice list when a service becomes exported after the slice watch
 //! started, relist bookkeeping (objects missing from a relist are deleted),
-//! and carrying state across a restart (new credentials or selectors) so the
+//! the cluster's budget (a refused service is announced refused and its
+//! slices are counted, not held; admitted again, they are listed anew), and
+//! carrying state across a restart (new credentials or selectors) so the
 //! old data is served until the new watches have listed. It must not do I/O.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
@@ -18,6 +20,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use super::convert::{ServiceKind, convert_service, convert_slice};
 use super::selector::Selectors;
 use crate::model::Event;
+use crate::model::budget::{Admission, Budget, Refused};
 use crate::model::objects::ObjectKey;
 
 /// Something the shell must do for the state.
@@ -44,12 +47,18 @@ struct Held {
     /// Which Service watches currently hold it.
     mask: u32,
     kind: ServiceKind,
+    /// The model was told the budget refuses it.
+    refused: bool,
 }
 
 #[derive(Debug, Clone)]
 struct HeldSlice {
     service: ObjectKey,
+    /// Its endpoint addresses now (what the budget counts).
     endpoints: usize,
+    /// The endpoint count of the version the model holds; `None` when the
+    /// model has none (its service is refused, or it waits in `deferred`).
+    sent: Option<usize>,
 }
 
 /// Counts for status pages.
@@ -64,6 +73,20 @@ pub struct Counts {
     /// Endpoint addresses held.
     pub endpoints: usize,
 }
+
+/// The budget and what it refuses, for status pages and logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BudgetReport {
+    /// The budget in force.
+    pub budget: Budget,
+    /// What it refuses.
+    pub refused: Refused,
+    /// The oldest refused services (at most [`REFUSED_LISTED`]).
+    pub refused_services: Vec<ObjectKey>,
+}
+
+/// Refused services named in a [`BudgetReport`].
+pub const REFUSED_LISTED: usize = 20;
 
 /// One cluster's delivered state.
 #[derive(Debug, Clone)]
@@ -86,8 +109,17 @@ pub struct ClusterState {
     pending: HashMap<ObjectKey, HashSet<ObjectKey>>,
     /// Mirror Services held (the rest of `services` are exports).
     mirrors: usize,
-    /// Endpoint addresses held, summed over `slices`.
-    endpoints: usize,
+    /// Slices the model holds, and their endpoint addresses.
+    forwarded: (usize, usize),
+    /// Slices delivered since the last [`Self::settle`]: the model gets
+    /// them once the budget has judged their service, so a refused
+    /// service's endpoints never reach it.
+    deferred: BTreeMap<ObjectKey, crate::model::objects::Slice>,
+    /// Exported services against the budget.
+    admission: Admission,
+    budget: Budget,
+    /// The budget changed: every service is judged again.
+    rebudget: bool,
     gateway_listed: bool,
     gateway_seen: bool,
     has_gateway: bool,
@@ -112,7 +144,11 @@ impl ClusterState {
             slice_relist: None,
             pending: HashMap::new(),
             mirrors: 0,
-            endpoints: 0,
+            forwarded: (0, 0),
+            deferred: BTreeMap::new(),
+            admission: Admission::new(),
+            budget: Budget::default(),
+            rebudget: false,
             gateway_listed: true,
             gateway_seen: false,
             has_gateway: false,
@@ -133,7 +169,10 @@ impl ClusterState {
             .collect();
         next.slices = self.slices;
         next.mirrors = self.mirrors;
-        next.endpoints = self.endpoints;
+        next.forwarded = self.forwarded;
+        next.deferred = self.deferred;
+        next.admission = self.admission;
+        next.budget = self.budget;
         next.by_service = self.by_service;
         next.has_gateway = self.has_gateway;
         next.synced = self.synced;
@@ -158,8 +197,119 @@ impl ClusterState {
         Counts {
             services: self.services.len() - self.mirrors,
             mirrors: self.mirrors,
-            slices: self.slices.len(),
-            endpoints: self.endpoints,
+            slices: self.forwarded.0,
+            endpoints: self.forwarded.1,
+        }
+    }
+
+    /// The budget and what it refuses (asked after every batch: cheap
+    /// unless something is refused).
+    pub fn budget_report(&self) -> BudgetReport {
+        BudgetReport {
+            budget: self.budget,
+            refused: self.admission.refused(),
+            refused_services: self.admission.refused_keys(REFUSED_LISTED),
+        }
+    }
+
+    /// Judges every service against `budget` at the next [`Self::settle`].
+    pub fn set_budget(&mut self, budget: Budget) {
+        if budget != self.budget {
+            self.budget = budget;
+            self.rebudget = true;
+        }
+    }
+
+    /// Applies the budget to what this batch changed: newly refused
+    /// services are announced refused and their slices leave the model;
+    /// newly admitted ones get their slices listed again (the model keeps
+    /// them refused until the list is in, so they never answer short).
+    pub fn settle(&mut self, out: &mut Output) {
+        let changes = if std::mem::take(&mut self.rebudget) {
+            self.admission.rebudget(self.budget)
+        } else {
+            self.admission.settle(self.budget)
+        };
+        for key in changes.refused {
+            self.pending.remove(&key);
+            self.announce(&key, true, out);
+            self.unforward_slices_of(&key, out);
+        }
+        for key in changes.admitted {
+            let withheld = self.by_service.get(&key).is_some_and(|slices| {
+                slices.iter().any(|k| {
+                    !self.deferred.contains_key(k)
+                        && self.slices.get(k).is_some_and(|h| h.sent.is_none())
+                })
+            });
+            if withheld {
+                // Its slices were counted, not kept: fetch them again.
+                self.pending.insert(key.clone(), HashSet::new());
+                out.actions.push(Action::ListSlices(key));
+            } else {
+                self.announce(&key, false, out);
+            }
+        }
+        self.forward_deferred(out);
+        self.check_synced();
+    }
+
+    /// Sends the model the slices delivered since the last settle whose
+    /// service is admitted; the others stay counted only.
+    fn forward_deferred(&mut self, out: &mut Output) {
+        for (key, slice) in std::mem::take(&mut self.deferred) {
+            let Some(held) = self.slices.get_mut(&key) else {
+                continue;
+            };
+            if !self.admission.admitted(&held.service) {
+                continue;
+            }
+            let n = slice.endpoints.len();
+            match held.sent.replace(n) {
+                Some(was) => self.forwarded.1 = self.forwarded.1 - was + n,
+                None => self.forwarded = (self.forwarded.0 + 1, self.forwarded.1 + n),
+            }
+            out.events.push(Event::SliceApplied {
+                cluster: self.name.clone(),
+                slice,
+            });
+        }
+    }
+
+    /// Tells the model service `key` is refused (or not) if it was told
+    /// otherwise.
+    fn announce(&mut self, key: &ObjectKey, refused: bool, out: &mut Output) {
+        let Some(h) = self.services.get_mut(key) else {
+            return;
+        };
+        let ServiceKind::Exported(service) = &h.kind else {
+            return;
+        };
+        if h.refused != refused {
+            h.refused = refused;
+            out.events.push(Event::ServiceApplied {
+                cluster: self.name.clone(),
+                service: crate::model::objects::Service {
+                    refused,
+                    ..service.clone()
+                },
+            });
+        }
+    }
+
+    fn unforward_slices_of(&mut self, service: &ObjectKey, out: &mut Output) {
+        for key in self.by_service.get(service).into_iter().flatten() {
+            self.deferred.remove(key);
+            if let Some(held) = self.slices.get_mut(key)
+                && let Some(sent) = held.sent.take()
+            {
+                self.forwarded.0 -= 1;
+                self.forwarded.1 -= sent;
+                out.events.push(Event::SliceDeleted {
+                    cluster: self.name.clone(),
+                    key: key.clone(),
+                });
+            }
         }
     }
 
@@ -295,7 +445,7 @@ impl ClusterState {
         }
         let was_exported = self.exported(&key);
         let bit = 1u32 << w;
-        let changed = match self.services.get_mut(&key) {
+        let (changed, refused) = match self.services.get_mut(&key) {
             Some(h) => {
                 h.mask |= bit;
                 let changed = h.kind != kind;
@@ -303,7 +453,7 @@ impl ClusterState {
                 h.kind = kind.clone();
                 let is_mirror = matches!(kind, ServiceKind::Mirror(_));
                 self.mirrors = self.mirrors + usize::from(is_mirror) - usize::from(was_mirror);
-                changed
+                (changed, h.refused)
             }
             None => {
                 self.mirrors += usize::from(matches!(kind, ServiceKind::Mirror(_)));
@@ -312,9 +462,10 @@ impl ClusterState {
                     Held {
                         mask: bit,
                         kind: kind.clone(),
+                        refused: false,
                     },
                 );
-                true
+                (true, false)
             }
         };
         if !changed {
@@ -323,7 +474,11 @@ impl ClusterState {
         let cluster = self.name.clone();
         match kind {
             ServiceKind::Exported(service) => {
-                out.events.push(Event::ServiceApplied { cluster, service });
+                self.admission.service(&key, service.created);
+                out.events.push(Event::ServiceApplied {
+                    cluster,
+                    service: crate::model::objects::Service { refused, ..service },
+                });
                 if !was_exported {
                     self.became_exported(&key, out);
                 }
@@ -335,6 +490,10 @@ impl ClusterState {
                         key: key.clone(),
                     });
                     self.drop_slices_of(&key, out);
+                    self.admission.remove(&key);
+                    if let Some(h) = self.services.get_mut(&key) {
+                        h.refused = false;
+                    }
                 }
                 out.events.push(Event::MirrorApplied { cluster, mirror });
             }
@@ -376,6 +535,7 @@ impl ClusterState {
                     key: key.clone(),
                 });
                 self.drop_slices_of(key, out);
+                self.admission.remove(key);
             }
             ServiceKind::Mirror(_) => {
                 out.events.push(Event::MirrorDeleted {
@@ -398,13 +558,17 @@ impl ClusterState {
     fn drop_slices_of(&mut self, service: &ObjectKey, out: &mut Output) {
         self.pending.remove(service);
         for slice in self.by_service.remove(service).into_iter().flatten() {
-            if let Some(held) = self.slices.remove(&slice) {
-                self.endpoints -= held.endpoints;
+            self.deferred.remove(&slice);
+            if let Some(held) = self.slices.remove(&slice)
+                && let Some(sent) = held.sent
+            {
+                self.forwarded.0 -= 1;
+                self.forwarded.1 -= sent;
+                out.events.push(Event::SliceDeleted {
+                    cluster: self.name.clone(),
+                    key: slice,
+                });
             }
-            out.events.push(Event::SliceDeleted {
-                cluster: self.name.clone(),
-                key: slice,
-            });
         }
     }
 
@@ -485,38 +649,50 @@ impl ClusterState {
         self.hold_slice(service, s, out);
     }
 
+    /// Keeps `s` of exported `service`: counted against the budget now,
+    /// sent to the model at the next [`Self::settle`] if the service is
+    /// admitted then.
     fn hold_slice(
         &mut self,
         service: ObjectKey,
         s: crate::model::objects::Slice,
         out: &mut Output,
     ) {
-        if let Some(old) = self.slices.get(&s.key)
-            && old.service != service
-        {
-            let old_service = old.service.clone();
-            if let Some(set) = self.by_service.get_mut(&old_service) {
-                set.remove(&s.key);
+        let n = s.endpoints.len();
+        let mut sent = None;
+        if let Some(old) = self.slices.remove(&s.key) {
+            self.admission
+                .endpoints(&old.service, -(old.endpoints as isize));
+            if old.service != service {
+                if let Some(set) = self.by_service.get_mut(&old.service) {
+                    set.remove(&s.key);
+                }
+                // Moved to another service: the old one loses it now.
+                if let Some(was) = old.sent {
+                    self.forwarded = (self.forwarded.0 - 1, self.forwarded.1 - was);
+                    out.events.push(Event::SliceDeleted {
+                        cluster: self.name.clone(),
+                        key: s.key.clone(),
+                    });
+                }
+            } else {
+                sent = old.sent;
             }
         }
-        self.endpoints += s.endpoints.len();
-        if let Some(old) = self.slices.insert(
-            s.key.clone(),
-            HeldSlice {
-                service: service.clone(),
-                endpoints: s.endpoints.len(),
-            },
-        ) {
-            self.endpoints -= old.endpoints;
-        }
+        self.admission.endpoints(&service, n as isize);
         self.by_service
-            .entry(service)
+            .entry(service.clone())
             .or_default()
             .insert(s.key.clone());
-        out.events.push(Event::SliceApplied {
-            cluster: self.name.clone(),
-            slice: s,
-        });
+        self.slices.insert(
+            s.key.clone(),
+            HeldSlice {
+                service,
+                endpoints: n,
+                sent,
+            },
+        );
+        self.deferred.insert(s.key.clone(), s);
     }
 
     /// The slice watch saw `slice` deleted.
@@ -539,18 +715,24 @@ impl ClusterState {
     }
 
     fn remove_slice(&mut self, key: &ObjectKey, out: &mut Output) {
+        self.deferred.remove(key);
         if let Some(held) = self.slices.remove(key) {
-            self.endpoints -= held.endpoints;
+            self.admission
+                .endpoints(&held.service, -(held.endpoints as isize));
             if let Some(set) = self.by_service.get_mut(&held.service) {
                 set.remove(key);
                 if set.is_empty() {
                     self.by_service.remove(&held.service);
                 }
             }
-            out.events.push(Event::SliceDeleted {
-                cluster: self.name.clone(),
-                key: key.clone(),
-            });
+            if let Some(sent) = held.sent {
+                self.forwarded.0 -= 1;
+                self.forwarded.1 -= sent;
+                out.events.push(Event::SliceDeleted {
+                    cluster: self.name.clone(),
+                    key: key.clone(),
+                });
+            }
         }
     }
 
@@ -569,6 +751,11 @@ impl ClusterState {
                     continue;
                 }
                 self.slice_apply(&slice, out);
+            }
+            // Admitted again while refused: its slices are in, so it may
+            // answer.
+            if self.admission.admitted(service) {
+                self.announce(service, false, out);
             }
         }
         self.check_synced();

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::state::Counts;
+use super::state::{BudgetReport, Counts};
 
 /// The gateway probe as last seen.
 #[derive(Debug, Clone, Default)]
@@ -67,6 +67,8 @@ pub struct ClusterReport {
     pub problem: Option<String>,
     /// File mode: the problems its files have (`None` in live mode).
     pub files: Option<Vec<String>>,
+    /// Its budget and what it refuses (`None` until first judged).
+    pub budget: Option<BudgetReport>,
 }
 
 impl ClusterReport {
@@ -94,6 +96,7 @@ impl ClusterReport {
             probe: None,
             problem: None,
             files: None,
+            budget: None,
         }
     }
 }
@@ -202,6 +205,13 @@ impl StatusBoard {
                     })),
                     "problem": r.problem,
                     "fileProblems": r.files,
+                    "budget": r.budget.as_ref().map(|b| json!({
+                        "maxServices": b.budget.max_services,
+                        "maxEndpoints": b.budget.max_endpoints,
+                        "refusedServices": b.refused.services,
+                        "refusedEndpoints": b.refused.endpoints,
+                        "refused": b.refused_services.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    })),
                 })
             })
             .collect();
@@ -220,7 +230,7 @@ impl StatusBoard {
         }
         type Getter = fn(&ClusterReport, Instant) -> Option<f64>;
         // `clusterset_dns_cluster_synced` comes from the snapshot (metrics.rs).
-        let families: [(&str, &str, &str, Getter); 10] = [
+        let families: [(&str, &str, &str, Getter); 12] = [
             (
                 "clusterset_dns_cluster_sync_given_up",
                 "gauge",
@@ -276,6 +286,18 @@ impl StatusBoard {
                 "gauge",
                 "Endpoint addresses held.",
                 |r, _| Some(r.counts.endpoints as f64),
+            ),
+            (
+                "clusterset_dns_cluster_refused_services",
+                "gauge",
+                "Exported services refused by the cluster's budget (their names answer SERVFAIL).",
+                |r, _| r.budget.as_ref().map(|b| b.refused.services as f64),
+            ),
+            (
+                "clusterset_dns_cluster_refused_endpoints",
+                "gauge",
+                "Endpoints of the refused services, not held.",
+                |r, _| r.budget.as_ref().map(|b| b.refused.endpoints as f64),
             ),
             (
                 "clusterset_dns_gateway_alive",

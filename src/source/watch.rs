@@ -12,19 +12,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use notify::Watcher;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::SourceMsg;
 use super::file::{
-    ClusterDir, ClusterLoad, ClusterObjects, Problem, Severity, cluster_dirs, diff, fingerprint,
-    initial_events, load_cluster,
+    ClusterDir, ClusterLoad, ClusterObjects, Problem, Severity, admission, cluster_dirs, diff,
+    fingerprint, initial_events_of, load_cluster, within_budget,
 };
-use super::state::Counts;
+use super::state::{BudgetReport, Counts, REFUSED_LISTED};
 use super::status::StatusBoard;
 use crate::metrics::Metrics;
-use crate::model::Event;
+use crate::model::budget::Budget;
+use crate::model::objects::ObjectKey;
+use crate::model::{Event, Settings};
 
 /// How often fingerprints are polled.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -34,7 +36,24 @@ const DEBOUNCE: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 struct Known {
     fingerprint: u64,
+    /// Everything its files hold.
     objects: ClusterObjects,
+    /// The budget's verdict on them: what the model was sent is
+    /// `within_budget(objects, refused)`.
+    refused: BTreeSet<ObjectKey>,
+    budget: BudgetReport,
+}
+
+/// The services `budget` refuses in `objects`, and the report of it.
+fn judge(objects: &ClusterObjects, budget: Budget) -> (BTreeSet<ObjectKey>, BudgetReport) {
+    let admission = admission(objects, budget);
+    let report = BudgetReport {
+        budget,
+        refused: admission.refused(),
+        refused_services: admission.refused_keys(REFUSED_LISTED),
+    };
+    let refused = admission.refused_keys(usize::MAX).into_iter().collect();
+    (refused, report)
 }
 
 /// The state of the file source between scans.
@@ -47,6 +66,8 @@ pub struct FileSource {
     root_error: bool,
     /// [`SourceMsg::ClustersKnown`] was sent.
     announced: bool,
+    /// What each cluster but the local one may make us hold.
+    budget: Budget,
     metrics: Arc<Metrics>,
     board: Arc<StatusBoard>,
 }
@@ -77,6 +98,7 @@ impl FileSource {
             reported: BTreeSet::new(),
             root_error: false,
             announced: false,
+            budget: Budget::default(),
             metrics,
             board,
         }
@@ -248,13 +270,21 @@ impl FileSource {
                 cluster = %dir.name, local, services = load.objects.services.len(),
                 slices = load.objects.slices.len(), "cluster loaded"
             );
-            self.report(&load, &load.objects, false);
-            let events = initial_events(&load);
+            let (refused, budget) = judge(&load.objects, self.budget_of(&dir.name));
+            log_budget(&dir.name, &BudgetReport::default(), &budget);
+            let held = within_budget(&load.objects, &refused);
+            self.report(&load, &held, false);
+            self.board
+                .update(&dir.name, |r| r.budget = Some(budget.clone()));
+            let events = initial_events_of(&load, &held);
+            drop(held);
             self.clusters.insert(
                 dir.name.clone(),
                 Known {
                     fingerprint: fp,
                     objects: load.objects,
+                    refused,
+                    budget,
                 },
             );
             return events;
@@ -263,27 +293,108 @@ impl FileSource {
         let events = if load.has_errors() {
             self.metrics.reload_error(&dir.name);
             error!(cluster = %dir.name, "cluster files have errors; keeping the previous data until they are fixed");
-            self.report(&load, &known.objects, true);
+            self.report(&load, &within_budget(&known.objects, &known.refused), true);
             Vec::new()
         } else {
-            let changes = diff(&load.name, &known.objects, &load.objects);
+            let (refused, budget) = judge(&load.objects, self.budget_of(&dir.name));
+            let changes = self.changes(&dir.name, &known, &load.objects, &refused, &budget);
             info!(cluster = %dir.name, changes = changes.len(), "cluster reloaded");
-            self.report(&load, &load.objects, false);
+            self.report(&load, &within_budget(&load.objects, &refused), false);
             known.objects = load.objects;
+            known.refused = refused;
+            known.budget = budget;
             changes
         };
         self.clusters.insert(dir.name.clone(), known);
         events
     }
+
+    fn budget_of(&self, cluster: &str) -> Budget {
+        // The local cluster's exports are our own.
+        if self.local.as_deref() == Some(cluster) {
+            Budget::UNLIMITED
+        } else {
+            self.budget
+        }
+    }
+
+    /// The events from what the model holds of a cluster to `objects`
+    /// within `refused`, with the budget's report updated.
+    fn changes(
+        &self,
+        name: &Arc<str>,
+        known: &Known,
+        objects: &ClusterObjects,
+        refused: &BTreeSet<ObjectKey>,
+        budget: &BudgetReport,
+    ) -> Vec<Event> {
+        log_budget(name, &known.budget, budget);
+        if *budget != known.budget {
+            self.board.update(name, |r| r.budget = Some(budget.clone()));
+        }
+        diff(
+            name,
+            &within_budget(&known.objects, &known.refused),
+            &within_budget(objects, refused),
+        )
+    }
+
+    /// Judges every cluster under a new budget (a configuration reload)
+    /// and hands `emit` what changed.
+    pub fn rebudget(&mut self, budget: Budget, emit: &mut dyn FnMut(SourceMsg) -> bool) -> bool {
+        if budget == self.budget {
+            return true;
+        }
+        self.budget = budget;
+        let names: Vec<Arc<str>> = self.clusters.keys().cloned().collect();
+        for name in names {
+            let Some(mut known) = self.clusters.remove(&name) else {
+                continue;
+            };
+            let (refused, report) = judge(&known.objects, self.budget_of(&name));
+            let events = self.changes(&name, &known, &known.objects, &refused, &report);
+            known.refused = refused;
+            known.budget = report;
+            self.clusters.insert(name, known);
+            if !events.is_empty() && !emit(SourceMsg::Events(events)) {
+                return false;
+            }
+        }
+        true
+    }
 }
 
-/// Scans on a blocking thread, handing every batch to the model as it is
-/// read. Returns the source, or `None` when the model is gone (or the scan
-/// panicked).
-async fn scan(mut source: FileSource, tx: &mpsc::Sender<SourceMsg>) -> Option<FileSource> {
+/// One log line when a cluster goes over its budget or back within it.
+fn log_budget(cluster: &str, was: &BudgetReport, now: &BudgetReport) {
+    let (was, now_refused) = (was.refused, now.refused);
+    if was.services == 0 && now_refused.services > 0 {
+        warn!(
+            cluster,
+            refused_services = now_refused.services,
+            refused_endpoints = now_refused.endpoints,
+            max_services = now.budget.max_services,
+            max_endpoints = now.budget.max_endpoints,
+            "over its budget: its newest services are refused (SERVFAIL) and not held; the oldest that fit are served"
+        );
+    } else if was.services > 0 && now_refused.services == 0 {
+        info!(
+            cluster,
+            "within its budget again: every exported service is served"
+        );
+    }
+}
+
+/// Runs `work` (a scan, a new budget) on a blocking thread, handing every
+/// batch to the model as it comes. Returns the source, or `None` when the
+/// model is gone (or the work panicked).
+async fn blocking(
+    mut source: FileSource,
+    tx: &mpsc::Sender<SourceMsg>,
+    work: impl FnOnce(&mut FileSource, &mut dyn FnMut(SourceMsg) -> bool) -> bool + Send + 'static,
+) -> Option<FileSource> {
     let tx = tx.clone();
     let scanned = tokio::task::spawn_blocking(move || {
-        let alive = source.scan(&mut |msg| tx.blocking_send(msg).is_ok());
+        let alive = work(&mut source, &mut |msg| tx.blocking_send(msg).is_ok());
         (source, alive)
     })
     .await;
@@ -298,9 +409,17 @@ async fn scan(mut source: FileSource, tx: &mpsc::Sender<SourceMsg>) -> Option<Fi
 }
 
 /// Runs the file source: an initial scan, then rescans on change until
-/// `shutdown`.
-pub async fn run(source: FileSource, tx: mpsc::Sender<SourceMsg>, shutdown: CancellationToken) {
-    let Some(mut source) = scan(source, &tx).await else {
+/// `shutdown`; the budget of `settings` applies to every cluster but the
+/// local one, and a reloaded budget is applied at once.
+pub async fn run(
+    mut source: FileSource,
+    tx: mpsc::Sender<SourceMsg>,
+    mut settings: watch::Receiver<Arc<Settings>>,
+    shutdown: CancellationToken,
+) {
+    source.budget = settings.borrow_and_update().budget;
+    let scan = |s: &mut FileSource, emit: &mut dyn FnMut(SourceMsg) -> bool| s.scan(emit);
+    let Some(mut source) = blocking(source, &tx, scan).await else {
         return;
     };
     let (notify_tx, mut notify_rx) = mpsc::channel::<()>(1);
@@ -330,9 +449,20 @@ pub async fn run(source: FileSource, tx: mpsc::Sender<SourceMsg>, shutdown: Canc
                 while notify_rx.try_recv().is_ok() {}
             }
             _ = poll.tick() => {}
+            Ok(()) = settings.changed() => {
+                let budget = settings.borrow_and_update().budget;
+                let rebudget = move |s: &mut FileSource, emit: &mut dyn FnMut(SourceMsg) -> bool| {
+                    s.rebudget(budget, emit)
+                };
+                source = match blocking(source, &tx, rebudget).await {
+                    Some(s) => s,
+                    None => return,
+                };
+                continue;
+            }
             () = shutdown.cancelled() => return,
         }
-        source = match scan(source, &tx).await {
+        source = match blocking(source, &tx, scan).await {
             Some(s) => s,
             None => return,
         };

@@ -7,6 +7,7 @@ mod binary;
 mod support;
 
 mod bad_packets;
+mod budget;
 mod cli;
 mod conformance;
 mod deploy;

@@ -70,6 +70,8 @@ pub struct Options {
     /// Keep pre-encoded responses (the hot path); false sends every query
     /// down the general path.
     pub answer_cache: bool,
+    /// Per-cluster budget (`None`: the default).
+    pub budget: Option<clusterset_dns::model::budget::Budget>,
 }
 
 impl Default for Options {
@@ -81,6 +83,7 @@ impl Default for Options {
             reverse_zones: Vec::new(),
             ns_addrs: Vec::new(),
             answer_cache: true,
+            budget: None,
         }
     }
 }
@@ -115,6 +118,9 @@ fn settings(opts: &Options) -> Settings {
     settings.negative_ttl = opts.negative_ttl;
     settings.stale_ttl = settings.stale_ttl.min(opts.ttl);
     settings.ns_addrs.clone_from(&opts.ns_addrs);
+    if let Some(budget) = opts.budget {
+        settings.budget = budget;
+    }
     settings.reverse_zones = opts
         .reverse_zones
         .iter()

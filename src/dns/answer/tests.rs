@@ -1053,3 +1053,131 @@ fn federated_leaves_out_unhealthy_members_and_fails_open() {
     assert_eq!(v.len(), 3, "every member out: the last-known union");
     assert!(fail_open);
 }
+
+/// The fixture with `service` of `cluster` refused by the cluster's budget,
+/// as the source sends it: flagged, its slices withheld.
+fn fixture_with_refused(refused: &[(&str, &str)]) -> Vec<Event> {
+    fixture_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::SliceApplied { cluster, slice }
+                if refused.contains(&(&*cluster, &*slice.service)) =>
+            {
+                None
+            }
+            Event::ServiceApplied {
+                cluster,
+                mut service,
+            } => {
+                service.refused = refused.contains(&(&*cluster, &*service.key.name));
+                Some(Event::ServiceApplied { cluster, service })
+            }
+            other => Some(other),
+        })
+        .collect()
+}
+
+#[test]
+fn refused_services_answer_servfail_never_nxdomain() {
+    let snap = snapshot_with(
+        settings(),
+        fixture_with_refused(&[("north", "api"), ("north", "db"), ("north", "bb")]),
+    );
+    let servfail = |name, qname, qtype| Case {
+        name,
+        qname,
+        qtype,
+        rcode: Rcode::ServFail,
+        answer: &[],
+        authority: &[SOA],
+        additional: &[],
+    };
+    let cases = [
+        servfail(
+            "a refused service",
+            "api-north.prod.svc.clusterset.local.",
+            A,
+        ),
+        servfail(
+            "its SRV",
+            "_http._tcp.api-north.prod.svc.clusterset.local.",
+            SRV,
+        ),
+        servfail(
+            "a pod of a refused headless service",
+            "db-0.db-north.prod.svc.clusterset.local.",
+            A,
+        ),
+        servfail(
+            "a federated pod of the refused member",
+            "db-0.north.db-federated.prod.svc.clusterset.local.",
+            A,
+        ),
+        servfail(
+            "the alias form of it",
+            "db-0-north.db-federated.prod.svc.clusterset.local.",
+            A,
+        ),
+        Case {
+            name: "the federated union leaves the refused member out",
+            qname: "db-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[
+                "db-federated.prod.svc.clusterset.local. 5 IN A 10.10.2.10",
+                "db-federated.prod.svc.clusterset.local. 5 IN A 10.10.2.11",
+            ],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "a pod of a member that is held",
+            qname: "db-1.east.db-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["db-1.east.db-federated.prod.svc.clusterset.local. 5 IN A 10.10.2.11"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "other names of the cluster are exact",
+            qname: "nohost-north.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &["nohost-north.prod.svc.clusterset.local. 5 IN A 10.20.4.5"],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "absent names stay NXDOMAIN",
+            qname: "zzz-north.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NxDomain,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+    ];
+    run(&snap, &cases);
+
+    // Every member refused: the union is undecided, not empty.
+    let snap = snapshot_with(
+        settings(),
+        fixture_with_refused(&[("east", "db"), ("north", "db")]),
+    );
+    run(
+        &snap,
+        &[
+            servfail(
+                "a union of refused members",
+                "db-federated.prod.svc.clusterset.local.",
+                A,
+            ),
+            servfail(
+                "its SRV",
+                "_pg._tcp.db-federated.prod.svc.clusterset.local.",
+                SRV,
+            ),
+        ],
+    );
+}

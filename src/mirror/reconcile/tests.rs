@@ -65,6 +65,7 @@ fn objects_wait_for_clusters_to_sync() {
     let hold = |unsynced: &[&str], waiting| Hold {
         unsynced: unsynced.iter().map(|c| (*c).into()).collect(),
         waiting,
+        ..Hold::default()
     };
     // (hold, expected writes when nothing is wanted any more)
     let cases = [
@@ -83,14 +84,14 @@ fn objects_wait_for_clusters_to_sync() {
         ),
     ];
     for (h, expect) in cases {
-        let ops = plan(&[], &actual, &BTreeSet::new(), |c| h.holds(c));
+        let ops = plan(&[], &actual, &BTreeSet::new(), |o| h.holds(o));
         assert_eq!(names(&ops), expect, "{h:?}");
     }
     // Nor is anything created or applied for a waiting cluster.
     let mut want = desired("api-north", 80);
     want.cluster = Some("north".into());
-    let ops = plan(&[want], &BTreeMap::new(), &BTreeSet::new(), |c| {
-        hold(&["north"], false).holds(c)
+    let ops = plan(&[want], &BTreeMap::new(), &BTreeSet::new(), |o| {
+        hold(&["north"], false).holds(o)
     });
     assert!(ops.is_empty());
 }
@@ -250,4 +251,55 @@ fn contains_table() {
     for (have, want, expect) in cases {
         assert_eq!(contains(&have, &want), expect, "{have} ⊇ {want}");
     }
+}
+
+#[test]
+fn objects_of_refused_services_are_neither_written_nor_deleted() {
+    let slice_of = |service: &str, name: &str| -> Actual {
+        Actual {
+            object: json!({
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": name, "namespace": "prod", "uid": format!("uid-{name}"),
+                             "labels": {"app.kubernetes.io/managed-by": "clusterset-dns",
+                                        "kubernetes.io/service-name": service,
+                                        "clusterset-dns.io/cluster": "east"}},
+                "endpoints": [{"addresses": ["10.1.0.1"]}]
+            }),
+        }
+    };
+    let slice_key = |name: &str| ObjectRef {
+        kind: Kind::EndpointSlice,
+        namespace: "prod".into(),
+        name: name.into(),
+    };
+    let mut web = applied(&desired("web-east", 80));
+    web.object["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
+    let mut api = applied(&desired("api-east", 80));
+    api.object["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
+    let actual = BTreeMap::from([
+        (key("web-east"), web),
+        (slice_key("web-east-1"), slice_of("web-east", "web-east-1")),
+        (key("api-east"), api),
+        (slice_key("api-east-1"), slice_of("api-east", "api-east-1")),
+    ]);
+    let hold = Hold {
+        refused: BTreeSet::from([("prod".into(), "web-east".into())]),
+        ..Hold::default()
+    };
+    // web is refused: what is wanted for it (here a changed port, no
+    // slices) is not written, and its objects stay; api is not wanted any
+    // more and goes.
+    let ops = plan(
+        &[desired("web-east", 8080)],
+        &actual,
+        &BTreeSet::new(),
+        |o| hold.holds(o),
+    );
+    assert_eq!(
+        names(&ops),
+        [
+            "delete api-east uid-api-east",
+            "delete api-east-1 uid-api-east-1"
+        ]
+    );
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::budget::{Budget, Refused};
 use serde_json::json;
 
 fn svc(name: &str, labels: serde_json::Value) -> K8sService {
@@ -34,6 +35,9 @@ fn summary(out: &Output) -> Vec<String> {
     out.events
         .iter()
         .map(|e| match e {
+            Event::ServiceApplied { service, .. } if service.refused => {
+                format!("+svc {} refused", service.key)
+            }
             Event::ServiceApplied { service, .. } => format!("+svc {}", service.key),
             Event::ServiceDeleted { key, .. } => format!("-svc {key}"),
             Event::SliceApplied { slice, .. } => {
@@ -64,6 +68,8 @@ fn sync(st: &mut ClusterState, services: [Vec<K8sService>; 3], slices: Vec<K8sSl
     st.slice_init();
     st.slice_page(slices, &mut out);
     st.slice_init_done(&mut out);
+    // The end of the shell's batch: the budget judges, slices go out.
+    st.settle(&mut out);
     out
 }
 
@@ -84,8 +90,8 @@ fn first_sync_keeps_only_slices_of_exported_services() {
         [
             "+svc prod/web",
             "+svc prod/db",
-            "+slice prod/web-1 (1)",
-            "+slice prod/db-1 (2)"
+            "+slice prod/db-1 (2)",
+            "+slice prod/web-1 (1)"
         ]
     );
     assert!(st.synced());
@@ -159,7 +165,12 @@ fn newly_exported_service_gets_a_targeted_list_and_newer_watch_data_wins() {
         ],
         &mut out,
     );
-    assert_eq!(summary(&out), ["+slice prod/api-3 (1)"]);
+    st.settle(&mut out);
+    assert_eq!(
+        summary(&out),
+        ["+slice prod/api-1 (2)", "+slice prod/api-3 (1)"],
+        "the watch's api-1, the list's api-3"
+    );
     assert_eq!(st.counts().endpoints, 3);
 }
 
@@ -189,8 +200,8 @@ fn relist_deletes_what_disappeared_meanwhile() {
         summary(&out),
         [
             "-svc prod/old",
-            "+slice prod/web-1 (1)",
-            "-slice prod/web-2"
+            "-slice prod/web-2",
+            "+slice prod/web-1 (1)"
         ]
     );
 }
@@ -221,6 +232,7 @@ fn restart_serves_old_data_until_the_new_watches_confirm_it() {
     st.slice_init();
     st.slice_page(vec![slice("web-1", "web", &["10.1.0.1"])], &mut out);
     st.slice_init_done(&mut out);
+    st.settle(&mut out);
     assert_eq!(
         summary(&out),
         [
@@ -299,4 +311,109 @@ fn local_mirrors_and_gateway_service() {
         ["gateway false"],
         "gone after a relist without it"
     );
+}
+
+fn flat(name: &str) -> K8sService {
+    svc(
+        name,
+        json!({"mirror.linkerd.io/exported": "remote-discovery"}),
+    )
+}
+
+#[test]
+fn over_budget_services_are_announced_refused_and_their_slices_not_held() {
+    let mut st = remote();
+    let small = Budget {
+        max_services: 2,
+        max_endpoints: 3,
+    };
+    st.set_budget(small);
+    let out = sync(
+        &mut st,
+        [vec![], vec![flat("a"), flat("b"), flat("c")], vec![]],
+        vec![
+            slice("a-1", "a", &["10.1.0.1", "10.1.0.2"]),
+            slice("b-1", "b", &["10.1.0.3", "10.1.0.4"]),
+            slice("c-1", "c", &["10.1.0.5"]),
+        ],
+    );
+    // Same age: by name. a (2) fits, b (2 more) does not, c (1) does; b's
+    // slice never reaches the model.
+    let mut events = summary(&out);
+    events.sort();
+    assert_eq!(
+        events,
+        [
+            "+slice prod/a-1 (2)",
+            "+slice prod/c-1 (1)",
+            "+svc prod/a",
+            "+svc prod/b",
+            "+svc prod/b refused",
+            "+svc prod/c",
+        ]
+    );
+    assert!(st.synced());
+    assert_eq!(
+        (st.counts().slices, st.counts().endpoints),
+        (2, 3),
+        "b's slice is counted, not held"
+    );
+    let report = st.budget_report();
+    assert_eq!(
+        report.refused,
+        Refused {
+            services: 1,
+            endpoints: 2
+        }
+    );
+    assert_eq!(report.refused_services, [ObjectKey::new("prod", "b")]);
+
+    // A bigger budget (a reload): b's slices are listed again, and b stays
+    // refused in the model until they are in.
+    st.set_budget(Budget::default());
+    let mut out = Output::default();
+    st.settle(&mut out);
+    assert!(out.events.is_empty(), "{:?}", summary(&out));
+    assert_eq!(
+        out.actions,
+        [Action::ListSlices(ObjectKey::new("prod", "b"))]
+    );
+    let mut out = Output::default();
+    st.slices_listed(
+        &ObjectKey::new("prod", "b"),
+        vec![slice("b-1", "b", &["10.1.0.3", "10.1.0.4"])],
+        &mut out,
+    );
+    st.settle(&mut out);
+    assert_eq!(summary(&out), ["+svc prod/b", "+slice prod/b-1 (2)"]);
+    assert_eq!(st.budget_report().refused, Refused::default());
+
+    // Back to the small budget; then b shrinks while refused: it fits again
+    // and c, the last by name, loses the service slot.
+    st.set_budget(small);
+    let mut out = Output::default();
+    st.settle(&mut out);
+    assert_eq!(summary(&out), ["+svc prod/b refused", "-slice prod/b-1"]);
+    let mut out = Output::default();
+    st.slice_apply(&slice("b-1", "b", &["10.1.0.3"]), &mut out);
+    assert!(
+        out.events.is_empty(),
+        "a refused service's slice is counted only"
+    );
+    st.settle(&mut out);
+    // The watch just delivered all of b: no list is needed.
+    assert_eq!(
+        summary(&out),
+        [
+            "+svc prod/c refused",
+            "-slice prod/c-1",
+            "+svc prod/b",
+            "+slice prod/b-1 (1)"
+        ]
+    );
+    assert!(out.actions.is_empty());
+    // Deleted while refused: nothing to tell the model about its slices.
+    let mut out = Output::default();
+    st.service_delete(1, &flat("c"), &mut out);
+    assert_eq!(summary(&out), ["-svc prod/c"]);
 }
