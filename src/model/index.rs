@@ -47,6 +47,9 @@ pub struct Settings {
     pub stale_ttl: u32,
     /// A member whose watch is broken stays in federated answers this long.
     pub federated_grace: Duration,
+    /// A/AAAA/SRV answers carry at most this many records of their RRset,
+    /// rotated (0: as many as fit the transport).
+    pub max_answer_records: usize,
 }
 
 impl Settings {
@@ -62,6 +65,7 @@ impl Settings {
             max_stale: None,
             stale_ttl: 5,
             federated_grace: Duration::from_secs(30),
+            max_answer_records: 0,
         }
     }
 }
