@@ -276,13 +276,18 @@ impl Local {
     /// State with a front table of `slots` entries (rounded up to a power
     /// of two; 0 for none).
     pub fn new(slots: usize) -> Self {
+        Self::starting_at(slots, 0)
+    }
+
+    /// [`Local::new`] whose first query gets rotation `rotation`.
+    pub fn starting_at(slots: usize, rotation: usize) -> Self {
         let slots = if slots == 0 {
             0
         } else {
             slots.next_power_of_two()
         };
         Self {
-            rotation: 0,
+            rotation,
             front: (0..slots).map(|_| None).collect(),
         }
     }

@@ -18,6 +18,7 @@ pub mod wire;
 pub mod zonefile;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
@@ -69,6 +70,8 @@ pub struct Handler {
     snapshot: Arc<ArcSwap<Snapshot>>,
     metrics: Arc<Metrics>,
     cache: Option<AnswerCache>,
+    /// Where the next stream connection's rotation starts.
+    next_stream: AtomicUsize,
 }
 
 impl Handler {
@@ -80,7 +83,17 @@ impl Handler {
             snapshot,
             metrics,
             cache: (cache_bytes > 0).then(|| AnswerCache::new(cache_bytes)),
+            next_stream: AtomicUsize::new(0),
         }
+    }
+
+    /// The state of a new TCP or TLS connection: no front table
+    /// (connections are many and each sees few names), and a rotation
+    /// following the previous connection's, so that a client opening a
+    /// connection per query still gets successive windows of an RRset too
+    /// large for one answer, and so every record.
+    pub fn stream_local(&self) -> Local {
+        Local::starting_at(0, self.next_stream.fetch_add(1, Ordering::Relaxed))
     }
 
     /// The counters this handler writes to.

@@ -275,8 +275,7 @@ where
     let metrics = handler.metrics();
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(512);
-    // No front table: connections are many and each sees few names.
-    let mut local = Local::new(0);
+    let mut local = handler.stream_local();
     // Answers written into `wr` but not yet flushed, and the first byte of
     // the oldest of them: its query-timeout bounds every write until flushed.
     let mut waiting = 0usize;
