@@ -143,6 +143,9 @@ pub struct ServeArgs {
     /// Memory for pre-encoded responses, in MiB; 0 answers every query the slow way [default: 32].
     #[arg(long, env = "CLUSTERSET_DNS_ANSWER_CACHE_MB", value_name = "MIB")]
     pub answer_cache_mb: Option<u64>,
+    /// A/AAAA/SRV answers carry at most N records of their RRset, rotated, on every transport; 0: as many as fit [default: 0].
+    #[arg(long, env = "CLUSTERSET_DNS_MAX_ANSWER_RECORDS", value_name = "N")]
+    pub max_answer_records: Option<usize>,
     /// Log lines as text or as JSON objects (level from RUST_LOG) [default: text].
     #[arg(long, env = "CLUSTERSET_DNS_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -247,6 +250,8 @@ pub struct FileConfig {
     pub mirror_resync: Option<String>,
     /// `answer-cache-mb`.
     pub answer_cache_mb: Option<u64>,
+    /// `max-answer-records`.
+    pub max_answer_records: Option<usize>,
     /// `log-format`: `text` or `json`.
     pub log_format: Option<LogFormat>,
     /// `max-connections`.
@@ -301,6 +306,9 @@ pub const DEFAULT_LINK_NAMESPACE: &str = "linkerd-multicluster";
 pub const DEFAULT_ANSWER_CACHE_MB: u64 = 32;
 /// Largest response cache, in MiB.
 const MAX_ANSWER_CACHE_MB: u64 = 64 * 1024;
+/// Largest `max-answer-records`: more would never bind (4,095 addresses
+/// fill a TCP answer).
+const MAX_ANSWER_RECORDS: usize = 10_000;
 
 /// Default sync timeout.
 pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(60);
@@ -380,6 +388,16 @@ fn check_ttl(key: &'static str, v: u32) -> Result<u32, ConfigError> {
         });
     }
     Ok(v)
+}
+
+fn check_max_answer_records(n: usize) -> Result<usize, ConfigError> {
+    if n > MAX_ANSWER_RECORDS {
+        return Err(ConfigError::Invalid {
+            key: "max-answer-records",
+            reason: format!("{n} is outside 0-{MAX_ANSWER_RECORDS} (0: as many as fit)"),
+        });
+    }
+    Ok(n)
 }
 
 fn zone(key: &'static str, name: &str) -> Result<ZoneName, ConfigError> {
@@ -508,6 +526,7 @@ impl Config {
             mirror_namespace,
             mirror_resync,
             answer_cache_mb,
+            max_answer_records,
             log_format,
             max_connections,
             idle_timeout,
@@ -678,6 +697,8 @@ impl Config {
                 reason: format!("{answer_cache_mb} is above {MAX_ANSWER_CACHE_MB} MiB"),
             });
         }
+        let max_answer_records =
+            check_max_answer_records(args.max_answer_records.or(max_answer_records).unwrap_or(0))?;
         let limits = limits(
             args,
             (max_connections, max_in_flight),
@@ -722,6 +743,7 @@ impl Config {
             args.max_services_per_cluster.or(max_services_per_cluster),
             args.max_endpoints_per_cluster.or(max_endpoints_per_cluster),
         )?;
+        settings.max_answer_records = max_answer_records;
         Ok(Self {
             mirror,
             zones,

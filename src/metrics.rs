@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::dns::Transport;
 use crate::dns::answer::Note;
 use crate::dns::wire::{Fit, Rcode, rtype};
 use crate::model::Snapshot;
@@ -47,6 +48,7 @@ pub struct Metrics {
     queries: [[AtomicU64; RCODES.len()]; QTYPES.len() + 2],
     truncated: AtomicU64,
     additional_trimmed: AtomicU64,
+    capped: [AtomicU64; Transport::ALL.len()],
     dropped: AtomicU64,
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
@@ -147,10 +149,14 @@ impl Metrics {
         self.queries[qtype_index(qtype)][rcode_index(rcode)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts what encoding and answering had to do.
-    pub fn answered(&self, fit: Fit, note: Note) {
+    /// Counts what encoding and answering had to do for an answer sent
+    /// over `transport`.
+    pub fn answered(&self, fit: Fit, note: Note, transport: Transport) {
         if fit.truncated {
             self.truncated.fetch_add(1, Ordering::Relaxed);
+        } else if note.capped {
+            // A truncated answer carried no records at all: counted above.
+            self.capped[transport as usize].fetch_add(1, Ordering::Relaxed);
         }
         if fit.additional_dropped > 0 {
             self.additional_trimmed.fetch_add(1, Ordering::Relaxed);
@@ -347,6 +353,20 @@ impl Metrics {
         for (name, help, v) in counters {
             family(&mut out, name, "counter", help);
             let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
+        }
+        family(
+            &mut out,
+            "clusterset_dns_answers_capped_total",
+            "counter",
+            "Answers that carried fewer records of their RRset than it has (too large for one answer, or above max-answer-records); successive queries get the others.",
+        );
+        for t in Transport::ALL {
+            let _ = writeln!(
+                out,
+                "clusterset_dns_answers_capped_total{{transport=\"{}\"}} {}",
+                t.label(),
+                self.capped[t as usize].load(Ordering::Relaxed)
+            );
         }
         family(
             &mut out,

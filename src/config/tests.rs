@@ -36,17 +36,19 @@ fn defaults() {
         "NS glue defaults to the DNS address"
     );
     assert!(s.reverse_zones.is_empty(), "no PTR by default");
+    assert_eq!(s.max_answer_records, 0, "as many records as fit");
 }
 
 #[test]
 fn flags_win_over_the_file_which_wins_over_defaults() {
     let f = config_file(
-        "zones: from-file\nttl: 30\nzone: example.internal\nreverse-zone: [10.in-addr.arpa]\nns-addr: [10.96.0.53]\n",
+        "zones: from-file\nttl: 30\nzone: example.internal\nreverse-zone: [10.in-addr.arpa]\nns-addr: [10.96.0.53]\nmax-answer-records: 8\n",
     );
     let path = f.path().to_str().expect("utf-8 path");
     let c = Config::resolve(&args(&["--config", path, "--ttl", "10"])).expect("valid");
     assert_eq!(c.zones, Some(PathBuf::from("from-file")));
     assert_eq!(c.settings.ttl, 10, "the flag wins");
+    assert_eq!(c.settings.max_answer_records, 8, "from the file");
     assert_eq!(c.settings.negative_ttl, 10, "negative TTL follows the TTL");
     assert_eq!(c.settings.zone.text(), "example.internal");
     assert_eq!(c.settings.reverse_zones.len(), 1);
@@ -63,8 +65,14 @@ fn flags_win_over_the_file_which_wins_over_defaults() {
         "0.0.d.f.ip6.arpa",
         "--negative-ttl",
         "2",
+        "--max-answer-records",
+        "0",
     ]))
     .expect("valid");
+    assert_eq!(
+        c.settings.max_answer_records, 0,
+        "the flag wins, 0 included"
+    );
     assert_eq!(c.zones, Some(PathBuf::from("flag")));
     assert_eq!(c.settings.reverse_zones[0].text(), "0.0.d.f.ip6.arpa");
     assert_eq!((c.settings.ttl, c.settings.negative_ttl), (30, 2));
@@ -99,6 +107,10 @@ fn invalid_values_are_rejected() {
         (
             &["--zones", "z", "--ttl", "3601"],
             "invalid ttl: 3601 is above 3600",
+        ),
+        (
+            &["--zones", "z", "--max-answer-records", "10001"],
+            "invalid max-answer-records: 10001 is outside 0-10000",
         ),
         (&["--zones", "z", "--zone", "bad_zone"], "invalid zone"),
         (
@@ -163,10 +175,18 @@ fn live_mode_options() {
 #[test]
 fn a_reload_names_the_options_that_need_a_restart() {
     let running = Config::resolve(&args(&["--zones", "z"])).expect("valid");
-    let same = Config::resolve(&args(&["--zones", "z", "--ttl", "30"])).expect("valid");
+    let same = Config::resolve(&args(&[
+        "--zones",
+        "z",
+        "--ttl",
+        "30",
+        "--max-answer-records",
+        "8",
+    ]))
+    .expect("valid");
     assert!(
         running.restart_only_changes(&same).is_empty(),
-        "TTLs reload in place"
+        "TTLs and max-answer-records reload in place"
     );
     let moved = Config::resolve(&args(&[
         "--zones",

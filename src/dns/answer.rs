@@ -4,15 +4,23 @@
 //! A pure function from (snapshot, question) to an [`Answer`]: rcode, AA,
 //! and the records of each section. It owns NXDOMAIN-versus-NODATA (RFC
 //! 8020), the SOA in every negative answer (RFC 2308), SRV targets, weights
-//! and Additional records, ANY, PTR, SERVFAIL before sync and for stale data.
-//! It must not touch bytes (that is `wire`) or sockets.
+//! and Additional records, ANY, PTR, SERVFAIL before sync and for stale data,
+//! and how much of a large RRset an answer carries (DESIGN.md decision 9):
+//! sized with [`wire::answer_len`](super::wire::answer_len) against the
+//! [`Room`] the transport leaves, rotated so that successive answers serve
+//! every record. It must not touch bytes (that is `wire`) or sockets.
 
+use std::cell::Cell;
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::name::{Parsed, QName, ReverseName, ZoneName, parse, parse_reverse};
-use super::wire::{Answer, CLASS_ANY, CLASS_IN, Owner, RData, Rcode, Record, Soa, rtype};
+use super::wire::{
+    Answer, CLASS_ANY, CLASS_IN, Owner, RData, Rcode, Record, Soa, answer_len, rtype,
+};
+use crate::model::objects::Port;
 use crate::model::{Entry, Origin, Pod, Snapshot};
 
 /// The `dns-version` TXT value. Our schema is not the MCS DNS schema, so it
@@ -29,6 +37,22 @@ pub struct Note {
     pub fail_open: bool,
     /// Served from a cluster whose watch is broken.
     pub stale: bool,
+    /// The answer carries fewer records of its RRset than the RRset has
+    /// (too many for the transport's room, or above `max-answer-records`);
+    /// successive rotations serve the others.
+    pub capped: bool,
+}
+
+/// How much of a large RRset an answer may carry (DESIGN.md decision 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Room {
+    /// Every record, whatever its size and `max-answer-records`: zone dumps.
+    Whole,
+    /// At most `max-answer-records` records of an A, AAAA or SRV RRset, and
+    /// no more than fit this many octets of Answer records. UDP gives
+    /// `usize::MAX`: an answer too large for it is truncated whole by the
+    /// encoder (TC=1), so the client retries over TCP and gets records there.
+    Octets(usize),
 }
 
 /// The question, as the answer code needs it.
@@ -40,6 +64,8 @@ pub struct Question<'a> {
     pub qtype: u16,
     /// QCLASS.
     pub qclass: u16,
+    /// The room the transport leaves for Answer records.
+    pub room: Room,
 }
 
 /// What an answer was computed from, so a copy of it can be reused exactly
@@ -96,8 +122,9 @@ pub struct Answered {
     pub note: Note,
     /// What it was computed from.
     pub depends: Depends,
-    /// Length of the RRset that `rotation` rotated (0 or 1: nothing
-    /// rotated); the answer for rotation `r` equals the one for
+    /// How many answers `rotation` tells apart (0 or 1: one): the length of
+    /// the rotated RRset, or when the answer is capped the number of
+    /// windows of it; the answer for rotation `r` equals the one for
     /// `r % rotated`.
     pub rotated: usize,
 }
@@ -116,7 +143,8 @@ impl Answered {
 }
 
 /// Answers one question. `rotation` rotates the address and SRV RRsets so
-/// successive queries spread load; `now` judges staleness.
+/// successive queries spread load, and picks the window of an RRset too
+/// large for `q.room`; `now` judges staleness.
 pub fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -> Answered {
     let mut cx = Cx {
         snap,
@@ -126,7 +154,8 @@ pub fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -
         note: Note::default(),
         ttl: snap.settings.ttl,
         depends: Depends::Uncacheable,
-        rotated: std::cell::Cell::new(0),
+        rotated: Cell::new(0),
+        capped: Cell::new(false),
     };
     if q.qclass != CLASS_IN && q.qclass != CLASS_ANY {
         return cx.done(Answer::empty(Rcode::Refused, false));
@@ -155,7 +184,10 @@ struct Cx<'s, 'q> {
     /// TTL of positive records, lowered for stale data.
     ttl: u32,
     depends: Depends,
-    rotated: std::cell::Cell<usize>,
+    /// [`Answered::rotated`] of the RRset [`Cx::rotate`] saw.
+    rotated: Cell<usize>,
+    /// [`Cx::rotate`] left records out.
+    capped: Cell<bool>,
 }
 
 /// Which unsynced clusters could make a missing name exist.
@@ -181,21 +213,22 @@ impl Cx<'_, '_> {
     fn done(self, answer: Answer) -> Answered {
         // Stale answers change with the clock, SERVFAIL with any cluster's
         // sync; neither is worth keeping.
-        let depends = if self.note != Note::default() || answer.rcode == Rcode::ServFail {
+        let depends = if self.note.stale || self.note.fail_open || answer.rcode == Rcode::ServFail {
             Depends::Uncacheable
         } else {
             self.depends
         };
         // A rotated RRset that did not end up in the answer (the SRV records
-        // behind a NODATA) rotates nothing.
-        let rotated = if answer.answers.len() > 1 {
-            self.rotated.get()
-        } else {
-            0
+        // behind a NODATA) rotates nothing and caps nothing.
+        let carried = !answer.answers.is_empty();
+        let rotated = if carried { self.rotated.get() } else { 0 };
+        let note = Note {
+            capped: carried && self.capped.get(),
+            ..self.note
         };
         Answered {
             answer,
-            note: self.note,
+            note,
             depends,
             rotated,
         }
@@ -296,13 +329,45 @@ impl Cx<'_, '_> {
         }
     }
 
+    /// Rotates an A, AAAA or SRV RRset by the rotation, and caps it: when
+    /// more records than [`Cx::window`] allows, the RRset is cut into
+    /// windows of that many (the last one wrapping round to the start, so
+    /// every window is full) and the rotation picks one, so that as many
+    /// successive rotations as there are windows serve every record.
     fn rotate(&self, mut records: Vec<Record>) -> Vec<Record> {
-        self.rotated.set(records.len());
-        if records.len() > 1 {
-            let by = self.rotation % records.len();
-            records.rotate_left(by);
+        let n = records.len();
+        let k = self.window(&records);
+        if k >= n {
+            self.rotated.set(n);
+            if n > 1 {
+                records.rotate_left(self.rotation % n);
+            }
+            return records;
         }
+        let windows = n.div_ceil(k);
+        records.rotate_left(self.rotation % windows * k);
+        records.truncate(k);
+        self.rotated.set(windows);
+        self.capped.set(true);
         records
+    }
+
+    /// How many records of `records` an answer may carry: at most
+    /// `max-answer-records` (when set) and as many as fit the room. Every
+    /// record is counted at the size of the largest, so that any window of
+    /// the RRset fits; at least one, so an answer is never empty by choice
+    /// (the encoder truncates one that does not fit).
+    fn window(&self, records: &[Record]) -> usize {
+        let Room::Octets(room) = self.q.room else {
+            return records.len();
+        };
+        let largest = records.iter().map(|r| answer_len(&r.data)).max();
+        let fit = room / largest.unwrap_or(1).max(1);
+        let max = match self.snap.settings.max_answer_records {
+            0 => usize::MAX,
+            max => max,
+        };
+        records.len().min(fit).min(max).max(1)
     }
 
     fn forward(&mut self, rel: usize) -> Answer {
@@ -524,7 +589,7 @@ impl Cx<'_, '_> {
     /// SRV records of an entry (all ports, or one named port) and the
     /// Additional address records of their targets.
     fn srv(&self, entry: &Entry, only: Option<(&str, &str)>) -> (Vec<Record>, Vec<Record>) {
-        let wanted = |p: &crate::model::objects::Port| match only {
+        let wanted = |p: &Port| match only {
             None => true,
             Some((name, proto)) => p.name.as_deref() == Some(name) && p.protocol.label() == proto,
         };
@@ -548,7 +613,38 @@ impl Cx<'_, '_> {
                 .chain(entry.v6.iter().map(|ip| IpAddr::V6(*ip)));
             additional.extend(addrs.map(|ip| self.named_addr(&entry.name, ip)));
         }
-        // Pods: one target per (cluster, hostname), its addresses once.
+        self.pod_targets(entry, wanted, &mut targets, &mut additional);
+        targets.sort();
+        targets.dedup();
+        let weight = (100 / targets.len().max(1)).max(1) as u16;
+        let all = targets.len();
+        let answers = targets
+            .into_iter()
+            .map(|(port, target)| {
+                self.rr(RData::Srv {
+                    priority: 0,
+                    weight,
+                    port,
+                    target,
+                })
+            })
+            .collect();
+        let answers = self.rotate(answers);
+        if answers.len() < all {
+            only_answered_targets(&answers, &mut additional);
+        }
+        (answers, additional)
+    }
+
+    /// The SRV targets of an entry's pods, one per (cluster, hostname) and
+    /// wanted port, and the addresses of each target once.
+    fn pod_targets(
+        &self,
+        entry: &Entry,
+        wanted: impl Fn(&Port) -> bool,
+        targets: &mut Vec<(u16, String)>,
+        additional: &mut Vec<Record>,
+    ) {
         let mut i = 0;
         while i < entry.pods.len() {
             let first = &entry.pods[i];
@@ -583,21 +679,6 @@ impl Cx<'_, '_> {
             addrs.sort_by_key(|p| p.addr.is_ipv6());
             additional.extend(addrs.iter().map(|p| self.named_addr(&target, p.addr)));
         }
-        targets.sort();
-        targets.dedup();
-        let weight = (100 / targets.len().max(1)).max(1) as u16;
-        let answers = targets
-            .into_iter()
-            .map(|(port, target)| {
-                self.rr(RData::Srv {
-                    priority: 0,
-                    weight,
-                    port,
-                    target,
-                })
-            })
-            .collect();
-        (self.rotate(answers), additional)
     }
 
     fn apex(&self, apex: ZoneName) -> Answer {
@@ -679,6 +760,19 @@ fn claims(label: &str, cluster: &str) -> bool {
     label
         .strip_suffix(cluster)
         .is_some_and(|s| s.ends_with('-'))
+}
+
+/// Keeps the Additional records of SRV targets in `answers` and drops the
+/// rest: a capped answer carries the addresses of the targets it answers.
+fn only_answered_targets(answers: &[Record], additional: &mut Vec<Record>) {
+    let answered: HashSet<&str> = answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::Srv { target, .. } => Some(target.as_str()),
+            _ => None,
+        })
+        .collect();
+    additional.retain(|r| matches!(&r.owner, Owner::Name(n) if answered.contains(n.as_str())));
 }
 
 fn addr_data(ip: IpAddr) -> RData {

@@ -23,9 +23,13 @@
 //! owned by a pointer to the question, so a rotation is the same run cut in
 //! two and swapped — one stored copy serves every rotation. SRV records are
 //! not alike in size and their targets are what Additional owners point at,
-//! so an SRV answer is stored once per rotation, filled as rotations are
-//! asked for. This module must not decide answers (that is `answer`) nor
-//! encode records (that is `wire`).
+//! and a capped answer (an RRset too large for one answer, or above
+//! `max-answer-records`) carries a different window of the RRset at each
+//! rotation, so those are stored once per rotation, filled as rotations are
+//! asked for, within a byte budget per name. A stored answer keeps its
+//! [`Note`], so a hit counts as capped as the general path would. This
+//! module must not decide answers (that is `answer`) nor encode records
+//! (that is `wire`).
 
 use super::Transport;
 use super::answer::{Answered, Depends, Note};
@@ -40,9 +44,11 @@ use std::sync::{Arc, OnceLock};
 
 /// Longest key: the limit (2), flags (1), type (2) and a 255-octet name.
 const MAX_KEY: usize = 5 + 255;
-/// SRV RRsets longer than this are answered by the general path every time
-/// rather than stored in as many rotations.
-const MAX_ROTATIONS: usize = 32;
+/// Most octets of responses stored per rotation for one name: an answer
+/// whose rotations would take more (a long SRV RRset over TCP) is answered
+/// by the general path every time. Room for a 4,500-address answer over
+/// TCP (two windows of 64 KiB) and for hundreds of small windows.
+const MAX_ROTATION_BYTES: usize = 512 * 1024;
 /// Fixed cost of an entry beyond its bytes, for the weigher.
 const ENTRY_OVERHEAD: usize = 160;
 
@@ -122,10 +128,7 @@ pub fn plain(packet: &[u8], transport: Transport, max_udp_payload: u16) -> Optio
         let limit = usize::from(payload.clamp(512, max_udp_payload.max(512)));
         (limit, 1 | (opt[7] >> 6 & 0x02))
     };
-    let limit = match transport {
-        Transport::Udp => limit,
-        Transport::Tcp => usize::from(u16::MAX),
-    };
+    let limit = transport.stream_limit().unwrap_or(limit);
     key[0..2].copy_from_slice(&(limit as u16).to_be_bytes());
     key[2] = edns_flags;
     key[3..5].copy_from_slice(&qtype.to_be_bytes());
@@ -147,6 +150,9 @@ struct Stored {
     depends: Depends,
     rcode: Rcode,
     fit: Fit,
+    /// What a hit counts (only `capped` may be set: stale and fail-open
+    /// answers are never stored).
+    note: Note,
     /// Offset of the SOA serial in the bytes, when there is a SOA.
     serial_at: Option<usize>,
     form: Form,
@@ -255,7 +261,7 @@ impl Stored {
         if let Some(at) = self.serial_at {
             out[at..at + 4].copy_from_slice(&snap.serial.to_be_bytes());
         }
-        Lookup::Hit(self.rcode, self.fit)
+        Lookup::Hit(self.rcode, self.fit, self.note)
     }
 }
 
@@ -270,13 +276,18 @@ impl Local {
     /// State with a front table of `slots` entries (rounded up to a power
     /// of two; 0 for none).
     pub fn new(slots: usize) -> Self {
+        Self::starting_at(slots, 0)
+    }
+
+    /// [`Local::new`] whose first query gets rotation `rotation`.
+    pub fn starting_at(slots: usize, rotation: usize) -> Self {
         let slots = if slots == 0 {
             0
         } else {
             slots.next_power_of_two()
         };
         Self {
-            rotation: 0,
+            rotation,
             front: (0..slots).map(|_| None).collect(),
         }
     }
@@ -309,6 +320,11 @@ fn form(
     if count <= 1 || fit.truncated {
         return Some(Form::One(response.into()));
     }
+    // A capped answer is a window of its RRset, not all of it rotated:
+    // cutting it as `Chunks` does would serve the same window every time.
+    if answered.note.capped {
+        return per_rotation(count, rotation, response);
+    }
     let answers = &answered.answer.answers;
     let size = match answers.first().map(|r| &r.data) {
         Some(RData::A(_)) => 16,
@@ -330,7 +346,13 @@ fn form(
             base: rotation % count,
         });
     }
-    if count > MAX_ROTATIONS {
+    per_rotation(count, rotation, response)
+}
+
+/// `response` stored as rotation `rotation` of `count`, the others filled
+/// later; `None` when `count` responses of its size are over the budget.
+fn per_rotation(count: usize, rotation: usize, response: &[u8]) -> Option<Form> {
+    if count.saturating_mul(response.len()) > MAX_ROTATION_BYTES {
         return None;
     }
     let r: Box<[OnceLock<Box<[u8]>>]> = (0..count).map(|_| OnceLock::new()).collect();
@@ -342,7 +364,7 @@ fn form(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup {
     /// The response is in `out`; count it with these.
-    Hit(Rcode, Fit),
+    Hit(Rcode, Fit, Note),
     /// Not stored, or stored for another state or rotation: answer with the
     /// general path using this rotation, then [`AnswerCache::store`].
     Miss(usize),
@@ -431,7 +453,10 @@ impl AnswerCache {
         answered: &Answered,
         (response, fit): (&[u8], Fit),
     ) {
-        if matches!(answered.depends, Depends::Uncacheable) || answered.note != Note::default() {
+        let Note {
+            stale, fail_open, ..
+        } = answered.note;
+        if matches!(answered.depends, Depends::Uncacheable) || stale || fail_open {
             return;
         }
         let existing = self.map.get(q.key()).filter(|s| s.holds(snap));
@@ -451,6 +476,7 @@ impl AnswerCache {
             depends: answered.depends.clone(),
             rcode: answered.answer.rcode,
             fit,
+            note: answered.note,
             serial_at: soa_serial_offset(response),
             form,
         };

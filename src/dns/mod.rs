@@ -2,10 +2,11 @@
 //!
 //! [`Handler::handle`] is the whole request path: a plain query answered
 //! from a stored response (`cache`), else decode, answer from the current
-//! snapshot, encode within the transport's size limit (and store); count.
-//! It is synchronous and shared by the UDP workers (`udp`) and the TCP
-//! server (`server`). Name grammar is in `name`, answers in `answer`, bytes
-//! in `wire`, zone-file text in `zonefile`.
+//! snapshot within the room the transport leaves, encode within its size
+//! limit (and store); count. It is synchronous and shared by the UDP
+//! workers (`udp`) and the TCP and TLS listeners (`server`). Name grammar
+//! is in `name`, answers in `answer`, bytes in `wire`, zone-file text in
+//! `zonefile`.
 
 pub mod answer;
 pub mod cache;
@@ -17,16 +18,17 @@ pub mod wire;
 pub mod zonefile;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
 use crate::metrics::Metrics;
 use crate::model::Snapshot;
-use answer::{Answered, Note, Question};
+use answer::{Answered, Question, Room};
 pub use cache::Local;
 use cache::{AnswerCache, Echo, Lookup};
-use wire::{Answer, DecodeError, OPCODE_QUERY, Rcode};
+use wire::{Answer, DecodeError, OPCODE_QUERY, Rcode, Request};
 
 /// The transport a query came over; it sets the response size limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +37,31 @@ pub enum Transport {
     Udp,
     /// TCP: 65535.
     Tcp,
+    /// DNS over TLS: 65535, as TCP.
+    Tls,
+}
+
+impl Transport {
+    /// Every transport, in metric label order.
+    pub const ALL: [Transport; 3] = [Transport::Udp, Transport::Tcp, Transport::Tls];
+
+    /// The `transport` label of metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Tcp => "tcp",
+            Transport::Tls => "tls",
+        }
+    }
+
+    /// The largest response over a stream transport (TCP, TLS); `None` for
+    /// UDP, whose limit depends on the query.
+    pub fn stream_limit(self) -> Option<usize> {
+        match self {
+            Transport::Udp => None,
+            Transport::Tcp | Transport::Tls => Some(usize::from(u16::MAX)),
+        }
+    }
 }
 
 /// Answers packets from the latest published snapshot.
@@ -43,6 +70,8 @@ pub struct Handler {
     snapshot: Arc<ArcSwap<Snapshot>>,
     metrics: Arc<Metrics>,
     cache: Option<AnswerCache>,
+    /// Where the next stream connection's rotation starts.
+    next_stream: AtomicUsize,
 }
 
 impl Handler {
@@ -54,7 +83,17 @@ impl Handler {
             snapshot,
             metrics,
             cache: (cache_bytes > 0).then(|| AnswerCache::new(cache_bytes)),
+            next_stream: AtomicUsize::new(0),
         }
+    }
+
+    /// The state of a new TCP or TLS connection: no front table
+    /// (connections are many and each sees few names), and a rotation
+    /// following the previous connection's, so that a client opening a
+    /// connection per query still gets successive windows of an RRset too
+    /// large for one answer, and so every record.
+    pub fn stream_local(&self) -> Local {
+        Local::starting_at(0, self.next_stream.fetch_add(1, Ordering::Relaxed))
     }
 
     /// The counters this handler writes to.
@@ -82,10 +121,10 @@ impl Handler {
         };
         if let Some((cache, q)) = &plain {
             match cache.lookup(local, q, Echo::of(packet), &snap, rotation, out) {
-                Lookup::Hit(rcode, fit) => {
+                Lookup::Hit(rcode, fit, note) => {
                     self.metrics.cache_hit();
                     self.metrics.query(Some(q.qtype), rcode);
-                    self.metrics.answered(fit, Note::default());
+                    self.metrics.answered(fit, note, transport);
                     return true;
                 }
                 Lookup::Miss(r) => {
@@ -106,28 +145,46 @@ impl Handler {
                 return true;
             }
         };
-        let answered = if req.header.opcode != OPCODE_QUERY {
-            Answered::plain(Answer::empty(Rcode::NotImp, false))
-        } else if req.edns.is_some_and(|e| e.version > 0) {
-            Answered::plain(Answer::empty(Rcode::BadVers, false))
-        } else {
-            let q = Question {
-                name: &req.name,
-                qtype: req.qtype,
-                qclass: req.qclass,
-            };
-            answer::answer(&snap, q, rotation, Instant::now())
-        };
-        let limit = match transport {
-            Transport::Udp => req.udp_limit(snap.settings.max_udp_payload),
-            Transport::Tcp => usize::from(u16::MAX),
-        };
+        let limit = transport
+            .stream_limit()
+            .unwrap_or_else(|| req.udp_limit(snap.settings.max_udp_payload));
+        let answered = respond(&snap, &req, (transport, limit), rotation);
         let fit = wire::encode(&req, &answered.answer, limit, out);
         self.metrics.query(Some(req.qtype), answered.answer.rcode);
-        self.metrics.answered(fit, answered.note);
+        self.metrics.answered(fit, answered.note, transport);
         if let Some((cache, q)) = &plain {
             cache.store(local, q, &snap, rotation, &answered, (out, fit));
         }
         true
     }
+}
+
+/// The answer to `req` over `transport`, whose responses are at most
+/// `limit` octets.
+fn respond(
+    snap: &Snapshot,
+    req: &Request<'_>,
+    (transport, limit): (Transport, usize),
+    rotation: usize,
+) -> Answered {
+    if req.header.opcode != OPCODE_QUERY {
+        return Answered::plain(Answer::empty(Rcode::NotImp, false));
+    }
+    if req.edns.is_some_and(|e| e.version > 0) {
+        return Answered::plain(Answer::empty(Rcode::BadVers, false));
+    }
+    // Over UDP an answer too large is truncated whole, so that the client
+    // retries over TCP (DESIGN.md decision 9); over TCP and TLS it carries
+    // as many records as fit.
+    let room = match transport {
+        Transport::Udp => usize::MAX,
+        Transport::Tcp | Transport::Tls => req.answer_room(limit),
+    };
+    let q = Question {
+        name: &req.name,
+        qtype: req.qtype,
+        qclass: req.qclass,
+        room: Room::Octets(room),
+    };
+    answer::answer(snap, q, rotation, Instant::now())
 }

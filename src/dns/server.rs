@@ -132,7 +132,7 @@ pub async fn serve_tcp(
 ) {
     let accepted = |stream: TcpStream, peer, handler: Arc<Handler>, shutdown| async move {
         let (rd, wr) = stream.into_split();
-        if let Err(e) = connection(rd, wr, &handler, limits, shutdown).await {
+        if let Err(e) = connection(rd, wr, (&handler, Transport::Tcp), limits, shutdown).await {
             debug!(%peer, error = %e, "tcp connection ended");
         }
     };
@@ -176,7 +176,8 @@ pub async fn serve_tls(
                     }
                 };
                 let (rd, wr) = tokio::io::split(tls);
-                if let Err(e) = connection(rd, wr, &handler, limits, shutdown).await {
+                let served = connection(rd, wr, (&handler, Transport::Tls), limits, shutdown);
+                if let Err(e) = served.await {
                     debug!(%peer, error = %e, "tls connection ended");
                 }
             }
@@ -236,12 +237,12 @@ async fn accept<F, Fut>(
 }
 
 /// Runs the DNS message loop of one stream connection (TCP, or TLS once
-/// the handshake is done) until the client closes it, a limit cuts it off,
-/// or `shutdown`.
+/// the handshake is done) over `transport` until the client closes it, a
+/// limit cuts it off, or `shutdown`.
 pub(crate) async fn connection<R, W>(
     rd: R,
     wr: W,
-    handler: &Handler,
+    (handler, transport): (&Handler, Transport),
     limits: Limits,
     shutdown: CancellationToken,
 ) -> io::Result<()>
@@ -251,7 +252,7 @@ where
 {
     let mut rd = BufReader::with_capacity(16 * 1024, rd);
     let mut wr = BufWriter::with_capacity(16 * 1024, wr);
-    messages(&mut rd, &mut wr, handler, limits, shutdown).await?;
+    messages(&mut rd, &mut wr, (handler, transport), limits, shutdown).await?;
     // A clean close: FIN, and close_notify over TLS, for a client that
     // still reads; one that does not gets no more time than a message.
     let _ = tokio::time::timeout(limits.message_timeout, wr.shutdown()).await;
@@ -263,7 +264,7 @@ where
 async fn messages<R, W>(
     rd: &mut BufReader<R>,
     wr: &mut BufWriter<W>,
-    handler: &Handler,
+    (handler, transport): (&Handler, Transport),
     limits: Limits,
     shutdown: CancellationToken,
 ) -> io::Result<()>
@@ -274,8 +275,7 @@ where
     let metrics = handler.metrics();
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(512);
-    // No front table: connections are many and each sees few names.
-    let mut local = Local::new(0);
+    let mut local = handler.stream_local();
     // Answers written into `wr` but not yet flushed, and the first byte of
     // the oldest of them: its query-timeout bounds every write until flushed.
     let mut waiting = 0usize;
@@ -298,7 +298,7 @@ where
                     let Some((msg, after)) = rest.split_at_checked(len) else {
                         break;
                     };
-                    answer(handler, &mut local, msg, &mut out, wr).await?;
+                    answer((handler, transport), &mut local, msg, &mut out, wr).await?;
                     held = after;
                 }
                 wr.flush().await?;
@@ -325,7 +325,7 @@ where
         let deadline = oldest.unwrap_or(first_byte) + limits.query_timeout;
         let written = tokio::time::timeout_at(
             deadline.into(),
-            answer(handler, &mut local, &msg, &mut out, wr),
+            answer((handler, transport), &mut local, &msg, &mut out, wr),
         );
         match written.await {
             Ok(Ok(true)) => {
@@ -361,16 +361,16 @@ where
     }
 }
 
-/// Answers one TCP message into `wr`, length-prefixed (unflushed).
-/// Returns whether there was an answer.
+/// Answers one message received over `transport` (TCP or TLS) into `wr`,
+/// length-prefixed (unflushed). Returns whether there was an answer.
 async fn answer<W: AsyncWrite + Unpin>(
-    handler: &Handler,
+    (handler, transport): (&Handler, Transport),
     local: &mut Local,
     msg: &[u8],
     out: &mut Vec<u8>,
     wr: &mut W,
 ) -> io::Result<bool> {
-    if !handler.handle(local, msg, Transport::Tcp, out) {
+    if !handler.handle(local, msg, transport, out) {
         return Ok(false);
     }
     wr.write_all(&(out.len() as u16).to_be_bytes()).await?;

@@ -158,6 +158,14 @@ impl Request<'_> {
             Some(edns) => usize::from(edns.payload.clamp(512, max_udp_payload.max(512))),
         }
     }
+
+    /// Octets left for Answer records in a response of at most `limit`
+    /// octets to this query: the limit less the header, the question echoed
+    /// and the OPT (ours carries no options).
+    pub fn answer_room(&self, limit: usize) -> usize {
+        let opt_len = if self.edns.is_some() { OPT_LEN } else { 0 };
+        limit.saturating_sub(HEADER_LEN + self.question.len() + opt_len)
+    }
 }
 
 /// Why a packet could not be decoded as a query, and what to do about it.
@@ -475,6 +483,32 @@ pub struct Fit {
     pub truncated: bool,
     /// Additional RRsets left out (no TC).
     pub additional_dropped: usize,
+}
+
+/// Octets of a record's fixed part after its owner: type, class, TTL and
+/// RDLENGTH.
+const RR_FIXED: usize = 2 + 2 + 4 + 2;
+
+/// Octets of `name` (dotted text without the trailing dot) written in full.
+fn name_len(name: &str) -> usize {
+    if name.is_empty() { 1 } else { name.len() + 2 }
+}
+
+/// Octets an Answer record owned by the question ([`Owner::Query`], written
+/// as a two-octet pointer) takes in a response. Exact for A (16), AAAA (28),
+/// SRV (18 plus its target, which is never compressed) and TXT; for NS, PTR
+/// and SOA an upper bound, since their names may be compressed. The answer
+/// code sizes what it puts in an answer with it, without encoding.
+pub fn answer_len(data: &RData) -> usize {
+    2 + RR_FIXED
+        + match data {
+            RData::A(_) => 4,
+            RData::Aaaa(_) => 16,
+            RData::Srv { target, .. } => 6 + name_len(target),
+            RData::Ns(name) | RData::Ptr(name) => name_len(name),
+            RData::Soa(soa) => name_len(&soa.mname) + name_len(&soa.rname) + 5 * 4,
+            RData::Txt(text) => text.len() + text.len().div_ceil(255).max(1),
+        }
 }
 
 /// Our advertised UDP payload in responses' OPT records.

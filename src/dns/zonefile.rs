@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use super::answer::{Question, answer};
+use super::answer::{Question, Room, answer};
 use super::name::QName;
 use super::wire::{CLASS_IN, Owner, RData, Record, rtype};
 use crate::model::{Origin, Snapshot};
@@ -97,6 +97,7 @@ pub fn dump(snap: &Snapshot) -> String {
                 name: &qname,
                 qtype,
                 qclass: CLASS_IN,
+                room: Room::Whole,
             };
             let a = answer(snap, q, 0, now).answer;
             for r in a.answers.iter().chain(&a.additional) {

@@ -50,6 +50,9 @@ pub struct Settings {
     pub federated_grace: Duration,
     /// What one linked cluster may make us hold; the sources apply it.
     pub budget: Budget,
+    /// A/AAAA/SRV answers carry at most this many records of their RRset,
+    /// rotated (0: as many as fit the transport).
+    pub max_answer_records: usize,
 }
 
 impl Settings {
@@ -66,6 +69,7 @@ impl Settings {
             stale_ttl: 5,
             federated_grace: Duration::from_secs(30),
             budget: Budget::default(),
+            max_answer_records: 0,
         }
     }
 }

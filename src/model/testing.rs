@@ -314,3 +314,44 @@ pub(crate) fn settings() -> Settings {
     s.reverse_zones = vec![ZoneName::new("10.in-addr.arpa").expect("zone")];
     s
 }
+
+/// Pods of each cluster in [`big_events`].
+pub(crate) const BIG_PODS: usize = 1500;
+
+/// Pod `i` of cluster number `c` in [`big_events`]: (address, hostname).
+pub(crate) fn big_pod(c: usize, i: usize) -> (String, String) {
+    (
+        format!("10.{}.{}.{}", 40 + c, i / 256, i % 256),
+        format!("db-{i}"),
+    )
+}
+
+/// Answers too large for one message: `db`, a headless StatefulSet of
+/// [`BIG_PODS`] pods (port `pg` 5432) exported as a federated member by
+/// west (local), east and north, in namespace `big`. So
+/// `db-east.big.svc.clusterset.local` has 1,500 SRV targets and
+/// `db-federated.big.svc.clusterset.local` 4,500 addresses.
+pub(crate) fn big_events() -> Vec<Event> {
+    let pg = || vec![port(Some("pg"), Protocol::Tcp, 5432)];
+    let mut ev = Vec::new();
+    for (c, cluster) in ["west", "east", "north"].into_iter().enumerate() {
+        ev.extend(up(cluster, c == 0));
+        ev.push(svc_event(
+            cluster,
+            service("big", "db", Some(ExportMode::Flat), true, true, &[], pg()),
+        ));
+        let pods: Vec<(String, String)> = (0..BIG_PODS).map(|i| big_pod(c, i)).collect();
+        // Sliced as the EndpointSlice controller does: 100 endpoints each.
+        for (n, chunk) in pods.chunks(100).enumerate() {
+            let endpoints: Vec<(&str, Option<&str>, bool)> = chunk
+                .iter()
+                .map(|(ip, host)| (ip.as_str(), Some(host.as_str()), true))
+                .collect();
+            ev.push(slice_event(
+                cluster,
+                slice("big", &format!("db-{n}"), "db", pg(), &endpoints),
+            ));
+        }
+    }
+    ev
+}

@@ -201,16 +201,28 @@ fn environment_and_config_file_set_options() {
     let config = tmp.path().join("config.yaml");
     std::fs::write(
         &config,
-        format!("zones: {}\nlocal-cluster: west\nttl: 7\n", demo.display()),
+        format!(
+            "zones: {}\nlocal-cluster: west\nttl: 7\nmax-answer-records: 1\n",
+            demo.display()
+        ),
     )
     .expect("write");
     let out = run(
         &["dump", "--config", config.to_str().expect("path")],
         &[("CLUSTERSET_DNS_TTL", "9")],
     );
+    let dumped = text(&out.stdout);
     assert!(
-        text(&out.stdout).contains("frontend-east.shop.svc.clusterset.local.\t9\tIN\tA"),
+        dumped.contains("frontend-east.shop.svc.clusterset.local.\t9\tIN\tA"),
         "env wins over the file"
+    );
+    assert_eq!(
+        dumped
+            .lines()
+            .filter(|l| l.starts_with("payments-north.shop.svc.clusterset.local.\t9\tIN\tA\t"))
+            .count(),
+        3,
+        "the dump holds every record, whatever max-answer-records says"
     );
 
     std::fs::write(&config, "zones: x\nlocal_cluster: west\n").expect("write");

@@ -23,10 +23,10 @@ use crate::binary::{Served, http_get, serve};
 use crate::support::{demo, q};
 
 const NAME: &str = "payments-north.shop.svc.clusterset.local.";
-const HOST: &str = "dns.clusterset.local";
+pub(crate) const HOST: &str = "dns.clusterset.local";
 
 /// A self-signed certificate for [`HOST`] and 127.0.0.1: (cert PEM, key PEM, cert DER).
-fn certificate() -> (String, String, CertificateDer<'static>) {
+pub(crate) fn certificate() -> (String, String, CertificateDer<'static>) {
     let made = rcgen::generate_simple_self_signed(vec![HOST.to_owned(), "127.0.0.1".to_owned()])
         .expect("generate certificate");
     (
@@ -86,7 +86,7 @@ fn start(cert: &str, key: &str, extra: &[&str]) -> Tls {
 }
 
 /// A client trusting exactly `roots`, offering ALPN "dot".
-fn connector(roots: &[&CertificateDer<'static>]) -> TlsConnector {
+pub(crate) fn connector(roots: &[&CertificateDer<'static>]) -> TlsConnector {
     let mut store = rustls::RootCertStore::empty();
     for r in roots {
         store.add((*r).clone()).expect("root");
@@ -101,7 +101,8 @@ fn connector(roots: &[&CertificateDer<'static>]) -> TlsConnector {
     TlsConnector::from(Arc::new(config))
 }
 
-async fn connect(addr: SocketAddr, connector: &TlsConnector) -> TlsStream<AsyncTcp> {
+/// A TLS connection to `addr`, verified as [`HOST`] (handshake within 5 s).
+pub(crate) async fn connect(addr: SocketAddr, connector: &TlsConnector) -> TlsStream<AsyncTcp> {
     let tcp = AsyncTcp::connect(addr).await.expect("connect");
     let name = ServerName::try_from(HOST).expect("server name");
     tokio::time::timeout(Duration::from_secs(5), connector.connect(name, tcp))

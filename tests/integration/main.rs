@@ -5,8 +5,12 @@
 mod admin;
 mod binary;
 mod support;
+/// The zones-directory writer the benchmarks use.
+#[path = "../../benches/zonegen/mod.rs"]
+mod zonegen;
 
 mod bad_packets;
+mod big_answers;
 mod budget;
 mod cli;
 mod conformance;

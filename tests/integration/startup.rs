@@ -18,9 +18,7 @@ use serde_json::json;
 use crate::kubesim_api::{client, sim};
 use crate::live::{link_doc, secret_doc};
 use crate::support::{Links, Live, Options, Proto, Q, ask, create_object, q, text};
-
-#[path = "../../benches/zonegen/mod.rs"]
-mod zonegen;
+use crate::zonegen;
 
 /// What a client saw: rcode and the Answer section as sorted text without
 /// TTLs (rotation and stale TTL caps are not a different answer).

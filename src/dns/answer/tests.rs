@@ -3,8 +3,9 @@
 
 use super::*;
 use crate::dns::zonefile::record_text;
-use crate::model::testing::{c, fixture_events, settings};
+use crate::model::testing::{BIG_PODS, big_events, big_pod, c, fixture_events, settings};
 use crate::model::{Event, Health, Model, Settings};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,10 @@ fn snapshot_with(settings: Settings, events: Vec<Event>) -> Arc<Snapshot> {
     model.apply(events);
     model.snapshot()
 }
+
+/// The room a UDP query leaves: no bound on size (an answer too large is
+/// truncated whole by the encoder).
+const UDP: Room = Room::Octets(usize::MAX);
 
 const SOA: &str = "clusterset.local. 5 IN SOA ns.dns.clusterset.local. hostmaster.clusterset.local. * 7200 1800 86400 5";
 
@@ -63,6 +68,7 @@ fn run(snap: &Snapshot, cases: &[Case]) {
             name: &name,
             qtype: case.qtype,
             qclass: CLASS_IN,
+            room: UDP,
         };
         let Answered { answer: a, .. } = answer(snap, q, i, Instant::now());
         let ctx = format!("case {i} {:?} ({} {})", case.name, case.qname, case.qtype);
@@ -638,6 +644,7 @@ fn non_in_class_is_refused() {
             name: &name,
             qtype: A,
             qclass: 3,
+            room: UDP,
         },
         0,
         Instant::now(),
@@ -649,6 +656,7 @@ fn non_in_class_is_refused() {
             name: &name,
             qtype: A,
             qclass: CLASS_ANY,
+            room: UDP,
         },
         0,
         Instant::now(),
@@ -664,6 +672,7 @@ fn rotation_changes_order_not_content() {
         name: &name,
         qtype: A,
         qclass: CLASS_IN,
+        room: UDP,
     };
     let orders: Vec<Vec<Record>> = (0..3)
         .map(|r| answer(&snap, q, r, Instant::now()).answer.answers)
@@ -976,6 +985,7 @@ fn stale_clusters_cap_ttl_then_servfail() {
         name: &name,
         qtype: A,
         qclass: CLASS_IN,
+        room: UDP,
     };
 
     let mut events = fixture_events();
@@ -1013,6 +1023,7 @@ fn federated_leaves_out_unhealthy_members_and_fails_open() {
         name: &name,
         qtype: A,
         qclass: CLASS_IN,
+        room: UDP,
     };
     let addrs = |snap: &Snapshot| {
         let Answered {
@@ -1040,6 +1051,7 @@ fn federated_leaves_out_unhealthy_members_and_fails_open() {
             name: &east,
             qtype: A,
             qclass: CLASS_IN,
+            room: UDP,
         },
         0,
         Instant::now(),
@@ -1180,4 +1192,353 @@ fn refused_services_answer_servfail_never_nxdomain() {
             ),
         ],
     );
+}
+
+/// `max-answer-records` 3 and 2 over the small fixture: each answer is one
+/// window of the RRset, the last wrapping round to the start; a capped SRV
+/// answer carries the addresses of its own targets only.
+#[test]
+fn max_answer_records_answers_windows_of_the_rrset() {
+    let mut s = settings();
+    s.max_answer_records = 3;
+    let snap = snapshot_with(s, fixture_events());
+    let fed = "db-federated.prod.svc.clusterset.local.";
+    let target =
+        |t: &str| format!("{fed} 5 IN SRV 0 25 5432 {t}.db-federated.prod.svc.clusterset.local.");
+    let addr =
+        |t: &str, ip: &str| format!("{t}.db-federated.prod.svc.clusterset.local. 5 IN A {ip}");
+    let leak = |v: Vec<String>| -> &'static [&'static str] {
+        Box::leak(
+            v.into_iter()
+                .map(|l| &*Box::leak(l.into_boxed_str()))
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        )
+    };
+    // `run` asks case i with rotation i.
+    let cases = [
+        Case {
+            name: "window 0: the first three of four targets",
+            qname: fed,
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: leak(vec![
+                target("db-0.east"),
+                target("db-0.north"),
+                target("db-1.east"),
+            ]),
+            authority: &[],
+            additional: leak(vec![
+                addr("db-0.east", "10.10.2.10"),
+                addr("db-0.north", "10.20.2.10"),
+                addr("db-1.east", "10.10.2.11"),
+            ]),
+        },
+        Case {
+            name: "window 1: the fourth, then round to the start",
+            qname: fed,
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: leak(vec![
+                target("db-1.north"),
+                target("db-0.east"),
+                target("db-0.north"),
+            ]),
+            authority: &[],
+            additional: leak(vec![
+                addr("db-1.north", "10.20.2.11"),
+                addr("db-0.east", "10.10.2.10"),
+                addr("db-0.north", "10.20.2.10"),
+            ]),
+        },
+        Case {
+            name: "window 0 again (two windows)",
+            qname: fed,
+            qtype: SRV,
+            rcode: Rcode::NoError,
+            answer: leak(vec![
+                target("db-0.east"),
+                target("db-0.north"),
+                target("db-1.east"),
+            ]),
+            authority: &[],
+            additional: leak(vec![
+                addr("db-0.east", "10.10.2.10"),
+                addr("db-0.north", "10.20.2.10"),
+                addr("db-1.east", "10.10.2.11"),
+            ]),
+        },
+        Case {
+            name: "three addresses are not capped by 3",
+            qname: "bb-federated.prod.svc.clusterset.local.",
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.10.3.1",
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.20.3.1",
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.30.3.1",
+            ],
+            authority: &[],
+            additional: &[],
+        },
+    ];
+    run(&snap, &cases);
+
+    let mut s = settings();
+    s.max_answer_records = 2;
+    let snap = snapshot_with(s, fixture_events());
+    let bb = "bb-federated.prod.svc.clusterset.local.";
+    let cases = [
+        Case {
+            name: "max 2 of three addresses, window 0",
+            qname: bb,
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.10.3.1",
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.20.3.1",
+            ],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "max 2 of three addresses, window 1 wraps round",
+            qname: bb,
+            qtype: A,
+            rcode: Rcode::NoError,
+            answer: &[
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.30.3.1",
+                "bb-federated.prod.svc.clusterset.local. 5 IN A 10.10.3.1",
+            ],
+            authority: &[],
+            additional: &[],
+        },
+        Case {
+            name: "a NODATA is not capped",
+            qname: bb,
+            qtype: AAAA,
+            rcode: Rcode::NoError,
+            answer: &[],
+            authority: &[SOA],
+            additional: &[],
+        },
+    ];
+    run(&snap, &cases);
+}
+
+/// The big fixture (`db` in `big`: 1,500 pods in each of west, east and
+/// north) with `max-answer-records` set to `max`.
+fn big_snapshot(max: usize) -> Arc<Snapshot> {
+    let mut s = settings();
+    s.max_answer_records = max;
+    snapshot_with(s, big_events())
+}
+
+/// A query for `qname` `qtype` with EDNS, as a client sends it.
+fn query_packet(qname: &str, qtype: u16) -> Vec<u8> {
+    let mut b = vec![0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1];
+    for label in qname.trim_end_matches('.').split('.') {
+        b.push(label.len() as u8);
+        b.extend_from_slice(label.as_bytes());
+    }
+    b.push(0);
+    b.extend_from_slice(&qtype.to_be_bytes());
+    b.extend_from_slice(&[0, 1, 0, 0, 41, 4, 0xD0, 0, 0, 0, 0, 0, 0]);
+    b
+}
+
+/// Every record of the big RRsets, in zone-file text.
+fn big_rrset(qname: &str, qtype: u16) -> BTreeSet<String> {
+    let clusters = ["west", "east", "north"];
+    let mut all = BTreeSet::new();
+    for (c, cluster) in clusters.iter().enumerate() {
+        for i in 0..BIG_PODS {
+            let (ip, host) = big_pod(c, i);
+            match qtype {
+                A => all.insert(format!("{qname} 5 IN A {ip}")),
+                _ if *cluster == "east" => all.insert(format!(
+                    "{qname} 5 IN SRV 0 1 5432 {host}.db-east.big.svc.clusterset.local."
+                )),
+                _ => false,
+            };
+        }
+    }
+    all
+}
+
+/// An RRset too large for one answer: what each answer carries and how
+/// many windows serve every record.
+struct Big {
+    name: &'static str,
+    qname: &'static str,
+    qtype: u16,
+    /// `max-answer-records`.
+    max: usize,
+    /// Asked over TCP (else UDP), with EDNS.
+    tcp: bool,
+    /// Records of the RRset in each answer.
+    per_answer: usize,
+    /// Answers that together carry every record.
+    windows: usize,
+}
+
+#[test]
+fn big_answers_carry_what_fits_and_successive_answers_serve_every_record() {
+    let srv = "db-east.big.svc.clusterset.local.";
+    let a = "db-federated.big.svc.clusterset.local.";
+    let cases = [
+        Big {
+            name: "1,500 SRV over TCP: 1,091 of 60 octets fit 65,535",
+            qname: srv,
+            qtype: SRV,
+            max: 0,
+            tcp: true,
+            per_answer: 1091,
+            windows: 2,
+        },
+        Big {
+            name: "4,500 A over TCP: 4,091 of 16 octets fit 65,535",
+            qname: a,
+            qtype: A,
+            max: 0,
+            tcp: true,
+            per_answer: 4091,
+            windows: 2,
+        },
+        Big {
+            name: "max-answer-records 8: 8 SRV over UDP",
+            qname: srv,
+            qtype: SRV,
+            max: 8,
+            tcp: false,
+            per_answer: 8,
+            windows: 188,
+        },
+        Big {
+            name: "max-answer-records 8: 8 A over UDP",
+            qname: a,
+            qtype: A,
+            max: 8,
+            tcp: false,
+            per_answer: 8,
+            windows: 563,
+        },
+        Big {
+            name: "max-answer-records 8: 8 A over TCP too",
+            qname: a,
+            qtype: A,
+            max: 8,
+            tcp: true,
+            per_answer: 8,
+            windows: 563,
+        },
+    ];
+    for case in cases {
+        big_case(&case);
+    }
+}
+
+fn big_case(case: &Big) {
+    let ctx = case.name;
+    let snap = big_snapshot(case.max);
+    let packet = query_packet(case.qname, case.qtype);
+    let req = crate::dns::wire::decode(&packet).expect("a query");
+    let limit = if case.tcp { 65535 } else { 1232 };
+    let room = if case.tcp {
+        Room::Octets(req.answer_room(limit))
+    } else {
+        UDP
+    };
+    let q = Question {
+        name: &req.name,
+        qtype: case.qtype,
+        qclass: CLASS_IN,
+        room,
+    };
+    let want = big_rrset(case.qname, case.qtype);
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for rotation in 0..case.windows {
+        let got = answer(&snap, q, rotation, Instant::now());
+        let a = &got.answer;
+        assert_eq!((a.rcode, a.authoritative), (Rcode::NoError, true), "{ctx}");
+        assert_eq!(
+            a.answers.len(),
+            case.per_answer,
+            "{ctx}: rotation {rotation}"
+        );
+        assert!(got.note.capped, "{ctx}: counted as capped");
+        assert_eq!(got.rotated, case.windows, "{ctx}: windows");
+        let records = render(case.qname, &a.answers);
+        assert!(
+            records.iter().all(|r| want.contains(r)),
+            "{ctx}: {records:?}"
+        );
+        if case.qtype == SRV {
+            // The addresses of the targets answered, one each, and no others.
+            let targets: BTreeSet<&str> = records
+                .iter()
+                .filter_map(|r| r.rsplit(' ').next())
+                .collect();
+            let owners: BTreeSet<String> = render(case.qname, &a.additional)
+                .iter()
+                .filter_map(|r| r.split(' ').next().map(str::to_owned))
+                .collect();
+            assert_eq!(a.additional.len(), case.per_answer, "{ctx}: additional");
+            assert!(
+                owners.iter().all(|o| targets.contains(o.as_str())),
+                "{ctx}: additional owners"
+            );
+        }
+        seen.extend(records);
+        // On the wire: the whole window, no TC (Additional trimmed as needed).
+        let fit = crate::dns::wire::encode(&req, a, limit, &mut out);
+        assert!(
+            !fit.truncated && out.len() <= limit,
+            "{ctx}: {fit:?}, {} octets",
+            out.len()
+        );
+        assert_eq!(out[2] & 0x02, 0, "{ctx}: TC clear");
+        assert_eq!(
+            u16::from_be_bytes([out[6], out[7]]) as usize,
+            case.per_answer
+        );
+    }
+    assert_eq!(seen.len(), want.len(), "{ctx}: every record served");
+    let again = |r| answer(&snap, q, r, Instant::now()).answer.answers;
+    assert_eq!(again(case.windows), again(0), "{ctx}: the windows repeat");
+}
+
+#[test]
+fn over_udp_a_big_answer_is_truncated_whole_for_the_client_to_retry_over_tcp() {
+    let snap = big_snapshot(0);
+    for (qname, qtype, n) in [
+        ("db-east.big.svc.clusterset.local.", SRV, BIG_PODS),
+        ("db-federated.big.svc.clusterset.local.", A, 3 * BIG_PODS),
+    ] {
+        let packet = query_packet(qname, qtype);
+        let req = crate::dns::wire::decode(&packet).expect("a query");
+        let q = Question {
+            name: &req.name,
+            qtype,
+            qclass: CLASS_IN,
+            room: UDP,
+        };
+        let got = answer(&snap, q, 0, Instant::now());
+        assert_eq!(got.answer.answers.len(), n, "{qname}: the whole RRset");
+        assert!(!got.note.capped, "{qname}");
+        let mut out = Vec::new();
+        let fit = crate::dns::wire::encode(&req, &got.answer, 1232, &mut out);
+        assert!(fit.truncated, "{qname}");
+        // TC and AA set, no records.
+        assert_eq!(out[2] & 0x06, 0x06, "{qname}: TC and AA");
+        assert_eq!(&out[6..10], &[0, 0, 0, 0], "{qname}: no records");
+        // A zone dump gets every record, max-answer-records or not.
+        let whole = Question {
+            room: Room::Whole,
+            ..q
+        };
+        let dumped = answer(&big_snapshot(8), whole, 0, Instant::now());
+        assert_eq!(dumped.answer.answers.len(), n, "{qname}: dump");
+    }
 }

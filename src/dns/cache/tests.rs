@@ -5,11 +5,11 @@
 use std::time::Instant;
 
 use super::*;
-use crate::dns::answer::{self, Question};
+use crate::dns::answer::{self, Question, Room};
 use crate::dns::wire;
 use crate::model::objects::{ExportMode, Protocol};
 use crate::model::testing::{
-    c, fixture_events, port, service, settings, slice, slice_event, svc_event,
+    big_events, c, fixture_events, port, service, settings, slice, slice_event, svc_event,
 };
 use crate::model::{Event, Health, Model};
 
@@ -66,16 +66,20 @@ fn general(
     rotation: usize,
 ) -> (Vec<u8>, Answered, Fit) {
     let req = wire::decode(packet).expect("a query");
+    let limit = transport
+        .stream_limit()
+        .unwrap_or_else(|| req.udp_limit(snap.settings.max_udp_payload));
+    let room = match transport {
+        Transport::Udp => usize::MAX,
+        Transport::Tcp | Transport::Tls => req.answer_room(limit),
+    };
     let q = Question {
         name: &req.name,
         qtype: req.qtype,
         qclass: req.qclass,
+        room: Room::Octets(room),
     };
     let answered = answer::answer(snap, q, rotation, Instant::now());
-    let limit = match transport {
-        Transport::Udp => req.udp_limit(snap.settings.max_udp_payload),
-        Transport::Tcp => usize::from(u16::MAX),
-    };
     let mut out = Vec::new();
     let fit = wire::encode(&req, &answered.answer, limit, &mut out);
     (out, answered, fit)
@@ -90,15 +94,27 @@ fn ask(
     q: Q,
     rotation: usize,
 ) -> (Vec<u8>, bool) {
+    let (bytes, hit) = ask_over(cache, local, snap, (q, Transport::Udp), rotation);
+    (bytes, hit.is_some())
+}
+
+/// [`ask`] over `transport`; a hit comes with the note it counts.
+fn ask_over(
+    cache: &AnswerCache,
+    local: &mut Local,
+    snap: &Snapshot,
+    (q, transport): (Q, Transport),
+    rotation: usize,
+) -> (Vec<u8>, Option<Note>) {
     let packet = q.bytes();
-    let plain = plain(&packet, Transport::Udp, snap.settings.max_udp_payload).expect("plain");
+    let plain = plain(&packet, transport, snap.settings.max_udp_payload).expect("plain");
     let mut out = Vec::new();
     match cache.lookup(local, &plain, Echo::of(&packet), snap, rotation, &mut out) {
-        Lookup::Hit(..) => (out, true),
+        Lookup::Hit(_, _, note) => (out, Some(note)),
         Lookup::Miss(r) => {
-            let (bytes, answered, fit) = general(snap, &packet, Transport::Udp, r);
+            let (bytes, answered, fit) = general(snap, &packet, transport, r);
             cache.store(local, &plain, snap, r, &answered, (&bytes, fit));
-            (bytes, false)
+            (bytes, None)
         }
     }
 }
@@ -458,4 +474,75 @@ fn new_settings_end_every_stored_answer() {
     let (got, hit) = ask(&cache, local, &snap, q, 0);
     assert!(!hit);
     assert_eq!(got, general(&snap, &q.bytes(), Transport::Udp, 0).0);
+}
+
+/// Answers that carry a window of an RRset too large for one answer (over
+/// TCP and TLS) or above `max-answer-records` (over UDP too) are stored per
+/// window: each window is the general path's bytes, a repeated query is a
+/// hit, and the hit counts as capped.
+#[test]
+fn capped_answers_are_stored_per_window_and_hit() {
+    let srv = ("db-east.big.svc.clusterset.local", rtype::SRV);
+    let a = ("db-federated.big.svc.clusterset.local", rtype::A);
+    // Four addresses in two windows of two: as many records as windows.
+    let small = ("db-federated.prod.svc.clusterset.local", rtype::A);
+    let cases = [
+        (0, Transport::Tcp, srv, 2),
+        (0, Transport::Tcp, a, 2),
+        (0, Transport::Tls, a, 2),
+        (8, Transport::Udp, srv, 188),
+        (8, Transport::Udp, a, 563),
+        (2, Transport::Udp, small, 2),
+    ];
+    for (max, transport, (name, qtype), windows) in cases {
+        let mut s = settings();
+        s.max_answer_records = max;
+        let mut model = Model::new(Arc::new(s));
+        model.clusters_known();
+        model.apply(if name == small.0 {
+            fixture_events()
+        } else {
+            big_events()
+        });
+        let snap = model.snapshot();
+        let q = (Q::new(name, qtype), transport);
+        for mut local in locals() {
+            let local = &mut local;
+            let cache = AnswerCache::new(32 << 20);
+            let ctx = format!("{name} {qtype} over {transport:?}, max {max}");
+            // Two rounds: the first stores each window, the second hits.
+            for rotation in 0..2 * windows {
+                let (got, hit) = ask_over(&cache, local, &snap, q, rotation);
+                let (want, answered, fit) = general(&snap, &q.0.bytes(), transport, rotation);
+                assert!(answered.note.capped && !fit.truncated, "{ctx}");
+                assert_eq!(answered.rotated, windows, "{ctx}");
+                assert_eq!(got, want, "{ctx}: rotation {rotation}");
+                assert_eq!(
+                    hit.is_some(),
+                    rotation >= windows,
+                    "{ctx}: rotation {rotation}"
+                );
+                let (again, hit) = ask_over(&cache, local, &snap, q, rotation);
+                assert_eq!(again, want, "{ctx}: rotation {rotation}");
+                assert!(hit.is_some_and(|n| n.capped), "{ctx}: a capped hit");
+            }
+        }
+    }
+}
+
+#[test]
+fn rotations_are_stored_within_a_byte_budget() {
+    let tcp_answer = vec![0u8; 65535];
+    assert!(
+        per_rotation(2, 0, &tcp_answer).is_some(),
+        "two 64 KiB windows"
+    );
+    assert!(
+        per_rotation(563, 0, &[0u8; 200]).is_some(),
+        "563 small windows"
+    );
+    assert!(
+        per_rotation(9, 0, &tcp_answer).is_none(),
+        "nine 64 KiB windows"
+    );
 }

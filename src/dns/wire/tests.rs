@@ -364,3 +364,54 @@ fn soa_names_compress_against_the_question() {
     // Owner (2) + fixed (10) + mname "ns.dns" + ptr (2+3+4=9) + rname (11+2=13) + 20.
     assert_eq!(out.len(), 12 + req.question.len() + 2 + 10 + 9 + 13 + 20);
 }
+
+#[test]
+fn answer_len_is_what_encode_writes() {
+    let packet = query(
+        1,
+        0,
+        "_http._tcp.svc-east.prod.svc.clusterset.local",
+        rtype::SRV,
+        Some((1232, 0, false)),
+    );
+    let req = decode(&packet).expect("valid");
+    let mut out = Vec::new();
+    encode(&req, &Answer::empty(Rcode::NoError, true), 65535, &mut out);
+    let bare = out.len();
+    let long_txt = "x".repeat(300);
+    let exact = [
+        RData::A(Ipv4Addr::new(10, 0, 0, 1)),
+        RData::Aaaa("fd00::1".parse().expect("ip")),
+        RData::Srv {
+            priority: 0,
+            weight: 1,
+            port: 5432,
+            target: "db-1499.db-east.prod.svc.clusterset.local".into(),
+        },
+        RData::Txt(String::new()),
+        RData::Txt(long_txt),
+    ];
+    assert_eq!(answer_len(&exact[0]), 16);
+    assert_eq!(answer_len(&exact[1]), 28);
+    assert_eq!(answer_len(&exact[2]), 12 + 6 + 43);
+    for data in exact {
+        let mut a = Answer::empty(Rcode::NoError, true);
+        // Two of each: a second SRV target is still written in full.
+        for _ in 0..2 {
+            a.answers.push(Record {
+                owner: Owner::Query,
+                ttl: 5,
+                data: data.clone(),
+            });
+        }
+        encode(&req, &a, 65535, &mut out);
+        assert_eq!(out.len() - bare, 2 * answer_len(&data), "{data:?}");
+    }
+    // The room for records is what is left beside header, question and OPT.
+    assert_eq!(req.answer_room(65535), 65535 - 12 - req.question.len() - 11);
+    let plain = query(1, 0, "a.b", rtype::A, None);
+    assert_eq!(
+        decode(&plain).expect("valid").answer_room(512),
+        512 - 12 - 9
+    );
+}
