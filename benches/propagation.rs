@@ -27,6 +27,7 @@ mod common;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -128,26 +129,31 @@ fn qname(s: usize, c: usize) -> Name {
     .expect("query name")
 }
 
+/// Waits until service `s` of remote cluster `c` answers exactly `ips` (in any order).
+fn wait_answer(dns: &mut Dns, c: usize, s: usize, ips: &[Ipv4Addr], deadline: Instant) {
+    let mut want = ips.to_vec();
+    want.sort();
+    let name = qname(s, c);
+    loop {
+        if let Some(mut got) = dns.a(&name) {
+            got.sort();
+            if got == want {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} did not answer {want:?} in time"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Waits until every remote cluster's last service answers with its full endpoint set.
 fn wait_answers(dns: &mut Dns, ips: &[Vec<Vec<Ipv4Addr>>], deadline: Instant) {
     for (c, services) in ips.iter().enumerate() {
         let s = services.len() - 1;
-        let mut want = services[s].clone();
-        want.sort();
-        let name = qname(s, c);
-        loop {
-            if let Some(mut got) = dns.a(&name) {
-                got.sort();
-                if got == want {
-                    break;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} did not answer {want:?} in time"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_answer(dns, c, s, &services[s], deadline);
     }
 }
 
@@ -166,21 +172,22 @@ struct Measured {
     timeouts: usize,
 }
 
-/// Runs `changes` changes, round-robin over clusters and services, starting at change number
-/// `first` (so every run puts in IPs never used before).
+/// Runs the changes numbered `ks`, round-robin over remote clusters `skip..` and their services
+/// (every run takes numbers never used before, so it puts in IPs never used before); the
+/// clusters before `skip` are not changed here.
 fn run_changes(
     rt: &tokio::runtime::Runtime,
     clients: &[Client],
     sim: &kubesim::Sim,
     dns: &mut Dns,
     ips: &mut [Vec<Vec<Ipv4Addr>>],
-    first: usize,
-    changes: usize,
+    skip: usize,
+    ks: Range<usize>,
 ) -> Measured {
-    let clusters = clients.len();
-    // Commit times from in-process subscribers to each remote cluster's store.
+    let changes = ks.len();
+    // Commit times from in-process subscribers to each measured cluster's store.
     let commits: Arc<Mutex<HashMap<(usize, u64), Instant>>> = Arc::default();
-    let recorders: Vec<_> = (0..clusters)
+    let recorders: Vec<_> = (skip..clients.len())
         .map(|c| {
             let mut rx = sim
                 .cluster(&remote_name(c))
@@ -203,9 +210,9 @@ fn run_changes(
         polls: 0,
         timeouts: 0,
     };
-    for n in 0..changes {
-        let change = RemoteChange::new(first + n, clients, ips);
-        let (c, s, new_ip) = (change.c, change.s, change.new_ip);
+    for k in ks {
+        let change = RemoteChange::new(k, &clients[skip..], &ips[skip..]);
+        let (c, s, new_ip) = (skip + change.c, change.s, change.new_ip);
         let name = qname(s, c);
         let write = change.write();
 
@@ -262,6 +269,23 @@ fn run_changes(
         r.abort();
     }
     m
+}
+
+/// Prints the latency table of one run of `changes` changes (and sorts its samples).
+fn print_breakdown(m: &mut Measured, changes: usize) {
+    table_head();
+    table_row("write sent → new IP in a DNS answer", &mut m.latency);
+    table_row("write sent → kubesim commit", &mut m.to_commit);
+    table_row(
+        "kubesim commit → new IP in a DNS answer",
+        &mut m.from_commit,
+    );
+    table_row("write sent → patch call returned", &mut m.write);
+    println!(
+        "  ({} DNS queries polled, {:.1} per change)",
+        m.polls,
+        m.polls as f64 / changes.max(1) as f64
+    );
 }
 
 fn main() {
@@ -359,7 +383,8 @@ fn main() {
             Running::InProcess(_) => None,
         });
 
-        let mut m = run_changes(&rt, &clients, &kube.sim, &mut dns, &mut ips, first, changes);
+        let ks = first..first + changes;
+        let mut m = run_changes(&rt, &clients, &kube.sim, &mut dns, &mut ips, 0, ks);
         first += changes;
         rss.after();
 
@@ -379,19 +404,7 @@ fn main() {
             ready_time.as_secs_f64(),
             answering_time.as_secs_f64()
         );
-        table_head();
-        table_row("write sent → new IP in a DNS answer", &mut m.latency);
-        table_row("write sent → kubesim commit", &mut m.to_commit);
-        table_row(
-            "kubesim commit → new IP in a DNS answer",
-            &mut m.from_commit,
-        );
-        table_row("write sent → patch call returned", &mut m.write);
-        println!(
-            "  ({} DNS queries polled, {:.1} per change)",
-            m.polls,
-            m.polls as f64 / changes.max(1) as f64
-        );
+        print_breakdown(&mut m, changes);
 
         match running {
             Running::Process(child) => drop(child),
