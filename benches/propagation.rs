@@ -16,8 +16,27 @@
 //! this process (as `tests/integration/support.rs` `start_live` does) and the RSS reported is
 //! this process's growth while the server starts and syncs.
 //!
+//! Storm mode (`PROPAGATION_STORM=1`, at least 2 clusters): while one linked cluster rewrites
+//! EndpointSlices as fast as kubesim takes them, is a change in another cluster still answered
+//! within twice its quiet p99, and under 50 ms? Cluster 0 (`c1`) is the storm cluster; the
+//! others are measured. Phase 1 (quiet) measures `PROPAGATION_CHANGES` changes in the measured
+//! clusters as above. Phase 2 starts `PROPAGATION_STORM_WRITERS` (default 8) concurrent kube-rs
+//! writers on `c1`, each rewriting its share of `c1`'s slices round-robin (the same merge patch
+//! of `endpoints`, a new IP each time), the next write as soon as the previous one returns;
+//! measures as many changes again in the measured clusters while they run; then stops them.
+//! `c1`'s Services are exported like the others, so every storm write is a watch event at the
+//! server. A writer stops when told to, at a hard deadline (the change timeout × changes, plus
+//! 30 s) or after 2^20 writes, whichever comes first; each of its writes is bounded by the change
+//! timeout. Prints the two phases side by side (p50, p99, max, timeouts), the storm's writes and
+//! rate, the ratio storm p99 / quiet p99 against the target, how long after the writers stopped
+//! the server answered their last writes, the server's RSS before and after the storm, CPU in
+//! each phase (the server's, this process's and the whole machine's, from `/proc`: the machine
+//! is shared, so other work shows there), each phase's breakdown as above, and a
+//! `RESULT storm key=value …` line.
+//!
 //! `cargo bench --bench propagation` runs the full size; `cargo test --bench propagation` runs a
-//! small smoke version (both server modes, zero timeouts asserted). Sizes can be overridden with
+//! small smoke version (both server modes, zero timeouts asserted), each followed by the storm
+//! mode at the same small size (zero timeouts asserted, not the ratio; about 2 s in all). Sizes can be overridden with
 //! `PROPAGATION_CLUSTERS`, `PROPAGATION_SERVICES`, `PROPAGATION_ENDPOINTS` and
 //! `PROPAGATION_CHANGES`; `PROPAGATION_TLS=1` serves kubesim over HTTPS.
 
@@ -27,7 +46,8 @@ mod common;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
-use std::sync::atomic::Ordering;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,7 +58,7 @@ use kube::Client;
 
 use common::{
     CHANGE_TIMEOUT, ChildGuard, Kube, LOAD_CONCURRENCY, Mode, NS, RemoteChange, Rss, flag,
-    listening_addr, remote_name, size, table_head, table_row,
+    listening_addr, mib, ms, percentile, remote_name, rss_of, size, table_head, table_row,
 };
 
 /// Pause between two polls of one change.
@@ -128,26 +148,31 @@ fn qname(s: usize, c: usize) -> Name {
     .expect("query name")
 }
 
+/// Waits until service `s` of remote cluster `c` answers exactly `ips` (in any order).
+fn wait_answer(dns: &mut Dns, c: usize, s: usize, ips: &[Ipv4Addr], deadline: Instant) {
+    let mut want = ips.to_vec();
+    want.sort();
+    let name = qname(s, c);
+    loop {
+        if let Some(mut got) = dns.a(&name) {
+            got.sort();
+            if got == want {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} did not answer {want:?} in time"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Waits until every remote cluster's last service answers with its full endpoint set.
 fn wait_answers(dns: &mut Dns, ips: &[Vec<Vec<Ipv4Addr>>], deadline: Instant) {
     for (c, services) in ips.iter().enumerate() {
         let s = services.len() - 1;
-        let mut want = services[s].clone();
-        want.sort();
-        let name = qname(s, c);
-        loop {
-            if let Some(mut got) = dns.a(&name) {
-                got.sort();
-                if got == want {
-                    break;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} did not answer {want:?} in time"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_answer(dns, c, s, &services[s], deadline);
     }
 }
 
@@ -166,21 +191,22 @@ struct Measured {
     timeouts: usize,
 }
 
-/// Runs `changes` changes, round-robin over clusters and services, starting at change number
-/// `first` (so every run puts in IPs never used before).
+/// Runs the changes numbered `ks`, round-robin over remote clusters `skip..` and their services
+/// (every run takes numbers never used before, so it puts in IPs never used before); the
+/// clusters before `skip` are not changed here.
 fn run_changes(
     rt: &tokio::runtime::Runtime,
     clients: &[Client],
     sim: &kubesim::Sim,
     dns: &mut Dns,
     ips: &mut [Vec<Vec<Ipv4Addr>>],
-    first: usize,
-    changes: usize,
+    skip: usize,
+    ks: Range<usize>,
 ) -> Measured {
-    let clusters = clients.len();
-    // Commit times from in-process subscribers to each remote cluster's store.
+    let changes = ks.len();
+    // Commit times from in-process subscribers to each measured cluster's store.
     let commits: Arc<Mutex<HashMap<(usize, u64), Instant>>> = Arc::default();
-    let recorders: Vec<_> = (0..clusters)
+    let recorders: Vec<_> = (skip..clients.len())
         .map(|c| {
             let mut rx = sim
                 .cluster(&remote_name(c))
@@ -203,9 +229,9 @@ fn run_changes(
         polls: 0,
         timeouts: 0,
     };
-    for n in 0..changes {
-        let change = RemoteChange::new(first + n, clients, ips);
-        let (c, s, new_ip) = (change.c, change.s, change.new_ip);
+    for k in ks {
+        let change = RemoteChange::new(k, &clients[skip..], &ips[skip..]);
+        let (c, s, new_ip) = (skip + change.c, change.s, change.new_ip);
         let name = qname(s, c);
         let write = change.write();
 
@@ -264,6 +290,528 @@ fn run_changes(
     m
 }
 
+/// Prints the latency table of one run of `changes` changes (and sorts its samples).
+fn print_breakdown(m: &mut Measured, changes: usize) {
+    table_head();
+    table_row("write sent → new IP in a DNS answer", &mut m.latency);
+    table_row("write sent → kubesim commit", &mut m.to_commit);
+    table_row(
+        "kubesim commit → new IP in a DNS answer",
+        &mut m.from_commit,
+    );
+    table_row("write sent → patch call returned", &mut m.write);
+    println!(
+        "  ({} DNS queries polled, {:.1} per change)",
+        m.polls,
+        m.polls as f64 / changes.max(1) as f64
+    );
+}
+
+/// Storm writes per writer, at most (each writer's loop is bounded in count as well as in time).
+const STORM_MAX_WRITES: usize = 1 << 20;
+/// The storm's change numbers are `services × round + service` from this number on, far above
+/// any measured change's number, so no storm IP is ever a measured change's.
+const STORM_K0: usize = 1 << 24;
+/// Added to the change timeout × changes for the storm's hard deadline.
+const STORM_MARGIN: Duration = Duration::from_secs(30);
+/// Longest wait for one storm writer to stop once told to (its write in flight is bounded by the
+/// change timeout).
+const STORM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What one storm writer did.
+struct Written {
+    /// Its services' slice IPs when it stopped: `(service, IPs)`.
+    slices: Vec<(usize, Vec<Ipv4Addr>)>,
+    /// The service it wrote last, if any.
+    last: Option<usize>,
+    /// Rounds over its services begun.
+    rounds: usize,
+    /// True when the deadline or the write limit ended it, not the stop.
+    cut_short: bool,
+}
+
+/// One storm writer: rewrites the slices of `services` (in cluster 0, whose client `client`
+/// is, and whose current IPs are `ips`) round-robin, one [`RemoteChange`] each (a merge patch
+/// of `endpoints` with one new IP), the next as soon as the previous returns; until `stop`, the
+/// deadline or `STORM_MAX_WRITES` writes. Every successful write is counted in `writes`.
+async fn storm_writer(
+    client: Client,
+    mut ips: Vec<Vec<Ipv4Addr>>,
+    services: Vec<usize>,
+    round0: usize,
+    stop: Arc<AtomicBool>,
+    writes: Arc<AtomicU64>,
+    deadline: Instant,
+) -> Result<Written, String> {
+    let total = ips.len();
+    let mut done = 0;
+    let mut last = None;
+    while !stop.load(Ordering::Relaxed) {
+        if done >= STORM_MAX_WRITES || Instant::now() >= deadline {
+            break;
+        }
+        let s = services[done % services.len()];
+        let k = total * (round0 + done / services.len()) + s;
+        let change =
+            RemoteChange::new(k, std::slice::from_ref(&client), std::slice::from_ref(&ips));
+        debug_assert_eq!((change.c, change.s), (0, s));
+        match tokio::time::timeout(CHANGE_TIMEOUT, change.write()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(format!("storm patch of svc-{s} in {}: {e}", remote_name(0))),
+            Err(_) => {
+                return Err(format!(
+                    "storm patch of svc-{s} in {}: no answer within {CHANGE_TIMEOUT:?}",
+                    remote_name(0)
+                ));
+            }
+        }
+        ips[s] = change.next;
+        last = Some(s);
+        done += 1;
+        writes.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(Written {
+        slices: services.iter().map(|&s| (s, ips[s].clone())).collect(),
+        last,
+        rounds: done.div_ceil(services.len()),
+        cut_short: !stop.load(Ordering::Relaxed),
+    })
+}
+
+/// The storm writers running against cluster 0.
+struct Storm {
+    stop: Arc<AtomicBool>,
+    writes: Arc<AtomicU64>,
+    started: Instant,
+    tasks: Vec<tokio::task::JoinHandle<Result<Written, String>>>,
+}
+
+/// A stopped storm.
+struct Stopped {
+    written: Vec<Written>,
+    /// Successful writes, in all.
+    writes: u64,
+    /// Writes done when the writers were told to stop, and how long they had run then.
+    writes_at_stop: u64,
+    elapsed: Duration,
+}
+
+impl Storm {
+    /// Starts `writers` writers (at most one per service) on cluster 0, whose client is `client`
+    /// and whose slices' current IPs are `ips`; writer `w` takes services `w`, `w + writers`, …
+    fn start(
+        rt: &tokio::runtime::Runtime,
+        client: &Client,
+        ips: &[Vec<Ipv4Addr>],
+        writers: usize,
+        round0: usize,
+        deadline: Instant,
+    ) -> Self {
+        let writers = writers.min(ips.len());
+        let stop = Arc::new(AtomicBool::new(false));
+        let writes = Arc::new(AtomicU64::new(0));
+        let tasks = (0..writers)
+            .map(|w| {
+                rt.spawn(storm_writer(
+                    client.clone(),
+                    ips.to_vec(),
+                    (w..ips.len()).step_by(writers).collect(),
+                    round0,
+                    stop.clone(),
+                    writes.clone(),
+                    deadline,
+                ))
+            })
+            .collect();
+        Storm {
+            stop,
+            writes,
+            started: Instant::now(),
+            tasks,
+        }
+    }
+
+    fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
+    /// Tells the writers to stop, waits for every one of them (a writer that does not stop in
+    /// time is aborted, and so are the others if one failed: then this panics), and records each
+    /// slice's last IPs in `ips`.
+    fn stop(self, rt: &tokio::runtime::Runtime, ips: &mut [Vec<Ipv4Addr>]) -> Stopped {
+        self.stop.store(true, Ordering::Relaxed);
+        let (writes_at_stop, elapsed) = (self.writes(), self.started.elapsed());
+        let aborts: Vec<_> = self.tasks.iter().map(|t| t.abort_handle()).collect();
+        let until = Instant::now() + STORM_STOP_TIMEOUT;
+        let mut written = Vec::new();
+        let mut failed = Vec::new();
+        for task in self.tasks {
+            let left = until.saturating_duration_since(Instant::now());
+            match rt.block_on(tokio::time::timeout(left, task)) {
+                Ok(Ok(Ok(w))) => written.push(w),
+                Ok(Ok(Err(e))) => failed.push(e),
+                Ok(Err(e)) => failed.push(format!("storm writer: {e}")),
+                Err(_) => failed.push(format!(
+                    "storm writer not stopped in {STORM_STOP_TIMEOUT:?}"
+                )),
+            }
+        }
+        for a in aborts {
+            a.abort();
+        }
+        assert!(failed.is_empty(), "storm failed: {failed:?}");
+        for w in &written {
+            for (s, v) in &w.slices {
+                ips[*s].clone_from(v);
+            }
+        }
+        Stopped {
+            written,
+            writes: self.writes.load(Ordering::Relaxed),
+            writes_at_stop,
+            elapsed,
+        }
+    }
+}
+
+/// CPU time (user and system) a process has used, from `/proc/<pid>/stat` (`proc_dir` is
+/// `/proc/<pid>`); zero if it cannot be read.
+fn cpu_time(proc_dir: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("{proc_dir}/stat")).unwrap_or_default();
+    // The fields after the command (which may hold spaces and parentheses), from field 3 on.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or_else(Vec::new, |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100);
+    // utime and stime are fields 14 and 15.
+    Duration::from_secs_f64((ticks(11) + ticks(12)) as f64 / hz as f64)
+}
+
+/// The machine's CPU time so far, busy and in all (every core), from `/proc/stat`, in ticks.
+fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("cpu "))
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // user nice system idle iowait irq softirq steal …; guest time is in user already.
+    let total: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    (total.saturating_sub(idle), total)
+}
+
+/// CPU used so far by the server, by this process (kubesim, the writers, the poller; the server
+/// too when it runs in-process) and by the whole machine.
+#[derive(Clone, Copy)]
+struct Cpu {
+    at: Instant,
+    server: Duration,
+    bench: Duration,
+    /// Busy and all ticks of the machine.
+    machine: (u64, u64),
+}
+
+/// CPU used in a phase, in percent of one core.
+#[derive(Clone, Copy)]
+struct CpuUse {
+    server: f64,
+    bench: f64,
+    /// Every process on the machine (other work included): 100 × cores when saturated.
+    machine: f64,
+}
+
+impl Cpu {
+    fn now(server_proc: &str) -> Self {
+        Cpu {
+            at: Instant::now(),
+            server: cpu_time(server_proc),
+            bench: cpu_time("/proc/self"),
+            machine: machine_ticks(),
+        }
+    }
+
+    /// What was used from `start` to `self`.
+    fn since(&self, start: &Cpu) -> CpuUse {
+        let wall = self
+            .at
+            .saturating_duration_since(start.at)
+            .as_secs_f64()
+            .max(1e-9);
+        let pct = |a: Duration, b: Duration| a.saturating_sub(b).as_secs_f64() / wall * 100.0;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let (busy, total) = (
+            self.machine.0.saturating_sub(start.machine.0),
+            self.machine.1.saturating_sub(start.machine.1),
+        );
+        CpuUse {
+            server: pct(self.server, start.server),
+            bench: pct(self.bench, start.bench),
+            machine: busy as f64 / total.max(1) as f64 * cores * 100.0,
+        }
+    }
+}
+
+/// p50, p99 and max of a sample (and sorts it).
+fn quantiles(samples: &mut [Duration]) -> [Duration; 3] {
+    samples.sort();
+    [
+        percentile(samples, 0.5),
+        percentile(samples, 0.99),
+        samples.last().copied().unwrap_or_default(),
+    ]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// The storm target: the storm's p99 is at most this many times the quiet p99 …
+const STORM_RATIO_TARGET: f64 = 2.0;
+/// … and under this.
+const STORM_P99_TARGET: Duration = Duration::from_millis(50);
+
+/// What a storm run needs besides the DNS client and the state it moves on.
+struct StormRun<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    clients: &'a [Client],
+    sim: &'a kubesim::Sim,
+    mode: Mode,
+    /// `/proc/<pid>` of the server; `/proc/self` in-process.
+    server_proc: String,
+    changes: usize,
+    writers: usize,
+    /// For the report: clusters x services x endpoints.
+    sizes: (usize, usize, usize),
+}
+
+/// What a storm run measured.
+struct StormReport {
+    quiet: Measured,
+    storm: Measured,
+    stopped: Stopped,
+    /// Writers told to stop → every writer's last write in a DNS answer.
+    caught_up: Duration,
+    /// The server's RSS before the storm, after it (writers stopped, server caught up), and
+    /// its peak then.
+    rss: (u64, u64, u64),
+    /// CPU in the quiet and in the storm phase.
+    cpu_quiet: CpuUse,
+    cpu_storm: CpuUse,
+}
+
+impl StormRun<'_> {
+    /// Phase 1: `changes` changes in clusters 1.. with nothing else going on; phase 2: as many
+    /// while the writers rewrite cluster 0's slices. `first` is the next measured change's
+    /// number and `round` the storm's next round; both move on.
+    fn run(
+        &self,
+        dns: &mut Dns,
+        ips: &mut [Vec<Vec<Ipv4Addr>>],
+        first: &mut usize,
+        round: &mut usize,
+    ) -> StormReport {
+        let (rt, clients, sim) = (self.rt, self.clients, self.sim);
+        let mut next = |n: usize| {
+            let ks = *first..*first + n;
+            *first += n;
+            assert!(
+                *first < STORM_K0,
+                "measured change numbers reach the storm's"
+            );
+            ks
+        };
+
+        let cpu0 = Cpu::now(&self.server_proc);
+        let quiet = run_changes(rt, clients, sim, dns, ips, 1, next(self.changes));
+        let cpu1 = Cpu::now(&self.server_proc);
+
+        let status = format!("{}/status", self.server_proc);
+        let rss_before = rss_of(&status).0;
+        let deadline = Instant::now()
+            + CHANGE_TIMEOUT * u32::try_from(self.changes).unwrap_or(u32::MAX)
+            + STORM_MARGIN;
+        let cpu2 = Cpu::now(&self.server_proc);
+        let storm = Storm::start(rt, &clients[0], &ips[0], self.writers, *round, deadline);
+        // Measure under load: wait until the writers are writing (about one write each).
+        let warm = Instant::now() + CHANGE_TIMEOUT;
+        while storm.writes() < storm.tasks.len() as u64 {
+            assert!(Instant::now() < warm, "the storm writers are not writing");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let measured = run_changes(rt, clients, sim, dns, ips, 1, next(self.changes));
+        let stopped = storm.stop(rt, &mut ips[0]);
+        let cpu3 = Cpu::now(&self.server_proc);
+        *round += stopped.written.iter().map(|w| w.rounds).max().unwrap_or(0);
+
+        // The server has taken in the whole storm once every writer's last write is answered.
+        let caught = Instant::now();
+        for w in &stopped.written {
+            if let Some(s) = w.last {
+                wait_answer(dns, 0, s, &ips[0][s], caught + SYNC_TIMEOUT);
+            }
+        }
+        let caught_up = caught.elapsed();
+        let (rss_after, rss_peak) = rss_of(&status);
+        StormReport {
+            quiet,
+            storm: measured,
+            stopped,
+            caught_up,
+            rss: (rss_before, rss_after, rss_peak),
+            cpu_quiet: cpu1.since(&cpu0),
+            cpu_storm: cpu3.since(&cpu2),
+        }
+    }
+
+    /// Prints both phases side by side, the storm, the ratio against the target, RSS and CPU,
+    /// the breakdown of each phase, and the `RESULT storm` line; `server_line` (how the server
+    /// started) after the first line when given.
+    fn print(&self, r: &mut StormReport, server_line: Option<&str>) {
+        let (clusters, services, endpoints) = self.sizes;
+        let changes = self.changes;
+        let measured = match clusters {
+            2 => remote_name(1),
+            _ => format!("{}..{}", remote_name(1), remote_name(clusters - 1)),
+        };
+        let rate = r.stopped.writes_at_stop as f64 / r.stopped.elapsed.as_secs_f64().max(1e-9);
+        let quiet = quantiles(&mut r.quiet.latency);
+        let storm = quantiles(&mut r.storm.latency);
+        let ratio = storm[1].as_secs_f64() / quiet[1].as_secs_f64();
+        let met = r.quiet.timeouts == 0
+            && r.storm.timeouts == 0
+            && ratio <= STORM_RATIO_TARGET
+            && storm[1] < STORM_P99_TARGET;
+        println!(
+            "propagation storm: {clusters} clusters x {services} services x {endpoints} endpoints; {changes} changes in {measured} quiet, then {changes} while {} writers rewrite the slices of c1 (cluster 0)",
+            r.stopped.written.len()
+        );
+        if let Some(line) = server_line {
+            println!("{line}");
+        }
+        println!(
+            "  | write sent → new IP in a DNS answer ({measured}) | p50 | p99 | max | timeouts |"
+        );
+        println!("  |---|---|---|---|---|");
+        let row = |what: &str, q: &[Duration; 3], timeouts: usize| {
+            println!(
+                "  | {what} | {} | {} | {} | {timeouts} |",
+                ms(q[0]),
+                ms(q[1]),
+                ms(q[2])
+            );
+        };
+        row("quiet", &quiet, r.quiet.timeouts);
+        row(
+            &format!("storm (cluster 0 rewriting {rate:.0} slices/s)"),
+            &storm,
+            r.storm.timeouts,
+        );
+        println!(
+            "  storm p99 / quiet p99 = {ratio:.2}; target (at most {STORM_RATIO_TARGET}x and under {} ms): {}",
+            STORM_P99_TARGET.as_millis(),
+            if met { "met" } else { "missed" }
+        );
+        let cut_short = r.stopped.written.iter().filter(|w| w.cut_short).count();
+        println!(
+            "  storm: {} writes in {:.2} s ({rate:.0}/s) by {} writers{}; every writer's last write answered {} after they were told to stop",
+            r.stopped.writes,
+            r.stopped.elapsed.as_secs_f64(),
+            r.stopped.written.len(),
+            if cut_short > 0 {
+                format!(", {cut_short} of them ended by the deadline or the write limit")
+            } else {
+                String::new()
+            },
+            ms(r.caught_up),
+        );
+        let (before, after, peak) = r.rss;
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let (q, st) = (r.cpu_quiet, r.cpu_storm);
+        match self.mode {
+            Mode::Process => {
+                println!(
+                    "  server RSS {:.1} MiB before the storm, {:.1} MiB after (peak {:.1} MiB)",
+                    mib(before),
+                    mib(after),
+                    mib(peak)
+                );
+                println!(
+                    "  CPU, % of one core: server quiet {:.0} %, storm {:.0} %; this process (kubesim, storm writers, poller) quiet {:.0} %, storm {:.0} %; the machine ({cores} cores, other work included) quiet {:.0} %, storm {:.0} %",
+                    q.server, st.server, q.bench, st.bench, q.machine, st.machine
+                );
+            }
+            Mode::InProcess => {
+                println!(
+                    "  this process's RSS (in-process server, kubesim, writers) {:.1} MiB before the storm, {:.1} MiB after (peak {:.1} MiB)",
+                    mib(before),
+                    mib(after),
+                    mib(peak)
+                );
+                println!(
+                    "  CPU, % of one core: this process (server, kubesim, storm writers, poller) quiet {:.0} %, storm {:.0} %; the machine ({cores} cores, other work included) quiet {:.0} %, storm {:.0} %",
+                    q.bench, st.bench, q.machine, st.machine
+                );
+            }
+        }
+        println!("  quiet:");
+        print_breakdown(&mut r.quiet, changes);
+        println!("  storm:");
+        print_breakdown(&mut r.storm, changes);
+        // The breakdown sorted every sample; these are its quantiles.
+        let p99 = |samples: &[Duration]| us(percentile(samples, 0.99));
+        println!(
+            "RESULT storm server={} clusters={clusters} services={services} endpoints={endpoints} changes={changes} writers={} \
+             quiet_p50_us={:.1} quiet_p99_us={:.1} quiet_max_us={:.1} quiet_timeouts={} \
+             storm_p50_us={:.1} storm_p99_us={:.1} storm_max_us={:.1} storm_timeouts={} \
+             p99_ratio={ratio:.2} target_met={met} storm_writes={} storm_s={:.2} storm_writes_per_s={rate:.0} \
+             catch_up_us={:.1} quiet_to_commit_p99_us={:.1} storm_to_commit_p99_us={:.1} \
+             quiet_from_commit_p99_us={:.1} storm_from_commit_p99_us={:.1} \
+             server_rss_before_bytes={before} server_rss_after_bytes={after} server_rss_peak_bytes={peak} \
+             server_cpu_quiet_pct={:.0} server_cpu_storm_pct={:.0} bench_cpu_quiet_pct={:.0} bench_cpu_storm_pct={:.0} \
+             machine_cpu_quiet_pct={:.0} machine_cpu_storm_pct={:.0}",
+            match self.mode {
+                Mode::Process => "process",
+                Mode::InProcess => "in-process",
+            },
+            r.stopped.written.len(),
+            us(quiet[0]),
+            us(quiet[1]),
+            us(quiet[2]),
+            r.quiet.timeouts,
+            us(storm[0]),
+            us(storm[1]),
+            us(storm[2]),
+            r.storm.timeouts,
+            r.stopped.writes,
+            r.stopped.elapsed.as_secs_f64(),
+            us(r.caught_up),
+            p99(&r.quiet.to_commit),
+            p99(&r.storm.to_commit),
+            p99(&r.quiet.from_commit),
+            p99(&r.storm.from_commit),
+            q.server,
+            st.server,
+            q.bench,
+            st.bench,
+            q.machine,
+            st.machine,
+        );
+    }
+}
+
 fn main() {
     let bench = common::bench_mode();
     let clusters = size("PROPAGATION_CLUSTERS", 3, 3, bench);
@@ -272,6 +820,14 @@ fn main() {
     let changes = size("PROPAGATION_CHANGES", 1000, 30, bench);
     assert!(clusters >= 1 && services >= 1 && endpoints >= 1);
     let tls = flag("PROPAGATION_TLS");
+    // A bench run is plain or storm; the smoke run does both (storm when there are 2 clusters).
+    let storm = flag("PROPAGATION_STORM");
+    let writers = size("PROPAGATION_STORM_WRITERS", 8, 8, bench);
+    assert!(
+        !storm || (clusters >= 2 && writers >= 1),
+        "PROPAGATION_STORM needs at least 2 clusters and 1 writer"
+    );
+    let (plain, storm) = (!storm || !bench, storm || (!bench && clusters >= 2));
     let (binary, modes, rt) = common::setup("propagation", "PROPAGATION_IN_PROCESS", bench);
     let _entered = rt.enter();
     let kube = Kube::start(&rt, clusters, tls);
@@ -311,6 +867,7 @@ fn main() {
     );
 
     let mut first = 0;
+    let mut storm_round = STORM_K0.div_ceil(services);
     for mode in modes {
         // Start the server and wait until it is ready and answers.
         let mut rss = Rss::start();
@@ -359,46 +916,73 @@ fn main() {
             Running::InProcess(_) => None,
         });
 
-        let mut m = run_changes(&rt, &clients, &kube.sim, &mut dns, &mut ips, first, changes);
-        first += changes;
-        rss.after();
-
-        let what = format!(
-            "{clusters} clusters x {services} services x {endpoints} endpoints, {changes} changes"
-        );
-        let rss = rss.text(mode, "", " to synced");
-        println!(
-            "propagation: {what}: {}, timeouts {}; {rss}; load {:.2} s",
-            common::p50_p99_max(&m.latency),
-            m.timeouts,
-            load_time.as_secs_f64()
-        );
         let how = common::how(mode, binary.as_deref());
-        println!(
+        let server_line = format!(
             "  server ({how}): ready after {:.2} s, every cluster answering after {:.2} s",
             ready_time.as_secs_f64(),
             answering_time.as_secs_f64()
         );
-        table_head();
-        table_row("write sent → new IP in a DNS answer", &mut m.latency);
-        table_row("write sent → kubesim commit", &mut m.to_commit);
-        table_row(
-            "kubesim commit → new IP in a DNS answer",
-            &mut m.from_commit,
-        );
-        table_row("write sent → patch call returned", &mut m.write);
-        println!(
-            "  ({} DNS queries polled, {:.1} per change)",
-            m.polls,
-            m.polls as f64 / changes.max(1) as f64
-        );
+
+        if plain {
+            let ks = first..first + changes;
+            let mut m = run_changes(&rt, &clients, &kube.sim, &mut dns, &mut ips, 0, ks);
+            first += changes;
+            rss.after();
+
+            let what = format!(
+                "{clusters} clusters x {services} services x {endpoints} endpoints, {changes} changes"
+            );
+            let rss = rss.text(mode, "", " to synced");
+            println!(
+                "propagation: {what}: {}, timeouts {}; {rss}; load {:.2} s",
+                common::p50_p99_max(&m.latency),
+                m.timeouts,
+                load_time.as_secs_f64()
+            );
+            println!("{server_line}");
+            print_breakdown(&mut m, changes);
+            if !bench {
+                assert_eq!(m.timeouts, 0, "every change reached DNS within 5 s");
+            }
+        }
+
+        if storm {
+            let run = StormRun {
+                rt: &rt,
+                clients: &clients,
+                sim: &kube.sim,
+                mode,
+                server_proc: match &running {
+                    Running::Process(child) => format!("/proc/{}", child.0.id()),
+                    Running::InProcess(_) => "/proc/self".to_owned(),
+                },
+                changes,
+                writers,
+                sizes: (clusters, services, endpoints),
+            };
+            let mut r = run.run(&mut dns, &mut ips, &mut first, &mut storm_round);
+            run.print(&mut r, (!plain).then_some(server_line.as_str()));
+            if !bench {
+                // Not the ratio: a loaded CI machine is too noisy for it.
+                assert_eq!(
+                    r.quiet.timeouts, 0,
+                    "every quiet change reached DNS within 5 s"
+                );
+                assert_eq!(
+                    r.storm.timeouts, 0,
+                    "every change under the storm reached DNS within 5 s"
+                );
+                assert!(r.stopped.writes > 0, "the storm wrote");
+                assert!(
+                    r.stopped.written.iter().all(|w| !w.cut_short),
+                    "the storm ran until it was stopped"
+                );
+            }
+        }
 
         match running {
             Running::Process(child) => drop(child),
             Running::InProcess(server) => rt.block_on(server.stop()),
-        }
-        if !bench {
-            assert_eq!(m.timeouts, 0, "every change reached DNS within 5 s");
         }
     }
 }

@@ -54,8 +54,8 @@ pub fn flag(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v == "1" || v == "true")
 }
 
-/// `VmRSS` and `VmHWM` (peak) of a process, in bytes.
-fn rss_of(status_path: &str) -> (u64, u64) {
+/// `VmRSS` and `VmHWM` (peak) of a process, in bytes, from its `/proc/<pid>/status`.
+pub fn rss_of(status_path: &str) -> (u64, u64) {
     let status = std::fs::read_to_string(status_path).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -67,7 +67,7 @@ fn rss_of(status_path: &str) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-fn mib(bytes: u64) -> f64 {
+pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1u32 << 20)
 }
 
@@ -126,7 +126,8 @@ impl Rss {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+/// The `p` quantile (0 to 1) of a sorted sample; zero when it is empty.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -467,7 +468,7 @@ pub fn setup(
 }
 
 /// The child server; killed (by its own handle) when dropped, so a panic does not leak it.
-pub struct ChildGuard(Child);
+pub struct ChildGuard(pub Child);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
