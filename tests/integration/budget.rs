@@ -277,13 +277,14 @@ async fn serve_live_blocking(
 async fn a_flooding_cluster_costs_its_budget_and_the_others_answer_exactly() {
     let (sim, dir) = crate::kubesim_api::sim(&["west", "east", "fits", "flood"], |_| {}).await;
     let cluster = |n: &str| sim.cluster(n).expect("cluster").clone();
-    // The budget: 20,000 endpoints. `fits` exports exactly that (400
-    // services of 50), `flood` ten times that (4,000 services of 50); east
-    // is small and must be answered exactly.
+    // The budget: 20,000 endpoints. `flood` exports ten times that (4,000
+    // services of 50); `fits` as many services, within the budget (4,000
+    // of 5): what the budget allows a cluster of that many services to
+    // cost. East is small and must be answered exactly.
     let budget = 20_000;
     let per = 50;
     let services = 10 * budget / per;
-    flood(&cluster("fits"), 21, budget / per, per);
+    flood(&cluster("fits"), 21, services, budget / services);
     flood(&cluster("flood"), 20, services, per);
     flood(&cluster("east"), 30, 10, 3);
     let (local, east) = (cluster("west"), cluster("east"));
@@ -357,5 +358,21 @@ async fn a_flooding_cluster_costs_its_budget_and_the_others_answer_exactly() {
         mib(at_budget_rss),
         mib(bounded_rss),
         mib(unbounded_rss)
+    );
+    // The refused 180,000 endpoints cost nothing held: the flood costs
+    // what the budget allows (and the names of its refused services),
+    // while holding them all costs far more.
+    let margin = 4 * 1024 * 1024;
+    assert!(
+        bounded_rss <= at_budget_rss + margin,
+        "the flood within its budget: {:.1} MiB, at the budget: {:.1} MiB",
+        mib(bounded_rss),
+        mib(at_budget_rss)
+    );
+    assert!(
+        unbounded_rss >= bounded_rss + 2 * margin,
+        "holding the flood: {:.1} MiB, within the budget: {:.1} MiB",
+        mib(unbounded_rss),
+        mib(bounded_rss)
     );
 }
