@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
@@ -25,6 +24,7 @@ use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
 use crate::model::{ClusterSet, Model, Settings, Snapshot};
 use crate::source::SourceMsg;
+use crate::source::feed::{Feed, Round};
 use crate::source::live::{self, LiveConfig};
 use crate::source::status::StatusBoard;
 use crate::source::watch::{self, FileSource};
@@ -181,8 +181,8 @@ impl Server {
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
 
-        let (tx, rx) = mpsc::channel(64);
-        let feed = match mirror {
+        let (feed, tx) = Feed::new();
+        let to_mirror = match mirror {
             Some(m) => {
                 let (feed_tx, feed_rx) = tokio::sync::watch::channel(None);
                 tasks.spawn(crate::mirror::run::run(
@@ -198,10 +198,10 @@ impl Server {
         let (settings_tx, settings_rx) = tokio::sync::watch::channel(config.settings.clone());
         tasks.spawn(model_task(
             model,
-            rx,
+            feed,
             settings_rx.clone(),
             shared.clone(),
-            feed,
+            to_mirror,
             shutdown.clone(),
         ));
         let origin = match source {
@@ -361,38 +361,42 @@ impl SettingsHandle {
 /// Where the model task hands the mirror controller each new state.
 type MirrorFeed = tokio::sync::watch::Sender<Option<(Arc<ClusterSet>, Instant)>>;
 
+/// Events each cluster's queue gives the model per round: a cluster in a
+/// churn storm gives this many, then every other cluster with work gets its
+/// turn before the next snapshot is published.
+const QUANTUM: usize = 256;
+
+/// Closes the feed when the model task ends, however it ends, so sources
+/// stop.
+struct CloseOnDrop(Arc<Feed>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// The one writer of the model: applies what the sources queued, a round
+/// of every cluster's queue at a time, and publishes a snapshot after each
+/// round; also the clock tick and settings reloads.
 async fn model_task(
     mut model: Model,
-    mut rx: mpsc::Receiver<SourceMsg>,
+    feed: Arc<Feed>,
     mut settings: tokio::sync::watch::Receiver<Arc<Settings>>,
     shared: Arc<Shared>,
     mirror: Option<MirrorFeed>,
     shutdown: CancellationToken,
 ) {
+    let _close = CloseOnDrop(feed.clone());
     let mut initial_done = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut work = true;
     loop {
         // (names changed, the mirror should look again)
         let (changed, mirror_due) = tokio::select! {
-            msg = rx.recv() => match msg {
-                Some(SourceMsg::Events(events)) => {
-                    let c = model.apply(events);
-                    (c, c)
-                }
-                // Every cluster is known now: names no cluster could hold
-                // stop being SERVFAIL, and the mirror may start (before, a
-                // cluster not yet announced would look unlinked).
-                Some(SourceMsg::ClustersKnown) => {
-                    initial_done = true;
-                    (model.clusters_known(), true)
-                }
-                None => return,
-            },
-            _ = tick.tick() => {
-                let c = model.tick();
-                (c, c)
-            }
+            biased;
+            () = shutdown.cancelled() => return,
             Ok(()) = settings.changed() => {
                 let new = settings.borrow_and_update().clone();
                 let started = Instant::now();
@@ -400,7 +404,26 @@ async fn model_task(
                 info!(took_ms = started.elapsed().as_millis() as u64, "answering under the reloaded settings");
                 (true, false)
             }
-            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {
+                let c = model.tick();
+                (c, c)
+            }
+            () = feed.wait(), if !work => {
+                work = true;
+                continue;
+            }
+            () = std::future::ready(()), if work => {
+                let round = feed.take(QUANTUM);
+                if round.is_empty() {
+                    work = false;
+                    continue;
+                }
+                let (changed, known) = apply_round(&mut model, round);
+                initial_done |= known;
+                // Let the sockets and the sources run between rounds.
+                tokio::task::yield_now().await;
+                (changed, changed || known)
+            }
         };
         if changed {
             shared.snapshot.store(model.snapshot());
@@ -421,4 +444,25 @@ async fn model_task(
             info!("ready: every cluster has loaded");
         }
     }
+}
+
+/// Applies one round: control first (clusters coming and going, "every
+/// cluster is known"), then the queued object events. Returns whether any
+/// name changed and whether every cluster is now known.
+fn apply_round(model: &mut Model, round: Round) -> (bool, bool) {
+    let (mut changed, mut known) = (false, false);
+    for msg in round.control {
+        match msg {
+            SourceMsg::Events(events) => changed |= model.apply(events),
+            // Names no cluster could hold stop being SERVFAIL, and the
+            // mirror may start (before, a cluster not yet announced would
+            // look unlinked).
+            SourceMsg::ClustersKnown => {
+                known = true;
+                changed |= model.clusters_known();
+            }
+        }
+    }
+    changed |= model.apply(round.events);
+    (changed, known)
 }

@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 use super::SourceMsg;
 use super::api::{Backoff, MAX_BACKOFF, WatchMsg, WatchTarget, list_watch};
 use super::convert::{GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_MIRRORED, LABEL_SERVICE_NAME};
+use super::feed::FeedTx;
 use super::probe::{self, ProbeReport};
 use super::selector::Selectors;
 use super::spec::{GatewayAddr, GatewaySource, GatewaySpec};
@@ -36,8 +37,8 @@ use crate::model::{Event, Health, Settings};
 /// How often gateway hostnames are resolved again (Linkerd's endpoint
 /// refresh period).
 pub const RESOLVE_PERIOD: Duration = Duration::from_secs(60);
-/// Most events sent to the model in one message, so one huge cluster does
-/// not hold the model task while others wait.
+/// Most events gathered from the watches before the budget judges them and
+/// they go to the feed.
 const BATCH: usize = 1000;
 
 /// What a cluster task watches.
@@ -217,7 +218,7 @@ async fn resolve_gateway(
 struct Runner {
     run: ClusterRun,
     state: ClusterState,
-    tx: mpsc::Sender<SourceMsg>,
+    tx: FeedTx,
     board: Arc<StatusBoard>,
     failing: HashSet<usize>,
     broken_since: Option<Instant>,
@@ -258,18 +259,13 @@ impl Runner {
         self.push_health();
         let counts = self.state.counts();
         self.board.update(&self.run.name, |r| r.counts = counts);
-        while !self.pending.is_empty() {
-            let rest = if self.pending.len() > BATCH {
-                self.pending.split_off(BATCH)
-            } else {
-                Vec::new()
-            };
-            let batch = std::mem::replace(&mut self.pending, rest);
-            if self.tx.send(SourceMsg::Events(batch)).await.is_err() {
-                return false;
-            }
+        if self.pending.is_empty() {
+            return true;
         }
-        true
+        // The feed coalesces by object and serves clusters in turn: a send
+        // never waits for the model.
+        let batch = std::mem::take(&mut self.pending);
+        self.tx.send(SourceMsg::Events(batch)).await.is_ok()
     }
 
     fn connected(&mut self, id: usize) {
@@ -347,7 +343,7 @@ impl Runner {
 pub async fn run(
     run: ClusterRun,
     state: ClusterState,
-    tx: mpsc::Sender<SourceMsg>,
+    tx: FeedTx,
     board: Arc<StatusBoard>,
     shutdown: CancellationToken,
 ) -> ClusterState {

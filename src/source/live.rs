@@ -25,6 +25,7 @@ use super::SourceMsg;
 use super::api::{self, WatchMsg, WatchTarget, list_watch};
 use super::cluster::{self, ClusterRun};
 use super::clusters_file::load_clusters_file;
+use super::feed::FeedTx;
 use super::link::{Link, parse_link};
 use super::selector::Selectors;
 use super::spec::{GatewaySource, LinkedCluster};
@@ -422,7 +423,7 @@ async fn client_for(spec: &LinkedCluster) -> Result<Client, String> {
 /// and the supervisor that keeps them in step with Links or the file.
 pub async fn run(
     config: LiveConfig,
-    tx: mpsc::Sender<SourceMsg>,
+    tx: FeedTx,
     board: Arc<StatusBoard>,
     settings: watch::Receiver<Arc<Settings>>,
     shutdown: CancellationToken,
@@ -524,7 +525,7 @@ pub async fn run(
 /// What the supervisor hands every cluster task it starts.
 struct Supervisor<'a> {
     config: &'a LiveConfig,
-    tx: &'a mpsc::Sender<SourceMsg>,
+    tx: &'a FeedTx,
     board: &'a Arc<StatusBoard>,
     settings: &'a watch::Receiver<Arc<Settings>>,
     shutdown: &'a CancellationToken,

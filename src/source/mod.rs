@@ -9,6 +9,7 @@ pub mod api;
 pub mod cluster;
 pub mod clusters_file;
 pub mod convert;
+pub mod feed;
 pub mod file;
 pub mod link;
 pub mod live;

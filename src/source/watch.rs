@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::SourceMsg;
+use super::feed::FeedTx;
 use super::file::{
     ClusterDir, ClusterLoad, ClusterObjects, Problem, Severity, admission, cluster_dirs, diff,
     fingerprint, initial_events_of, load_cluster, within_budget,
@@ -389,7 +390,7 @@ fn log_budget(cluster: &str, was: &BudgetReport, now: &BudgetReport) {
 /// model is gone (or the work panicked).
 async fn blocking(
     mut source: FileSource,
-    tx: &mpsc::Sender<SourceMsg>,
+    tx: &FeedTx,
     work: impl FnOnce(&mut FileSource, &mut dyn FnMut(SourceMsg) -> bool) -> bool + Send + 'static,
 ) -> Option<FileSource> {
     let tx = tx.clone();
@@ -413,7 +414,7 @@ async fn blocking(
 /// local one, and a reloaded budget is applied at once.
 pub async fn run(
     mut source: FileSource,
-    tx: mpsc::Sender<SourceMsg>,
+    tx: FeedTx,
     mut settings: watch::Receiver<Arc<Settings>>,
     shutdown: CancellationToken,
 ) {
