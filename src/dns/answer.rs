@@ -431,29 +431,30 @@ impl Cx<'_, '_> {
             | Parsed::Proto { key, .. }
             | Parsed::Port { key, .. }
             | Parsed::Child { key, .. }
-            | Parsed::Grandchild { key, .. } => {
-                let label = key.split_once('.').map_or(key, |(l, _)| l);
-                let Some(entry) = self.snap.entries.get(key).cloned() else {
-                    self.depends = Depends::Absent(key.into());
-                    return self.nxdomain(Scope::Label(label), self.zone());
-                };
-                self.depends = Depends::Entry(key.into(), entry.clone());
-                if self.entry_undecided(&entry, label) || entry.withheld() {
-                    return self.negative(Rcode::ServFail, self.zone());
-                }
-                if let Some(stale) = self.staleness(&entry) {
-                    return stale;
-                }
-                match self.below(&entry, parsed) {
-                    Some(answer) => answer,
-                    // A pod of a refused member may be what was asked for.
-                    None if refused_below(&entry, parsed) => {
-                        self.negative(Rcode::ServFail, self.zone())
-                    }
-                    None => self.nxdomain(Scope::Label(label), self.zone()),
-                }
-            }
+            | Parsed::Grandchild { key, .. } => self.at_or_below_service(key, parsed),
             Parsed::Nothing => self.nxdomain(Scope::Never, self.zone()),
+        }
+    }
+
+    /// A name at or below the service entry `key` (`<label>.<ns>`).
+    fn at_or_below_service(&mut self, key: &str, parsed: Parsed<'_>) -> Answer {
+        let label = key.split_once('.').map_or(key, |(l, _)| l);
+        let Some(entry) = self.snap.entries.get(key).cloned() else {
+            self.depends = Depends::Absent(key.into());
+            return self.nxdomain(Scope::Label(label), self.zone());
+        };
+        self.depends = Depends::Entry(key.into(), entry.clone());
+        if self.entry_undecided(&entry, label) || entry.withheld() {
+            return self.negative(Rcode::ServFail, self.zone());
+        }
+        if let Some(stale) = self.staleness(&entry) {
+            return stale;
+        }
+        match self.below(&entry, parsed) {
+            Some(answer) => answer,
+            // A pod of a refused member may be what was asked for.
+            None if refused_below(&entry, parsed) => self.negative(Rcode::ServFail, self.zone()),
+            None => self.nxdomain(Scope::Label(label), self.zone()),
         }
     }
 

@@ -300,26 +300,7 @@ pub fn build_cluster_entry(
         return acc.finish(name, ns.clone(), origin, svc.headless);
     }
     if svc.headless {
-        for slice in cluster.slices_of(key) {
-            for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
-                let host = hostname(ep);
-                // Gateway mode through Linkerd's per-pod endpoint mirrors when
-                // they exist: their ClusterIPs are what a client can reach.
-                let mirror = (mode == ExportMode::Gateway && !cluster.local)
-                    .then(|| set.endpoint_mirror(ns, label, &host, &cluster.name))
-                    .flatten()
-                    .filter(|m| !m.cluster_ips.is_empty());
-                match mirror {
-                    Some(m) => {
-                        let ports: Arc<[Port]> = m.ports.clone().into();
-                        for ip in &m.cluster_ips {
-                            acc.pod(None, host.clone(), &name, *ip, ports.clone(), false);
-                        }
-                    }
-                    None => acc.pod(None, host, &name, ep.addr, slice.ports.clone(), true),
-                }
-            }
-        }
+        headless_pods(set, cluster, svc, (label, &name), &mut acc);
         return acc.finish(name, ns.clone(), origin, true);
     }
     match (mode, cluster.local) {
@@ -357,6 +338,39 @@ pub fn build_cluster_entry(
         }
     }
     acc.finish(name, ns.clone(), origin, false)
+}
+
+/// The pods of headless `svc` of `cluster` into `acc`: each ready endpoint,
+/// or in gateway mode Linkerd's per-pod endpoint mirror when there is one.
+fn headless_pods(
+    set: &ClusterSet,
+    cluster: &Cluster,
+    svc: &Service,
+    (label, name): (&str, &str),
+    acc: &mut Acc,
+) {
+    let (key, ns) = (&svc.key, &svc.key.namespace);
+    let mode = svc.export;
+    for slice in cluster.slices_of(key) {
+        for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
+            let host = hostname(ep);
+            // Gateway mode through Linkerd's per-pod endpoint mirrors when
+            // they exist: their ClusterIPs are what a client can reach.
+            let mirror = (mode == Some(ExportMode::Gateway) && !cluster.local)
+                .then(|| set.endpoint_mirror(ns, label, &host, &cluster.name))
+                .flatten()
+                .filter(|m| !m.cluster_ips.is_empty());
+            match mirror {
+                Some(m) => {
+                    let ports: Arc<[Port]> = m.ports.clone().into();
+                    for ip in &m.cluster_ips {
+                        acc.pod(None, host.clone(), name, *ip, ports.clone(), false);
+                    }
+                }
+                None => acc.pod(None, host, name, ep.addr, slice.ports.clone(), true),
+            }
+        }
+    }
 }
 
 /// Whether a member cluster takes part in federated answers now (DESIGN.md
