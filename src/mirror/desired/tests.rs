@@ -1497,3 +1497,55 @@ fn deterministic() {
 fn concat_events(parts: impl IntoIterator<Item = Vec<Event>>) -> Vec<Event> {
     parts.into_iter().flatten().collect()
 }
+
+#[test]
+fn refused_services_hold_their_mirrors_and_federated_unions() {
+    use crate::model::objects::ExportMode::Flat;
+    let mut events = Vec::new();
+    events.extend(up("west", true));
+    events.extend(up("east", false));
+    let mut refused = service(
+        "prod",
+        "web",
+        Some(Flat),
+        true,
+        false,
+        &["10.0.0.1"],
+        Vec::new(),
+    );
+    refused.refused = true;
+    events.push(svc_event("east", refused));
+    let long = "a".repeat(60);
+    let mut long_refused = service("prod", &long, Some(Flat), false, false, &[], Vec::new());
+    long_refused.refused = true;
+    events.push(svc_event("east", long_refused));
+    events.push(svc_event(
+        "east",
+        service(
+            "prod",
+            "api",
+            Some(Flat),
+            true,
+            false,
+            &["10.0.0.2"],
+            Vec::new(),
+        ),
+    ));
+    let mut set = ClusterSet::new();
+    let mut dirty = Dirty::default();
+    for e in events {
+        set.apply(e, &mut dirty);
+    }
+    let held: Vec<(String, String)> = held_by_budget(&set)
+        .into_iter()
+        .map(|(ns, name)| (ns.to_string(), name.to_string()))
+        .collect();
+    let shortened = fit_name(&format!("{long}-east"), MAX_SERVICE_NAME);
+    let mut want = vec![
+        ("prod".to_owned(), shortened),
+        ("prod".to_owned(), "web-east".to_owned()),
+        ("prod".to_owned(), "web-federated".to_owned()),
+    ];
+    want.sort();
+    assert_eq!(held, want, "api is admitted: nothing of it is held");
+}
