@@ -365,8 +365,9 @@ type MirrorFeed = tokio::sync::watch::Sender<Option<(Arc<ClusterSet>, Instant)>>
 /// churn storm gives this many, then every other cluster with work gets its
 /// turn before the next snapshot is published. A round is not interrupted,
 /// so this bounds how long another cluster's change waits behind a storm:
-/// one slice change costs the model ~10 µs, so 32 keep a round well under
-/// a millisecond.
+/// one endpoint change is applied and published in tens of microseconds
+/// (`cargo bench --bench index_scale`: p50 27 µs), so 32 keep a round near
+/// a millisecond at most.
 const QUANTUM: usize = 32;
 
 /// Closes the feed when the model task ends, however it ends, so sources
