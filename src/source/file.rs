@@ -469,7 +469,7 @@ impl Reader {
             Err(e) => return self.convert_error(path, doc, item, "Service", e),
         };
         for w in converted.warnings {
-            self.problem(path, Some(doc), item, Severity::Warning, w);
+            self.problem(path, Some(doc), item, Severity::Warning, w.to_string());
         }
         let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
         let name = svc.metadata.name.as_deref().unwrap_or("");
@@ -496,7 +496,7 @@ impl Reader {
             Err(e) => return self.convert_error(path, doc, item, "EndpointSlice", e),
         };
         for w in converted.warnings {
-            self.problem(path, Some(doc), item, Severity::Warning, w);
+            self.problem(path, Some(doc), item, Severity::Warning, w.to_string());
         }
         if let Some(s) = converted.value
             && self.first_definition("EndpointSlice", &s.key, path, doc, item)

@@ -255,8 +255,8 @@ fn a_bad_object_is_skipped_and_the_last_good_version_kept() {
     let bad: K8sSlice = serde_json::from_value(json!({
         "metadata": {"name": "web-1", "namespace": "prod",
                      "labels": {"kubernetes.io/service-name": "web"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["not-an-ip"]}]
+        "addressType": "IPv5",
+        "endpoints": [{"addresses": ["10.1.0.9"]}]
     }))
     .expect("decodes");
     st.slice_apply(&bad, &mut out);
