@@ -23,7 +23,9 @@ use tracing::{debug, info, warn};
 
 use super::SourceMsg;
 use super::api::{Backoff, MAX_BACKOFF, WatchMsg, WatchTarget, list_watch};
-use super::convert::{GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_MIRRORED, LABEL_SERVICE_NAME};
+use super::convert::{
+    Adjustment, GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_MIRRORED, LABEL_SERVICE_NAME, Reason,
+};
 use super::feed::FeedTx;
 use super::probe::{self, ProbeReport};
 use super::selector::Selectors;
@@ -289,13 +291,25 @@ impl Runner {
     }
 
     fn took(&mut self, out: Output) -> Vec<Action> {
-        if !out.skipped.is_empty() {
-            let n = out.skipped.len() as u64;
-            for s in &out.skipped {
-                warn!(cluster = %self.run.name, "skipped: {s}");
+        if !out.adjusted.is_empty() {
+            for a in &out.adjusted {
+                for w in &a.warnings {
+                    warn!(
+                        cluster = %self.run.name, action = a.adjustment.label(),
+                        reason = w.reason.label(), "{}: {w}", a.object
+                    );
+                }
             }
-            self.board
-                .update(&self.run.name, |r| r.skipped_objects += n);
+            self.board.update(&self.run.name, |r| {
+                for a in &out.adjusted {
+                    if a.adjustment == Adjustment::Skipped {
+                        r.skipped_objects += 1;
+                    }
+                    for w in &a.warnings {
+                        *r.adjusted.entry((a.adjustment, w.reason)).or_default() += 1;
+                    }
+                }
+            });
         }
         if !out.events.is_empty() {
             self.board
@@ -333,8 +347,12 @@ impl Runner {
 
     fn undecodable(&mut self, object: Option<String>, error: &str) {
         warn!(cluster = %self.run.name, object = object.as_deref().unwrap_or("?"), %error, "object skipped: cannot decode");
-        self.board
-            .update(&self.run.name, |r| r.skipped_objects += 1);
+        self.board.update(&self.run.name, |r| {
+            r.skipped_objects += 1;
+            *r.adjusted
+                .entry((Adjustment::Skipped, Reason::Undecodable))
+                .or_default() += 1;
+        });
     }
 }
 

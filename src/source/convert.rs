@@ -2,9 +2,27 @@
 //! source so the file source and the live watches classify alike.
 //!
 //! Owns the meaning of Linkerd's labels (linkerd-compat.md §2): export mode,
-//! federated membership, mirror Services and the gateway. It must not keep
-//! the full objects, and must not decide anything about DNS names.
+//! federated membership, mirror Services and the gateway; and what a hostile
+//! or broken object from a linked cluster costs: each problem is either a
+//! skip of the whole object ([`ConvertError`]) or a clamp of the part that is
+//! wrong (a [`Warning`]), always with a [`Reason`] from a fixed set, so it
+//! can be counted. Clamps follow the API's own limits (1,000 endpoints per
+//! slice, 100 addresses per endpoint, 63-character names and label values),
+//! so what a real cluster can hold converts unchanged. Warnings are one per
+//! reason per object, however many times the object repeats the problem,
+//! and never echo more than a few dozen characters of input.
+//!
+//! An address held by two slices of one service is not a problem here:
+//! Kubernetes itself shows an endpoint in two slices while it moves between
+//! them, and the answer dedups (`model::entry`).
+//!
+//! It must not keep the full objects (only the fields the model needs, and
+//! of the annotations only the bounded `config.linkerd.io/opaque-ports` and
+//! gateway identity), must not decide anything about DNS names, and must not
+//! count or log: its callers do.
 
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -41,26 +59,254 @@ pub const GATEWAY_NAME: &str = "linkerd-gateway";
 /// The gateway's data port name.
 pub const GATEWAY_PORT_NAME: &str = "mc-gateway";
 
-/// Why an object could not be converted.
+/// Most endpoints Kubernetes allows in one EndpointSlice; the rest of a
+/// longer one is left out.
+pub const MAX_SLICE_ENDPOINTS: usize = 1000;
+/// Most addresses Kubernetes allows in one endpoint.
+pub const MAX_ENDPOINT_ADDRESSES: usize = 100;
+/// Longest label value Kubernetes allows.
+pub const MAX_LABEL_VALUE: usize = 63;
+/// Longest annotation value kept. A list of opaque ports or an identity
+/// name is far shorter; anything longer is hostile, and would be copied
+/// onto every mirror Service.
+pub const MAX_ANNOTATION: usize = 1024;
+/// Longest EndpointSlice name (a DNS subdomain).
+const MAX_OBJECT_NAME: usize = 253;
+/// How much of an input value a text quotes.
+const QUOTED: usize = 64;
+
+/// Why an object was skipped or clamped: a fixed set, so that it can be a
+/// metric label and a key of `/debug/clusters`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// `metadata.name` is missing.
+    NameMissing,
+    /// A name is longer than Kubernetes allows (a Service name over 63, a
+    /// slice name over 253 characters).
+    NameTooLong,
+    /// A Service name is not an RFC 1123 label.
+    NameNotALabel,
+    /// The namespace is not an RFC 1123 label.
+    NamespaceNotALabel,
+    /// A label value we read is longer than 63 characters.
+    LabelValueTooLong,
+    /// An annotation value we keep is longer than [`MAX_ANNOTATION`].
+    AnnotationTooLarge,
+    /// A ClusterIP is not an IP address.
+    ClusterIpNotIp,
+    /// A port number is not in 1-65535.
+    PortOutOfRange,
+    /// A port name is not a DNS label.
+    PortNameInvalid,
+    /// A port protocol is not TCP, UDP or SCTP.
+    PortProtocolUnknown,
+    /// The value of `mirror.linkerd.io/exported` means nothing to us.
+    ExportLabelUnknown,
+    /// The value of `mirror.linkerd.io/federated` means nothing to us.
+    FederatedLabelUnknown,
+    /// An ExternalName Service has no addresses to serve.
+    ExternalName,
+    /// A gateway load-balancer ingress given by hostname.
+    GatewayHostname,
+    /// The gateway has no `mc-gateway` port.
+    GatewayPortMissing,
+    /// A slice's `kubernetes.io/service-name` label is missing.
+    ServiceNameMissing,
+    /// A slice's `kubernetes.io/service-name` label is not a Service name.
+    ServiceNameNotALabel,
+    /// A slice's addressType is not IPv4, IPv6 or FQDN.
+    AddressTypeUnknown,
+    /// FQDN slices are not served.
+    AddressTypeFqdn,
+    /// More than [`MAX_SLICE_ENDPOINTS`] endpoints in one slice.
+    TooManyEndpoints,
+    /// More than [`MAX_ENDPOINT_ADDRESSES`] addresses in one endpoint.
+    TooManyAddresses,
+    /// An endpoint without any address.
+    EndpointWithoutAddress,
+    /// An address (endpoint or gateway ingress) is not an IP address.
+    AddressNotIp,
+    /// An endpoint address is not of the slice's addressType.
+    AddressWrongFamily,
+    /// The same address twice in one slice.
+    DuplicateAddress,
+    /// An endpoint hostname is not a DNS label (the dashed IP is used).
+    HostnameNotALabel,
+    /// The object could not be decoded at all (counted by the sources).
+    Undecodable,
+}
+
+impl Reason {
+    /// Every reason, in declaration order.
+    pub const ALL: [Reason; 27] = [
+        Reason::NameMissing,
+        Reason::NameTooLong,
+        Reason::NameNotALabel,
+        Reason::NamespaceNotALabel,
+        Reason::LabelValueTooLong,
+        Reason::AnnotationTooLarge,
+        Reason::ClusterIpNotIp,
+        Reason::PortOutOfRange,
+        Reason::PortNameInvalid,
+        Reason::PortProtocolUnknown,
+        Reason::ExportLabelUnknown,
+        Reason::FederatedLabelUnknown,
+        Reason::ExternalName,
+        Reason::GatewayHostname,
+        Reason::GatewayPortMissing,
+        Reason::ServiceNameMissing,
+        Reason::ServiceNameNotALabel,
+        Reason::AddressTypeUnknown,
+        Reason::AddressTypeFqdn,
+        Reason::TooManyEndpoints,
+        Reason::TooManyAddresses,
+        Reason::EndpointWithoutAddress,
+        Reason::AddressNotIp,
+        Reason::AddressWrongFamily,
+        Reason::DuplicateAddress,
+        Reason::HostnameNotALabel,
+        Reason::Undecodable,
+    ];
+
+    /// The `reason` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Reason::NameMissing => "name_missing",
+            Reason::NameTooLong => "name_too_long",
+            Reason::NameNotALabel => "name_not_a_label",
+            Reason::NamespaceNotALabel => "namespace_not_a_label",
+            Reason::LabelValueTooLong => "label_value_too_long",
+            Reason::AnnotationTooLarge => "annotation_too_large",
+            Reason::ClusterIpNotIp => "cluster_ip_not_ip",
+            Reason::PortOutOfRange => "port_out_of_range",
+            Reason::PortNameInvalid => "port_name_invalid",
+            Reason::PortProtocolUnknown => "port_protocol_unknown",
+            Reason::ExportLabelUnknown => "export_label_unknown",
+            Reason::FederatedLabelUnknown => "federated_label_unknown",
+            Reason::ExternalName => "external_name",
+            Reason::GatewayHostname => "gateway_hostname",
+            Reason::GatewayPortMissing => "gateway_port_missing",
+            Reason::ServiceNameMissing => "service_name_missing",
+            Reason::ServiceNameNotALabel => "service_name_not_a_label",
+            Reason::AddressTypeUnknown => "address_type_unknown",
+            Reason::AddressTypeFqdn => "address_type_fqdn",
+            Reason::TooManyEndpoints => "too_many_endpoints",
+            Reason::TooManyAddresses => "too_many_addresses",
+            Reason::EndpointWithoutAddress => "endpoint_without_address",
+            Reason::AddressNotIp => "address_not_ip",
+            Reason::AddressWrongFamily => "address_wrong_family",
+            Reason::DuplicateAddress => "duplicate_address",
+            Reason::HostnameNotALabel => "hostname_not_a_label",
+            Reason::Undecodable => "undecodable",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// What became of an object that had a problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Adjustment {
+    /// Not used at all: a conversion error (the last good version, if any,
+    /// is kept), or an object we do not serve (ExternalName, FQDN, an
+    /// unknown export label).
+    Skipped,
+    /// Used, with the part the reason names left out or replaced.
+    Clamped,
+}
+
+impl Adjustment {
+    /// The `action` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Adjustment::Skipped => "skipped",
+            Adjustment::Clamped => "clamped",
+        }
+    }
+}
+
+/// Why an object could not be converted at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConvertError {
     /// A required field is missing.
-    #[error("{0} is missing")]
-    Missing(&'static str),
+    #[error("{field} is missing")]
+    Missing {
+        /// Field path.
+        field: &'static str,
+        /// The counted reason.
+        reason: Reason,
+    },
     /// A field has a value we cannot use.
-    #[error("{field}: {reason}")]
+    #[error("{field}: {text}")]
     Invalid {
         /// Field path.
         field: String,
         /// What is wrong.
-        reason: String,
+        text: String,
+        /// The counted reason.
+        reason: Reason,
     },
 }
 
-fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConvertError {
+impl ConvertError {
+    /// The counted reason.
+    pub fn reason(&self) -> Reason {
+        match self {
+            ConvertError::Missing { reason, .. } | ConvertError::Invalid { reason, .. } => *reason,
+        }
+    }
+}
+
+fn invalid(reason: Reason, field: impl Into<String>, text: impl Into<String>) -> ConvertError {
     ConvertError::Invalid {
         field: field.into(),
-        reason: reason.into(),
+        text: text.into(),
+        reason,
+    }
+}
+
+/// Something left out of (or noted about) an object that still converted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The counted reason.
+    pub reason: Reason,
+    /// The first occurrence, naming the field.
+    pub text: String,
+    /// Further occurrences of the same reason in this object, not spelled
+    /// out: one warning per reason per object bounds logs and problem lists
+    /// however hostile the object.
+    pub more: usize,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)?;
+        if self.more > 0 {
+            write!(f, " (and {} more like it)", self.more)?;
+        }
+        Ok(())
+    }
+}
+
+/// The warnings of one object, one per reason.
+#[derive(Debug, Default)]
+struct Warnings(Vec<Warning>);
+
+impl Warnings {
+    /// Notes `reason`; `text` is only built for its first occurrence.
+    fn add(&mut self, reason: Reason, text: impl FnOnce() -> String) {
+        match self.0.iter_mut().find(|w| w.reason == reason) {
+            Some(w) => w.more += 1,
+            None => self.0.push(Warning {
+                reason,
+                text: text(),
+                more: 0,
+            }),
+        }
     }
 }
 
@@ -82,26 +328,85 @@ pub enum ServiceKind {
 pub struct Converted<T> {
     /// The result.
     pub value: T,
-    /// Problems that did not stop the conversion.
-    pub warnings: Vec<String>,
+    /// Problems that did not stop the conversion, one per reason.
+    pub warnings: Vec<Warning>,
 }
 
-fn key(meta: &ObjectMeta) -> Result<ObjectKey, ConvertError> {
-    let name = meta
-        .name
-        .as_deref()
-        .ok_or(ConvertError::Missing("metadata.name"))?;
+impl Converted<ServiceKind> {
+    /// What the warnings did to the Service: nothing served is a skip.
+    pub fn adjustment(&self) -> Adjustment {
+        match self.value {
+            ServiceKind::Ignored => Adjustment::Skipped,
+            _ => Adjustment::Clamped,
+        }
+    }
+}
+
+impl Converted<Option<Slice>> {
+    /// What the warnings did to the slice: nothing served is a skip.
+    pub fn adjustment(&self) -> Adjustment {
+        match self.value {
+            None => Adjustment::Skipped,
+            Some(_) => Adjustment::Clamped,
+        }
+    }
+}
+
+/// `s` quoted, cut to a few dozen characters: texts end up in logs and
+/// problem lists, and a hostile value may be a megabyte.
+fn quote(s: &str) -> String {
+    if s.len() <= QUOTED {
+        return format!("{s:?}");
+    }
+    let cut = (0..=QUOTED)
+        .rev()
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(0);
+    format!("{:?}... ({} bytes)", &s[..cut], s.len())
+}
+
+fn namespace(meta: &ObjectMeta) -> Result<&str, ConvertError> {
     let namespace = meta.namespace.as_deref().unwrap_or("default");
     if !is_dns_label(namespace) {
         return Err(invalid(
+            Reason::NamespaceNotALabel,
             "metadata.namespace",
-            format!("{namespace:?} is not an RFC 1123 label"),
+            format!("{} is not an RFC 1123 label", quote(namespace)),
+        ));
+    }
+    Ok(namespace)
+}
+
+fn name(meta: &ObjectMeta) -> Result<&str, ConvertError> {
+    meta.name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or(ConvertError::Missing {
+            field: "metadata.name",
+            reason: Reason::NameMissing,
+        })
+}
+
+/// A Service's key: its name becomes a DNS label.
+fn key(meta: &ObjectMeta) -> Result<ObjectKey, ConvertError> {
+    let name = name(meta)?;
+    let namespace = namespace(meta)?;
+    if name.len() > 63 {
+        return Err(invalid(
+            Reason::NameTooLong,
+            "metadata.name",
+            format!(
+                "{} is {} characters; a Service name is an RFC 1123 label of at most 63",
+                quote(name),
+                name.len()
+            ),
         ));
     }
     if !is_dns_label(name) {
         return Err(invalid(
+            Reason::NameNotALabel,
             "metadata.name",
-            format!("{name:?} is not an RFC 1123 label"),
+            format!("{} is not an RFC 1123 label", quote(name)),
         ));
     }
     Ok(ObjectKey::new(namespace, name))
@@ -111,58 +416,112 @@ fn label<'m>(meta: &'m ObjectMeta, key: &str) -> Option<&'m str> {
     meta.labels.as_ref()?.get(key).map(String::as_str)
 }
 
-fn parse_ip(field: &str, s: &str) -> Result<IpAddr, ConvertError> {
-    s.parse()
-        .map_err(|_| invalid(field, format!("{s:?} is not an IP address")))
+/// A label value we keep or key on, which Kubernetes bounds to 63
+/// characters.
+fn bounded_label<'m>(meta: &'m ObjectMeta, key: &str) -> Result<Option<&'m str>, ConvertError> {
+    match label(meta, key) {
+        Some(v) if v.len() > MAX_LABEL_VALUE => Err(invalid(
+            Reason::LabelValueTooLong,
+            format!("metadata.labels[{key}]"),
+            format!(
+                "{} is {} characters; a label value has at most {MAX_LABEL_VALUE}",
+                quote(v),
+                v.len()
+            ),
+        )),
+        v => Ok(v),
+    }
 }
 
-fn port_number(field: &str, port: i32) -> Result<u16, ConvertError> {
-    u16::try_from(port)
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| invalid(field, format!("{port} is not a port number (1-65535)")))
+/// An annotation we keep, dropped (with a warning) past [`MAX_ANNOTATION`].
+fn bounded_annotation(meta: &ObjectMeta, key: &str, w: &mut Warnings) -> Option<String> {
+    let v = meta.annotations.as_ref()?.get(key)?;
+    if v.len() > MAX_ANNOTATION {
+        w.add(Reason::AnnotationTooLarge, || {
+            format!(
+                "metadata.annotations[{key}] is {} bytes, more than {MAX_ANNOTATION}; it is dropped",
+                v.len()
+            )
+        });
+        return None;
+    }
+    Some(v.clone())
 }
 
-fn port_name(field: &str, name: Option<&str>) -> Result<Option<Arc<str>>, ConvertError> {
-    match name {
-        None | Some("") => Ok(None),
+/// One port, or `None` (with a warning) when any of its fields is unusable:
+/// a bad port costs that port, not the object.
+fn port(
+    field: &str,
+    name: Option<&str>,
+    protocol: Option<&str>,
+    number: i32,
+    w: &mut Warnings,
+) -> Option<Port> {
+    let Some(port) = u16::try_from(number).ok().filter(|p| *p != 0) else {
+        w.add(Reason::PortOutOfRange, || {
+            format!("{field}.port: {number} is not a port number (1-65535); the port is left out")
+        });
+        return None;
+    };
+    let name = match name {
+        None | Some("") => None,
         Some(n) => {
             let lower = n.to_ascii_lowercase();
             // IANA service names: letters, digits and '-'; 15 at most in
             // Kubernetes, but anything that is a DNS label can be served.
             if !is_dns_label(&lower) {
-                return Err(invalid(field, format!("{n:?} is not a valid port name")));
+                w.add(Reason::PortNameInvalid, || {
+                    format!(
+                        "{field}.name: {} is not a valid port name; the port is left out",
+                        quote(n)
+                    )
+                });
+                return None;
             }
-            Ok(Some(lower.into()))
+            Some(Arc::from(lower))
         }
-    }
-}
-
-fn protocol(field: &str, p: Option<&str>) -> Result<Protocol, ConvertError> {
-    Protocol::parse(p).ok_or_else(|| {
-        invalid(
-            field,
-            format!("{:?} is not TCP, UDP or SCTP", p.unwrap_or("")),
-        )
+    };
+    let Some(protocol) = Protocol::parse(protocol) else {
+        w.add(Reason::PortProtocolUnknown, || {
+            format!(
+                "{field}.protocol: {} is not TCP, UDP or SCTP; the port is left out",
+                quote(protocol.unwrap_or(""))
+            )
+        });
+        return None;
+    };
+    Some(Port {
+        name,
+        protocol,
+        port,
     })
 }
 
-fn service_ports(svc: &K8sService) -> Result<Vec<Port>, ConvertError> {
+fn service_ports(svc: &K8sService, w: &mut Warnings) -> Vec<Port> {
     let ports = svc.spec.as_ref().and_then(|s| s.ports.as_ref());
     ports
         .into_iter()
         .flatten()
         .enumerate()
-        .map(|(i, p)| {
-            Ok(Port {
-                name: port_name(&format!("spec.ports[{i}].name"), p.name.as_deref())?,
-                protocol: protocol(&format!("spec.ports[{i}].protocol"), p.protocol.as_deref())?,
-                port: port_number(&format!("spec.ports[{i}].port"), p.port)?,
-            })
+        .filter_map(|(i, p)| {
+            let field = format!("spec.ports[{i}]");
+            port(&field, p.name.as_deref(), p.protocol.as_deref(), p.port, w)
         })
         .collect()
 }
 
+fn cluster_ip(field: &str, s: &str) -> Result<IpAddr, ConvertError> {
+    s.parse().map_err(|_| {
+        invalid(
+            Reason::ClusterIpNotIp,
+            field,
+            format!("{} is not an IP address", quote(s)),
+        )
+    })
+}
+
+/// Whether the Service is headless, and its ClusterIPs. A bad ClusterIP
+/// skips the Service: without it, it would look headless.
 fn cluster_ips(svc: &K8sService) -> Result<(bool, Vec<IpAddr>), ConvertError> {
     let spec = svc.spec.as_ref();
     let single = spec.and_then(|s| s.cluster_ip.as_deref());
@@ -177,12 +536,12 @@ fn cluster_ips(svc: &K8sService) -> Result<(bool, Vec<IpAddr>), ConvertError> {
                 if ip == "None" {
                     return Ok((true, Vec::new()));
                 }
-                ips.push(parse_ip(&format!("spec.clusterIPs[{i}]"), ip)?);
+                ips.push(cluster_ip(&format!("spec.clusterIPs[{i}]"), ip)?);
             }
         }
         _ => {
             if let Some(ip) = single.filter(|s| !s.is_empty()) {
-                ips.push(parse_ip("spec.clusterIP", ip)?);
+                ips.push(cluster_ip("spec.clusterIP", ip)?);
             }
         }
     }
@@ -199,190 +558,184 @@ pub fn convert_service(
 ) -> Result<Converted<ServiceKind>, ConvertError> {
     let meta = &svc.metadata;
     let key = key(meta)?;
-    let mut warnings = Vec::new();
-    let done = |value, warnings| Ok(Converted { value, warnings });
+    let mut w = Warnings::default();
+    let value = if &*key.namespace == GATEWAY_NAMESPACE && &*key.name == GATEWAY_NAME {
+        ServiceKind::Gateway(gateway(svc, &mut w))
+    } else if label(meta, LABEL_MIRRORED) == Some("true") {
+        mirror(svc, key, local, &mut w)?
+    } else {
+        exported(svc, key, selectors, &mut w)?
+    };
+    Ok(Converted {
+        value,
+        warnings: w.0,
+    })
+}
 
-    if &*key.namespace == GATEWAY_NAMESPACE && &*key.name == GATEWAY_NAME {
-        let ingress = svc
-            .status
-            .as_ref()
-            .and_then(|s| s.load_balancer.as_ref())
-            .and_then(|lb| lb.ingress.as_ref());
-        let mut addresses = Vec::new();
-        for (i, ing) in ingress.into_iter().flatten().enumerate() {
-            match (&ing.ip, &ing.hostname) {
-                (Some(ip), _) => addresses.push(parse_ip(&format!("status.loadBalancer.ingress[{i}].ip"), ip)?),
-                (None, Some(host)) => warnings.push(format!(
-                    "status.loadBalancer.ingress[{i}]: hostname {host:?} is not resolved by the file source; give the gateway an ip"
-                )),
-                (None, None) => {}
-            }
-        }
-        let port = service_ports(svc)?
-            .into_iter()
-            .find(|p| p.name.as_deref() == Some(GATEWAY_PORT_NAME))
-            .map(|p| p.port);
-        if port.is_none() {
-            warnings.push(format!("the gateway has no port named {GATEWAY_PORT_NAME}; SRV records for gateway-mode names are left out"));
-        }
-        let identity = meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_GATEWAY_IDENTITY))
-            .cloned();
-        return done(
-            ServiceKind::Gateway(Gateway {
-                addresses,
-                port,
-                identity,
+fn gateway(svc: &K8sService, w: &mut Warnings) -> Gateway {
+    let ingress = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref());
+    let mut addresses = Vec::new();
+    for (i, ing) in ingress.into_iter().flatten().enumerate() {
+        let field = format!("status.loadBalancer.ingress[{i}]");
+        match (&ing.ip, &ing.hostname) {
+            (Some(ip), _) => match ip.parse() {
+                Ok(ip) => addresses.push(ip),
+                Err(_) => w.add(Reason::AddressNotIp, || {
+                    format!("{field}.ip: {} is not an IP address; left out", quote(ip))
+                }),
+            },
+            (None, Some(host)) => w.add(Reason::GatewayHostname, || {
+                format!(
+                    "{field}: hostname {} is not resolved by the file source; give the gateway an ip",
+                    quote(host)
+                )
             }),
-            warnings,
-        );
+            (None, None) => {}
+        }
     }
-
-    if label(meta, LABEL_MIRRORED) == Some("true") {
-        // Mirrors of a remote cluster are outputs, never exports.
-        let Some(cluster) = label(meta, LABEL_CLUSTER_NAME).filter(|_| local) else {
-            return done(ServiceKind::Ignored, warnings);
-        };
-        let (_, ips) = cluster_ips(svc)?;
-        return done(
-            ServiceKind::Mirror(Mirror {
-                key,
-                cluster: cluster.into(),
-                headless_parent: label(meta, LABEL_HEADLESS_PARENT).map(Arc::from),
-                cluster_ips: ips,
-                ports: service_ports(svc)?,
-            }),
-            warnings,
-        );
+    let port = service_ports(svc, w)
+        .into_iter()
+        .find(|p| p.name.as_deref() == Some(GATEWAY_PORT_NAME))
+        .map(|p| p.port);
+    if port.is_none() {
+        w.add(Reason::GatewayPortMissing, || {
+            format!("the gateway has no port named {GATEWAY_PORT_NAME}; SRV records for gateway-mode names are left out")
+        });
     }
+    Gateway {
+        addresses,
+        port,
+        identity: bounded_annotation(&svc.metadata, ANNOTATION_GATEWAY_IDENTITY, w),
+    }
+}
 
-    let labels = meta.labels.clone().unwrap_or_default();
-    let (export, federated) = selectors.classify(&labels);
+fn mirror(
+    svc: &K8sService,
+    key: ObjectKey,
+    local: bool,
+    w: &mut Warnings,
+) -> Result<ServiceKind, ConvertError> {
+    // Mirrors of a remote cluster are outputs, never exports.
+    if !local {
+        return Ok(ServiceKind::Ignored);
+    }
+    let meta = &svc.metadata;
+    let Some(cluster) = bounded_label(meta, LABEL_CLUSTER_NAME)? else {
+        return Ok(ServiceKind::Ignored);
+    };
+    let headless_parent = bounded_label(meta, LABEL_HEADLESS_PARENT)?.map(Arc::from);
+    let (_, ips) = cluster_ips(svc)?;
+    Ok(ServiceKind::Mirror(Mirror {
+        key,
+        cluster: cluster.into(),
+        headless_parent,
+        cluster_ips: ips,
+        ports: service_ports(svc, w),
+    }))
+}
+
+fn exported(
+    svc: &K8sService,
+    key: ObjectKey,
+    selectors: &Selectors,
+    w: &mut Warnings,
+) -> Result<ServiceKind, ConvertError> {
+    let meta = &svc.metadata;
+    let no_labels = BTreeMap::new();
+    let (export, federated) = selectors.classify(meta.labels.as_ref().unwrap_or(&no_labels));
     if *selectors == *LINKERD_DEFAULTS {
         // Under the defaults an unmatched value is most likely a typo.
         if let Some(other) = label(meta, LABEL_EXPORTED).filter(|_| export.is_none()) {
-            warnings.push(format!(
-                "label {LABEL_EXPORTED}={other:?} is neither \"true\" (gateway mode) nor \"remote-discovery\" (flat mode); not exported"
+            w.add(Reason::ExportLabelUnknown, || format!(
+                "label {LABEL_EXPORTED}={} is neither \"true\" (gateway mode) nor \"remote-discovery\" (flat mode); not exported",
+                quote(other)
             ));
         }
         if let Some(other) = label(meta, LABEL_FEDERATED).filter(|_| !federated) {
-            warnings.push(format!(
-                "label {LABEL_FEDERATED}={other:?} is not \"member\"; not federated"
-            ));
+            w.add(Reason::FederatedLabelUnknown, || {
+                format!(
+                    "label {LABEL_FEDERATED}={} is not \"member\"; not federated",
+                    quote(other)
+                )
+            });
         }
     }
     if export.is_none() && !federated {
-        return done(ServiceKind::Ignored, warnings);
+        return Ok(ServiceKind::Ignored);
     }
     let spec = svc.spec.as_ref();
     if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
-        warnings.push("ExternalName services have no addresses to serve; skipped".to_owned());
-        return done(ServiceKind::Ignored, warnings);
+        w.add(Reason::ExternalName, || {
+            "ExternalName services have no addresses to serve; skipped".to_owned()
+        });
+        return Ok(ServiceKind::Ignored);
     }
     let (headless, ips) = cluster_ips(svc)?;
     let created = meta
         .creation_timestamp
         .as_ref()
         .map_or(i64::MAX, |t| t.0.as_second());
-    done(
-        ServiceKind::Exported(Service {
-            key,
-            created,
-            export,
-            federated,
-            headless,
-            cluster_ips: ips,
-            ports: service_ports(svc)?,
-            publish_not_ready: spec.and_then(|s| s.publish_not_ready_addresses) == Some(true),
-            opaque_ports: meta
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(ANNOTATION_OPAQUE_PORTS))
-                .map(|v| Arc::from(v.as_str())),
-            refused: false,
-        }),
-        warnings,
-    )
+    Ok(ServiceKind::Exported(Service {
+        key,
+        created,
+        export,
+        federated,
+        headless,
+        cluster_ips: ips,
+        ports: service_ports(svc, w),
+        publish_not_ready: spec.and_then(|s| s.publish_not_ready_addresses) == Some(true),
+        opaque_ports: bounded_annotation(meta, ANNOTATION_OPAQUE_PORTS, w).map(Arc::from),
+        refused: false,
+    }))
 }
 
-/// Converts an EndpointSlice. `Ok(None)` for slices we do not serve (FQDN
-/// address type).
+/// Converts an EndpointSlice. `Ok` with no slice for slices we do not
+/// serve (FQDN address type); a bad port, endpoint or address is left out
+/// with a warning, and only a slice we cannot place (its key, service or
+/// address type) is an error.
 pub fn convert_slice(slice: &K8sSlice) -> Result<Converted<Option<Slice>>, ConvertError> {
     let meta = &slice.metadata;
     let key = key_for_slice(meta)?;
-    let mut warnings = Vec::new();
+    let mut w = Warnings::default();
     let family = match slice.address_type.as_str() {
         "IPv4" => Family::V4,
         "IPv6" => Family::V6,
         "FQDN" => {
+            w.add(Reason::AddressTypeFqdn, || {
+                "addressType FQDN is not served".to_owned()
+            });
             return Ok(Converted {
                 value: None,
-                warnings: vec!["addressType FQDN is not served".to_owned()],
+                warnings: w.0,
             });
         }
         other => {
             return Err(invalid(
+                Reason::AddressTypeUnknown,
                 "addressType",
-                format!("{other:?} is not IPv4, IPv6 or FQDN"),
+                format!("{} is not IPv4, IPv6 or FQDN", quote(other)),
             ));
         }
     };
-    let service = label(meta, LABEL_SERVICE_NAME).ok_or(ConvertError::Missing(
-        "metadata.labels[kubernetes.io/service-name]",
-    ))?;
-    if !is_dns_label(service) {
-        return Err(invalid(
-            "metadata.labels[kubernetes.io/service-name]",
-            format!("{service:?} is not a service name"),
-        ));
-    }
+    let service = slice_service(meta)?;
     let mut ports = Vec::new();
     for (i, p) in slice.ports.iter().flatten().enumerate() {
         // A port without a number means "all ports": nothing SRV can say.
         let Some(number) = p.port else { continue };
-        ports.push(Port {
-            name: port_name(&format!("ports[{i}].name"), p.name.as_deref())?,
-            protocol: protocol(&format!("ports[{i}].protocol"), p.protocol.as_deref())?,
-            port: port_number(&format!("ports[{i}].port"), number)?,
-        });
+        let field = format!("ports[{i}]");
+        ports.extend(port(
+            &field,
+            p.name.as_deref(),
+            p.protocol.as_deref(),
+            number,
+            &mut w,
+        ));
     }
-    let mut endpoints = Vec::new();
-    for (i, ep) in slice.endpoints.iter().enumerate() {
-        let ready = ep.conditions.as_ref().and_then(|c| c.ready) != Some(false);
-        let hostname = match ep.hostname.as_deref() {
-            None | Some("") => None,
-            Some(h) if is_dns_label(h) => Some(Arc::<str>::from(h)),
-            Some(h) => {
-                warnings.push(format!(
-                    "endpoints[{i}].hostname {h:?} is not an RFC 1123 label; the dashed IP is used"
-                ));
-                None
-            }
-        };
-        if ep.addresses.is_empty() {
-            return Err(invalid(
-                format!("endpoints[{i}].addresses"),
-                "must hold at least one address",
-            ));
-        }
-        for (j, a) in ep.addresses.iter().enumerate() {
-            let field = format!("endpoints[{i}].addresses[{j}]");
-            let addr = parse_ip(&field, a)?;
-            if addr.is_ipv4() != (family == Family::V4) {
-                return Err(invalid(
-                    field,
-                    format!("{a} does not match addressType {}", slice.address_type),
-                ));
-            }
-            endpoints.push(Endpoint {
-                addr,
-                hostname: hostname.clone(),
-                ready,
-            });
-        }
-    }
+    let endpoints = slice_endpoints(slice, family, &mut w);
     Ok(Converted {
         value: Some(Slice {
             key,
@@ -391,27 +744,134 @@ pub fn convert_slice(slice: &K8sSlice) -> Result<Converted<Option<Slice>>, Conve
             ports: ports.into(),
             endpoints,
         }),
-        warnings,
+        warnings: w.0,
     })
 }
 
-fn key_for_slice(meta: &ObjectMeta) -> Result<ObjectKey, ConvertError> {
-    let name = meta
-        .name
-        .as_deref()
-        .ok_or(ConvertError::Missing("metadata.name"))?;
-    let namespace = meta.namespace.as_deref().unwrap_or("default");
-    if !is_dns_label(namespace) {
+/// The slice's service, from its `kubernetes.io/service-name` label.
+fn slice_service(meta: &ObjectMeta) -> Result<&str, ConvertError> {
+    const FIELD: &str = "metadata.labels[kubernetes.io/service-name]";
+    let service = bounded_label(meta, LABEL_SERVICE_NAME)?.ok_or(ConvertError::Missing {
+        field: FIELD,
+        reason: Reason::ServiceNameMissing,
+    })?;
+    if !is_dns_label(service) {
         return Err(invalid(
-            "metadata.namespace",
-            format!("{namespace:?} is not an RFC 1123 label"),
+            Reason::ServiceNameNotALabel,
+            FIELD,
+            format!("{} is not a service name", quote(service)),
         ));
     }
+    Ok(service)
+}
+
+/// The endpoints of a slice, one per address: at most the first
+/// [`MAX_SLICE_ENDPOINTS`], each address once.
+fn slice_endpoints(slice: &K8sSlice, family: Family, w: &mut Warnings) -> Vec<Endpoint> {
+    let all = &slice.endpoints;
+    if all.len() > MAX_SLICE_ENDPOINTS {
+        w.add(Reason::TooManyEndpoints, || {
+            format!(
+                "endpoints: {} endpoints, more than the {MAX_SLICE_ENDPOINTS} Kubernetes allows in one slice; the first {MAX_SLICE_ENDPOINTS} are kept",
+                all.len()
+            )
+        });
+    }
+    let kept = &all[..all.len().min(MAX_SLICE_ENDPOINTS)];
+    let mut seen = HashSet::with_capacity(kept.len());
+    let mut out = Vec::with_capacity(kept.len());
+    for (i, ep) in kept.iter().enumerate() {
+        let ready = ep.conditions.as_ref().and_then(|c| c.ready) != Some(false);
+        let hostname = match ep.hostname.as_deref() {
+            None | Some("") => None,
+            Some(h) if is_dns_label(h) => Some(Arc::<str>::from(h)),
+            Some(h) => {
+                w.add(Reason::HostnameNotALabel, || {
+                    format!(
+                        "endpoints[{i}].hostname {} is not an RFC 1123 label; the dashed IP is used",
+                        quote(h)
+                    )
+                });
+                None
+            }
+        };
+        for addr in endpoint_addresses(i, &ep.addresses, family, &slice.address_type, w) {
+            if !seen.insert(addr) {
+                w.add(Reason::DuplicateAddress, || {
+                    format!("endpoints[{i}]: {addr} is already in this slice; the first is kept")
+                });
+                continue;
+            }
+            out.push(Endpoint {
+                addr,
+                hostname: hostname.clone(),
+                ready,
+            });
+        }
+    }
+    out
+}
+
+/// The usable addresses of endpoint `i`: at most the first
+/// [`MAX_ENDPOINT_ADDRESSES`], IPs of the slice's family.
+fn endpoint_addresses(
+    i: usize,
+    addresses: &[String],
+    family: Family,
+    address_type: &str,
+    w: &mut Warnings,
+) -> Vec<IpAddr> {
+    if addresses.is_empty() {
+        w.add(Reason::EndpointWithoutAddress, || {
+            format!(
+                "endpoints[{i}].addresses: must hold at least one address; the endpoint is left out"
+            )
+        });
+    }
+    if addresses.len() > MAX_ENDPOINT_ADDRESSES {
+        w.add(Reason::TooManyAddresses, || {
+            format!(
+                "endpoints[{i}].addresses: {} addresses, more than the {MAX_ENDPOINT_ADDRESSES} Kubernetes allows; the first {MAX_ENDPOINT_ADDRESSES} are kept",
+                addresses.len()
+            )
+        });
+    }
+    let mut out = Vec::new();
+    for (j, a) in addresses.iter().take(MAX_ENDPOINT_ADDRESSES).enumerate() {
+        let field = || format!("endpoints[{i}].addresses[{j}]");
+        let Ok(addr) = a.parse::<IpAddr>() else {
+            w.add(Reason::AddressNotIp, || {
+                format!("{}: {} is not an IP address; left out", field(), quote(a))
+            });
+            continue;
+        };
+        if addr.is_ipv4() != (family == Family::V4) {
+            w.add(Reason::AddressWrongFamily, || {
+                format!(
+                    "{}: {a} does not match addressType {address_type}; left out",
+                    field()
+                )
+            });
+            continue;
+        }
+        out.push(addr);
+    }
+    out
+}
+
+fn key_for_slice(meta: &ObjectMeta) -> Result<ObjectKey, ConvertError> {
+    let name = name(meta)?;
+    let namespace = namespace(meta)?;
     // Slice names are DNS subdomains (they may hold dots), not labels.
-    if name.is_empty() || name.len() > 253 {
+    if name.len() > MAX_OBJECT_NAME {
         return Err(invalid(
+            Reason::NameTooLong,
             "metadata.name",
-            format!("{name:?} is not a valid object name"),
+            format!(
+                "{} is {} characters; an object name has at most {MAX_OBJECT_NAME}",
+                quote(name),
+                name.len()
+            ),
         ));
     }
     Ok(ObjectKey::new(namespace, name))

@@ -18,8 +18,11 @@ use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use serde_json::Value;
 
-use super::convert::{ConvertError, ServiceKind, convert_service, convert_slice};
+use super::convert::{
+    Adjustment, ConvertError, Reason, ServiceKind, Warning, convert_service, convert_slice,
+};
 use super::selector::LINKERD_DEFAULTS;
+use super::status::AdjustedCounts;
 use crate::model::budget::{Admission, Budget};
 use crate::model::names::check_cluster_name;
 use crate::model::objects::{Gateway, Mirror, ObjectKey, Service, Slice};
@@ -117,6 +120,9 @@ pub struct ClusterLoad {
     pub problems: Vec<Problem>,
     /// Documents of kinds we do not read, by `apiVersion kind`.
     pub skipped: BTreeMap<String, u64>,
+    /// Services and EndpointSlices skipped or clamped, by reason (every
+    /// document of the directory, as `check` lists their problems).
+    pub adjusted: AdjustedCounts,
     /// Services present but not exported.
     pub not_exported: usize,
     /// Files read.
@@ -409,12 +415,18 @@ impl Reader {
             },
             ("v1", "Service") => match serde_path_to_error::deserialize::<_, K8sService>(value) {
                 Ok(svc) => self.service(path, doc, item, &svc),
-                Err(e) => err(self, format!("Service {}: {}", e.path(), e.inner())),
+                Err(e) => {
+                    self.count(Adjustment::Skipped, Reason::Undecodable);
+                    err(self, format!("Service {}: {}", e.path(), e.inner()));
+                }
             },
             ("discovery.k8s.io/v1", "EndpointSlice") => {
                 match serde_path_to_error::deserialize::<_, K8sSlice>(value) {
                     Ok(slice) => self.slice(path, doc, item, &slice),
-                    Err(e) => err(self, format!("EndpointSlice {}: {}", e.path(), e.inner())),
+                    Err(e) => {
+                        self.count(Adjustment::Skipped, Reason::Undecodable);
+                        err(self, format!("EndpointSlice {}: {}", e.path(), e.inner()));
+                    }
                 }
             }
             _ => {
@@ -468,9 +480,8 @@ impl Reader {
             Ok(c) => c,
             Err(e) => return self.convert_error(path, doc, item, "Service", e),
         };
-        for w in converted.warnings {
-            self.problem(path, Some(doc), item, Severity::Warning, w);
-        }
+        let adjustment = converted.adjustment();
+        self.warnings(path, doc, item, adjustment, converted.warnings);
         let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
         let name = svc.metadata.name.as_deref().unwrap_or("");
         let key = ObjectKey::new(ns, name);
@@ -495,13 +506,31 @@ impl Reader {
             Ok(c) => c,
             Err(e) => return self.convert_error(path, doc, item, "EndpointSlice", e),
         };
-        for w in converted.warnings {
-            self.problem(path, Some(doc), item, Severity::Warning, w);
-        }
+        let adjustment = converted.adjustment();
+        self.warnings(path, doc, item, adjustment, converted.warnings);
         if let Some(s) = converted.value
             && self.first_definition("EndpointSlice", &s.key, path, doc, item)
         {
             self.slices.push((s, path.to_owned(), self.line, doc, item));
+        }
+    }
+
+    fn count(&mut self, adjustment: Adjustment, reason: Reason) {
+        *self.load.adjusted.entry((adjustment, reason)).or_default() += 1;
+    }
+
+    /// Lists an object's warnings as problems, and counts them.
+    fn warnings(
+        &mut self,
+        path: &Path,
+        doc: usize,
+        item: Option<usize>,
+        adjustment: Adjustment,
+        warnings: Vec<Warning>,
+    ) {
+        for w in warnings {
+            self.count(adjustment, w.reason);
+            self.problem(path, Some(doc), item, Severity::Warning, w.to_string());
         }
     }
 
@@ -513,6 +542,7 @@ impl Reader {
         kind: &str,
         e: ConvertError,
     ) {
+        self.count(Adjustment::Skipped, e.reason());
         self.problem(
             path,
             Some(doc),
@@ -557,6 +587,7 @@ pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
             objects: ClusterObjects::default(),
             problems,
             skipped: BTreeMap::new(),
+            adjusted: AdjustedCounts::new(),
             not_exported: 0,
             files: 0,
         },

@@ -17,7 +17,10 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 
-use super::convert::{ServiceKind, convert_service, convert_slice};
+use super::convert::{
+    Adjustment, ConvertError, LABEL_SERVICE_NAME, ServiceKind, Warning, convert_service,
+    convert_slice,
+};
 use super::selector::Selectors;
 use crate::model::Event;
 use crate::model::budget::{Admission, Budget, Refused};
@@ -38,8 +41,34 @@ pub struct Output {
     pub events: Vec<Event>,
     /// Work for the shell.
     pub actions: Vec<Action>,
-    /// Objects skipped (conversion failed), for logs and counters.
-    pub skipped: Vec<String>,
+    /// Objects skipped or clamped, for logs and counters.
+    pub adjusted: Vec<Adjusted>,
+}
+
+/// An object a delivery skipped or clamped, with the reasons why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adjusted {
+    /// Kind and name, for logs (`EndpointSlice prod/web-1`).
+    pub object: String,
+    /// Skipped (its last good version, if any, is kept) or clamped.
+    pub adjustment: Adjustment,
+    /// One per reason.
+    pub warnings: Vec<Warning>,
+}
+
+impl Adjusted {
+    /// `object` could not be converted.
+    fn failed(object: String, e: &ConvertError) -> Self {
+        Self {
+            object,
+            adjustment: Adjustment::Skipped,
+            warnings: vec![Warning {
+                reason: e.reason(),
+                text: e.to_string(),
+                more: 0,
+            }],
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -391,39 +420,47 @@ impl ClusterState {
         self.check_synced();
     }
 
-    /// Service watch `w` saw `svc` added or changed.
-    pub fn service_apply(&mut self, w: usize, svc: &K8sService, out: &mut Output) {
-        let kind = match convert_service(svc, self.local, &self.selectors) {
+    /// Converts `svc`, delivered by Service watch `w`, reporting its
+    /// problems. `None` when it cannot be converted: whatever was known of
+    /// it is kept (a bad edit must not drop a name), also by a relist.
+    fn convert_delivered(
+        &mut self,
+        w: usize,
+        svc: &K8sService,
+        out: &mut Output,
+    ) -> Option<ServiceKind> {
+        let (ns, name) = (
+            svc.metadata.namespace.as_deref(),
+            svc.metadata.name.as_deref(),
+        );
+        let object = || format!("Service {}", display_name(ns, name));
+        match convert_service(svc, self.local, &self.selectors) {
             Ok(c) => {
-                out.skipped.extend(c.warnings.into_iter().map(|w| {
-                    format!(
-                        "Service {}: {w}",
-                        display_name(
-                            svc.metadata.namespace.as_deref(),
-                            svc.metadata.name.as_deref()
-                        )
-                    )
-                }));
-                c.value
+                if !c.warnings.is_empty() {
+                    out.adjusted.push(Adjusted {
+                        object: object(),
+                        adjustment: c.adjustment(),
+                        warnings: c.warnings,
+                    });
+                }
+                Some(c.value)
             }
             Err(e) => {
-                // Keep whatever was known: a bad edit must not drop a name.
-                out.skipped.push(format!(
-                    "Service {}: {e}",
-                    display_name(
-                        svc.metadata.namespace.as_deref(),
-                        svc.metadata.name.as_deref()
-                    )
-                ));
-                if let Some(key) = meta_key(
-                    svc.metadata.namespace.as_deref(),
-                    svc.metadata.name.as_deref(),
-                ) && let Some(seen) = self.service_relists.get_mut(w).and_then(Option::as_mut)
+                out.adjusted.push(Adjusted::failed(object(), &e));
+                if let Some(key) = meta_key(ns, name)
+                    && let Some(seen) = self.service_relists.get_mut(w).and_then(Option::as_mut)
                 {
                     seen.insert(key);
                 }
-                return;
+                None
             }
+        }
+    }
+
+    /// Service watch `w` saw `svc` added or changed.
+    pub fn service_apply(&mut self, w: usize, svc: &K8sService, out: &mut Output) {
+        let Some(kind) = self.convert_delivered(w, svc, out) else {
+            return;
         };
         let key = match &kind {
             ServiceKind::Exported(s) => s.key.clone(),
@@ -605,18 +642,33 @@ impl ClusterState {
         self.check_synced();
     }
 
-    /// The slice watch saw `slice` added or changed.
+    /// The slice watch saw `slice` added or changed. Problems are reported
+    /// only for slices of exported services: the watch sees every slice of
+    /// the cluster, and the others are none of our business.
     pub fn slice_apply(&mut self, slice: &K8sSlice, out: &mut Output) {
+        let meta = &slice.metadata;
+        let ours = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_SERVICE_NAME))
+            .is_none_or(|service| {
+                self.exported(&ObjectKey::new(
+                    meta.namespace.as_deref().unwrap_or("default"),
+                    service,
+                ))
+            });
+        let object = || {
+            format!(
+                "EndpointSlice {}",
+                display_name(meta.namespace.as_deref(), meta.name.as_deref())
+            )
+        };
         let converted = match convert_slice(slice) {
             Ok(c) => c,
             Err(e) => {
-                out.skipped.push(format!(
-                    "EndpointSlice {}: {e}",
-                    display_name(
-                        slice.metadata.namespace.as_deref(),
-                        slice.metadata.name.as_deref()
-                    )
-                ));
+                if ours {
+                    out.adjusted.push(Adjusted::failed(object(), &e));
+                }
                 // Keep the last good version.
                 if let Some(key) = meta_key_any(slice)
                     && let Some(seen) = self.slice_relist.as_mut()
@@ -626,6 +678,14 @@ impl ClusterState {
                 return;
             }
         };
+        let adjustment = converted.adjustment();
+        if ours && !converted.warnings.is_empty() {
+            out.adjusted.push(Adjusted {
+                object: object(),
+                adjustment,
+                warnings: converted.warnings,
+            });
+        }
         let Some(s) = converted.value else {
             // FQDN slices: nothing to serve; drop an older version.
             if let Some(key) = meta_key_any(slice) {
@@ -704,7 +764,7 @@ impl ClusterState {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(super::convert::LABEL_SERVICE_NAME))
+            .and_then(|l| l.get(LABEL_SERVICE_NAME))
         {
             let service = ObjectKey::new(&key.namespace, service);
             if let Some(touched) = self.pending.get_mut(&service) {
@@ -770,23 +830,26 @@ impl ClusterState {
 
     /// The gateway watch saw the `linkerd-gateway` Service.
     pub fn gateway_apply(&mut self, svc: &K8sService, out: &mut Output) {
+        let object = || "gateway Service".to_owned();
         match convert_service(svc, false, &self.selectors) {
             Ok(c) => {
                 if let ServiceKind::Gateway(g) = c.value {
                     self.gateway_seen = true;
                     self.has_gateway = true;
-                    out.skipped.extend(
-                        c.warnings
-                            .into_iter()
-                            .map(|w| format!("gateway Service: {w}")),
-                    );
+                    if !c.warnings.is_empty() {
+                        out.adjusted.push(Adjusted {
+                            object: object(),
+                            adjustment: Adjustment::Clamped,
+                            warnings: c.warnings,
+                        });
+                    }
                     out.events.push(Event::GatewayApplied {
                         cluster: self.name.clone(),
                         gateway: Some(g),
                     });
                 }
             }
-            Err(e) => out.skipped.push(format!("gateway Service: {e}")),
+            Err(e) => out.adjusted.push(Adjusted::failed(object(), &e)),
         }
     }
 

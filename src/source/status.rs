@@ -1,7 +1,7 @@
 //! Per-cluster status of the sources, for `/debug/clusters` and the
 //! per-cluster metrics: sync state, staleness, last event, watch restarts,
-//! objects held, the gateway probe, and problems (missing credentials, a bad
-//! Link, invalid files).
+//! objects held, objects skipped or clamped by reason, the gateway probe,
+//! and problems (missing credentials, a bad Link, invalid files).
 //!
 //! Written by the live cluster tasks and the file source, read by the admin
 //! server. It must not drive
@@ -15,7 +15,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::convert::{Adjustment, Reason};
 use super::state::{BudgetReport, Counts};
+
+/// Objects skipped or clamped, by what was done and why. Both keys come
+/// from fixed sets, so they can be metric labels.
+pub type AdjustedCounts = BTreeMap<(Adjustment, Reason), u64>;
 
 /// The gateway probe as last seen.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +62,10 @@ pub struct ClusterReport {
     pub watch_restarts: u64,
     /// Objects that could not be decoded or converted.
     pub skipped_objects: u64,
+    /// Objects skipped or clamped, by reason: in live mode a running count
+    /// of deliveries (an object delivered again is counted again); in file
+    /// mode what the cluster's files hold as last loaded.
+    pub adjusted: AdjustedCounts,
     /// What is held.
     pub counts: Counts,
     /// Gateway addresses in use.
@@ -91,6 +100,7 @@ impl ClusterReport {
             last_event: None,
             watch_restarts: 0,
             skipped_objects: 0,
+            adjusted: AdjustedCounts::new(),
             counts: Counts::default(),
             gateway: Vec::new(),
             probe: None,
@@ -190,6 +200,7 @@ impl StatusBoard {
                     "secondsSinceLastEvent": r.last_event.map(|t| secs(now.saturating_duration_since(t))),
                     "watchRestarts": r.watch_restarts,
                     "skippedObjects": r.skipped_objects,
+                    "adjustedObjects": adjusted_json(&r.adjusted),
                     "services": r.counts.services,
                     "mirrorServices": r.counts.mirrors,
                     "endpointSlices": r.counts.slices,
@@ -329,6 +340,40 @@ impl StatusBoard {
             for (c, v) in rows {
                 let _ = writeln!(out, "{name}{{cluster=\"{c}\"}} {v}");
             }
+        }
+        render_adjusted(&reports, out);
+    }
+}
+
+/// `{"skipped": {"<reason>": n, ...}, "clamped": {...}}`, each action
+/// present only when something was counted under it.
+fn adjusted_json(counts: &AdjustedCounts) -> serde_json::Value {
+    let mut by_action = serde_json::Map::new();
+    for ((adjustment, reason), n) in counts {
+        let entry = by_action
+            .entry(adjustment.label())
+            .or_insert_with(|| json!({}));
+        entry[reason.label()] = json!(n);
+    }
+    serde_json::Value::Object(by_action)
+}
+
+/// The adjusted objects family: one row per cluster, reason and action
+/// that happened (label values from fixed sets only).
+fn render_adjusted(reports: &BTreeMap<Arc<str>, ClusterReport>, out: &mut String) {
+    const NAME: &str = "clusterset_dns_cluster_objects_adjusted_total";
+    let _ = writeln!(
+        out,
+        "# HELP {NAME} Objects from the cluster skipped (not used) or clamped (used with a part left out), by reason (README, Admin endpoints and metrics). File mode: what the cluster's files hold as last loaded.\n# TYPE {NAME} counter"
+    );
+    for (c, r) in reports {
+        for ((adjustment, reason), n) in &r.adjusted {
+            let _ = writeln!(
+                out,
+                "{NAME}{{cluster=\"{c}\",reason=\"{}\",action=\"{}\"}} {n}",
+                reason.label(),
+                adjustment.label()
+            );
         }
     }
 }

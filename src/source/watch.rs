@@ -151,7 +151,10 @@ impl FileSource {
             r.synced = true;
             r.counts = counts;
             r.files = Some(problems);
+            // Per load, not summed over reloads: the files as they are now
+            // (also when a failed reload keeps serving the previous data).
             r.skipped_objects = invalid;
+            r.adjusted.clone_from(&load.adjusted);
             r.last_event = Some(Instant::now());
             if kept_old {
                 r.broken_since.get_or_insert_with(Instant::now);

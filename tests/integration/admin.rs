@@ -178,3 +178,64 @@ async fn debug_clusters_lists_each_cluster_directory() {
     );
     server.server.stop().await;
 }
+
+/// A flat service `api` in `prod` and its slice, with `extra` slice
+/// endpoints and ports (YAML list items) appended.
+fn hostile_files(dir: &std::path::Path, extra_endpoints: &str, extra_ports: &str) {
+    let text = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: api\n  namespace: prod\n  labels:\n    mirror.linkerd.io/exported: remote-discovery\nspec:\n  clusterIP: 10.96.0.5\n  ports:\n  - name: http\n    port: 80\n\
+---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: api-1\n  namespace: prod\n  labels:\n    kubernetes.io/service-name: api\naddressType: IPv4\nports:\n- name: http\n  port: 8080\n{extra_ports}endpoints:\n- addresses: [10.20.1.1]\n- addresses: [10.20.1.2]\n{extra_endpoints}"
+    );
+    // Written aside and renamed, so a reload never reads half a file.
+    let tmp = dir.join("east/.all.tmp");
+    std::fs::create_dir_all(dir.join("east")).expect("mkdir");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, dir.join("east/all.yaml")).expect("rename");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_objects_are_counted_by_reason_as_the_files_hold_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    hostile_files(
+        dir.path(),
+        "- addresses: [not-an-ip]\n- addresses: [10.20.1.1]\n",
+        "- name: zero\n  port: 0\n",
+    );
+    let server = start(dir.path(), Options::default()).await;
+    let (msg, _) = ask(
+        server.dns,
+        Proto::Udp,
+        &q("api-east.prod.svc.clusterset.local.", RecordType::A),
+    )
+    .await;
+    assert_eq!(msg.answers.len(), 2, "the rest of the slice answers");
+    let east = cluster(&debug_clusters(server.admin).await, "east").clone();
+    assert_eq!(
+        east["adjustedObjects"],
+        serde_json::json!({"clamped": {"address_not_ip": 1, "duplicate_address": 1, "port_out_of_range": 1}}),
+        "{east:#}"
+    );
+    assert_eq!(east["skippedObjects"], 0, "a clamped slice is served");
+    let admin = server.admin;
+    let (_, metrics) = tokio::task::spawn_blocking(move || http_get(admin, "/metrics"))
+        .await
+        .expect("join");
+    assert!(
+        metrics.contains(
+            "clusterset_dns_cluster_objects_adjusted_total{cluster=\"east\",reason=\"address_not_ip\",action=\"clamped\"} 1"
+        ),
+        "{metrics}"
+    );
+    // Fixed files: the counts are the files', not a sum over reloads.
+    hostile_files(dir.path(), "", "");
+    let mut east = serde_json::Value::Null;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        east = cluster(&debug_clusters(server.admin).await, "east").clone();
+        if east["adjustedObjects"] == serde_json::json!({}) {
+            break;
+        }
+    }
+    assert_eq!(east["adjustedObjects"], serde_json::json!({}), "{east:#}");
+    server.server.stop().await;
+}

@@ -794,3 +794,96 @@ async fn only_exported_services_and_their_slices_are_held() {
     .await;
     server.server.stop().await;
 }
+
+/// `/debug/clusters`' report of `cluster`.
+fn cluster_report(admin: SocketAddr, cluster: &str) -> serde_json::Value {
+    let (_, body) = http_get(admin, "/debug/clusters");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    v["clusters"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == cluster))
+        .cloned()
+        .unwrap_or_else(|| panic!("{cluster} listed in {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_slice_is_clamped_and_counted_and_the_rest_answers() {
+    use kubesim::resources::ENDPOINTSLICES;
+    let (sim, dir) = sim(&["local", "east"], |_| {}).await;
+    let local = sim.cluster("local").expect("local").clone();
+    let east = sim.cluster("east").expect("east").clone();
+    let ec = client(&east).await;
+    export(&ec, "api", &["10.1.0.1"]).await;
+    export(&ec, "big", &[]).await;
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        Live::new(
+            local.kubeconfig_path(),
+            Links::File(clusters_file(dir.path(), &[&east])),
+        ),
+    )
+    .await;
+    // Straight into the store: the API would refuse them.
+    let mut hostile = slice_doc(
+        "api",
+        "api-2",
+        &["10.1.0.2", "not-an-ip", "10.1.0.2", "fd00::9"],
+    );
+    hostile["ports"] = json!([{"name": "http", "port": 8080}, {"name": "zero", "port": 0}]);
+    let big: Vec<String> = (0..10_000)
+        .map(|i| format!("10.2.{}.{}", i / 250, i % 250 + 1))
+        .collect();
+    let big: Vec<&str> = big.iter().map(String::as_str).collect();
+    {
+        let mut store = east.store();
+        store
+            .create(ENDPOINTSLICES, hostile)
+            .expect("hostile slice");
+        store
+            .create(ENDPOINTSLICES, slice_doc("big", "big-2", &big))
+            .expect("10,000 endpoints");
+    }
+    until(
+        server.dns,
+        &fqdn("api-east"),
+        ResponseCode::NoError,
+        &["10.1.0.1", "10.1.0.2"],
+        5 * SECOND,
+    )
+    .await;
+    let admin = server.admin;
+    let deadline = Instant::now() + 5 * SECOND;
+    let report = loop {
+        let r = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
+            .await
+            .expect("join");
+        if r["endpoints"] == 1002 || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        report["endpoints"], 1002,
+        "api's 2 and big's first 1,000: {report:#}"
+    );
+    assert_eq!(
+        report["adjustedObjects"],
+        json!({"clamped": {"address_not_ip": 1, "address_wrong_family": 1,
+                           "duplicate_address": 1, "port_out_of_range": 1,
+                           "too_many_endpoints": 1}}),
+        "{report:#}"
+    );
+    let (_, metrics) = tokio::task::spawn_blocking(move || http_get(admin, "/metrics"))
+        .await
+        .expect("join");
+    for reason in ["address_not_ip", "too_many_endpoints"] {
+        let row = format!(
+            "clusterset_dns_cluster_objects_adjusted_total{{cluster=\"east\",reason=\"{reason}\",action=\"clamped\"}} 1"
+        );
+        assert!(metrics.contains(&row), "missing {row:?} in:\n{metrics}");
+    }
+    server.server.stop().await;
+}

@@ -193,3 +193,46 @@ fn federated_members_and_aliases() {
     // Federated-only members (no export label) get no per-cluster name.
     assert!(!snap.entries.contains_key("db-east.prod"));
 }
+
+#[test]
+fn an_address_in_two_slices_of_a_service_is_answered_once() {
+    // Kubernetes shows an endpoint in two slices while it moves between
+    // them; a hostile cluster may do it on purpose. Neither doubles a record.
+    let http = || vec![port(Some("http"), Protocol::Tcp, 80)];
+    let mut ev = up("east", false);
+    for (name, headless) in [("flat", false), ("db", true)] {
+        ev.push(svc_event(
+            "east",
+            service(
+                "prod",
+                name,
+                Some(ExportMode::Flat),
+                false,
+                headless,
+                &[],
+                http(),
+            ),
+        ));
+        for (slice_name, addrs) in [
+            (
+                "1",
+                &[("10.1.0.1", Some("db-0"), true), ("10.1.0.2", None, true)][..],
+            ),
+            ("2", &[("10.1.0.1", Some("db-0"), true)][..]),
+        ] {
+            ev.push(slice_event(
+                "east",
+                slice("prod", &format!("{name}-{slice_name}"), name, http(), addrs),
+            ));
+        }
+    }
+    let snap = snapshot(ev);
+    let flat = snap.entries.get("flat-east.prod").expect("flat");
+    assert_eq!(flat.v4.len(), 2, "{:?}", flat.v4);
+    let db = snap.entries.get("db-east.prod").expect("db");
+    assert_eq!(db.v4.len(), 2, "{:?}", db.v4);
+    assert_eq!(
+        pods(db),
+        ["10-1-0-2=10.1.0.2 ports [80]", "db-0=10.1.0.1 ports [80]"]
+    );
+}

@@ -348,3 +348,48 @@ fn a_kubectl_dump_loads_as_is() {
         "the kubernetes Service is read and left out"
     );
 }
+
+#[test]
+fn hostile_documents_are_counted_by_reason_and_a_clamp_is_no_error() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let hostile_slice = SLICE.replace(
+        "- addresses: [10.20.1.1]\n",
+        "- addresses: [10.20.1.1]\n- addresses: [not-an-ip]\n- addresses: [bogus]\n- addresses: [10.20.1.1]\n",
+    );
+    let long_name = SERVICE.replace("name: api\n", &format!("name: {}\n", "a".repeat(64)));
+    write(
+        tmp.path(),
+        "east/all.yaml",
+        &format!("{SERVICE}---\n{hostile_slice}---\n{long_name}"),
+    );
+    let load = cluster(tmp.path(), "east");
+    let counts: Vec<String> = load
+        .adjusted
+        .iter()
+        .map(|((a, r), n)| format!("{} {} {n}", a.label(), r.label()))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            "skipped name_too_long 1",
+            "clamped address_not_ip 1",
+            "clamped duplicate_address 1"
+        ]
+    );
+    let slice = load.objects.slices.values().next().expect("the slice");
+    assert_eq!(slice.endpoints.len(), 1, "the good address is served");
+    let errors: Vec<String> = load
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(errors.len(), 1, "only the skipped Service: {errors:?}");
+    assert!(
+        load.problems.iter().any(|p| p
+            .message
+            .contains("\"not-an-ip\" is not an IP address; left out (and 1 more like it)")),
+        "{:?}",
+        messages(&load)
+    );
+}

@@ -52,6 +52,23 @@ fn summary(out: &Output) -> Vec<String> {
         .collect()
 }
 
+/// Objects adjusted: `<object>: <action> <reason>`.
+fn adjusted(out: &Output) -> Vec<String> {
+    out.adjusted
+        .iter()
+        .flat_map(|a| {
+            a.warnings.iter().map(move |w| {
+                format!(
+                    "{}: {} {}",
+                    a.object,
+                    a.adjustment.label(),
+                    w.reason.label()
+                )
+            })
+        })
+        .collect()
+}
+
 fn remote() -> ClusterState {
     // Watch 0: gateway selector, 1: remote discovery, 2: federated.
     ClusterState::new("east".into(), false, Selectors::linkerd_defaults(), 3)
@@ -255,13 +272,16 @@ fn a_bad_object_is_skipped_and_the_last_good_version_kept() {
     let bad: K8sSlice = serde_json::from_value(json!({
         "metadata": {"name": "web-1", "namespace": "prod",
                      "labels": {"kubernetes.io/service-name": "web"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["not-an-ip"]}]
+        "addressType": "IPv5",
+        "endpoints": [{"addresses": ["10.1.0.9"]}]
     }))
     .expect("decodes");
     st.slice_apply(&bad, &mut out);
     assert!(out.events.is_empty());
-    assert!(out.skipped[0].contains("prod/web-1"), "{:?}", out.skipped);
+    assert_eq!(
+        adjusted(&out),
+        ["EndpointSlice prod/web-1: skipped address_type_unknown"]
+    );
     // A relist that still holds the bad version does not delete the good one.
     st.slice_init();
     st.slice_page(vec![bad], &mut out);
@@ -416,4 +436,30 @@ fn over_budget_services_are_announced_refused_and_their_slices_not_held() {
     let mut out = Output::default();
     st.service_delete(1, &flat("c"), &mut out);
     assert_eq!(summary(&out), ["-svc prod/c"]);
+}
+
+#[test]
+fn a_hostile_slice_keeps_its_good_part_and_only_ours_are_reported() {
+    let mut st = remote();
+    let out = sync(
+        &mut st,
+        [vec![gateway_mode("web")], vec![], vec![]],
+        vec![
+            slice(
+                "web-1",
+                "web",
+                &["10.1.0.1", "nope", "10.1.0.1", "10.1.0.2"],
+            ),
+            // Not an exported service: not ours to judge, nor to count.
+            slice("other-1", "other", &["junk"]),
+        ],
+    );
+    assert_eq!(summary(&out), ["+svc prod/web", "+slice prod/web-1 (2)"]);
+    assert_eq!(
+        adjusted(&out),
+        [
+            "EndpointSlice prod/web-1: clamped address_not_ip",
+            "EndpointSlice prod/web-1: clamped duplicate_address"
+        ]
+    );
 }
