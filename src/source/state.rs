@@ -701,6 +701,8 @@ impl ClusterState {
             touched.insert(s.key.clone());
         }
         if !self.exported(&service) {
+            // Relabelled away from an exported service: it goes with it.
+            self.remove_slice(&s.key, out);
             return;
         }
         if let Some(seen) = self.slice_relist.as_mut() {

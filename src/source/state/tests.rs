@@ -463,3 +463,18 @@ fn a_hostile_slice_keeps_its_good_part_and_only_ours_are_reported() {
         ]
     );
 }
+
+#[test]
+fn a_slice_relabelled_to_a_service_not_exported_leaves() {
+    let mut st = remote();
+    sync(
+        &mut st,
+        [vec![gateway_mode("web")], vec![], vec![]],
+        vec![slice("web-1", "web", &["10.1.0.1"])],
+    );
+    let mut out = Output::default();
+    st.slice_apply(&slice("web-1", "internal", &["10.1.0.1"]), &mut out);
+    st.settle(&mut out);
+    assert_eq!(summary(&out), ["-slice prod/web-1"]);
+    assert_eq!(st.counts().slices, 0);
+}
