@@ -673,7 +673,7 @@ struct Report {
 }
 
 fn run(rt: &tokio::runtime::Runtime, mode: Mode, binary: Option<&Path>, sizes: Sizes) -> Report {
-    let kube = Kube::start(rt, sizes.clusters, flag("MIRROR_WRITES_TLS"));
+    let kube = Kube::start(rt, sizes.clusters, flag("MIRROR_WRITES_TLS"), false);
     let local = kube.local().clone();
     let local_kubeconfig = local.kubeconfig_path().to_owned();
     let remotes = kube.remotes();

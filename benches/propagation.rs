@@ -197,7 +197,7 @@ struct Measured {
 fn run_changes(
     rt: &tokio::runtime::Runtime,
     clients: &[Client],
-    sim: &kubesim::Sim,
+    kube: &Kube,
     dns: &mut Dns,
     ips: &mut [Vec<Vec<Ipv4Addr>>],
     skip: usize,
@@ -208,10 +208,7 @@ fn run_changes(
     let commits: Arc<Mutex<HashMap<(usize, u64), Instant>>> = Arc::default();
     let recorders: Vec<_> = (skip..clients.len())
         .map(|c| {
-            let mut rx = sim
-                .cluster(&remote_name(c))
-                .expect("remote cluster")
-                .subscribe();
+            let mut rx = kube.remote(c).subscribe();
             let commits = commits.clone();
             rt.spawn(async move {
                 while let Ok(change) = rx.recv().await {
@@ -587,7 +584,10 @@ const STORM_P99_TARGET: Duration = Duration::from_millis(50);
 struct StormRun<'a> {
     rt: &'a tokio::runtime::Runtime,
     clients: &'a [Client],
-    sim: &'a kubesim::Sim,
+    kube: &'a Kube,
+    /// The storm's writers run on `c1`'s own low-priority runtime, with
+    /// this client of `c1` made there.
+    storm_client: Client,
     mode: Mode,
     /// `/proc/<pid>` of the server; `/proc/self` in-process.
     server_proc: String,
@@ -623,7 +623,8 @@ impl StormRun<'_> {
         first: &mut usize,
         round: &mut usize,
     ) -> StormReport {
-        let (rt, clients, sim) = (self.rt, self.clients, self.sim);
+        let (rt, clients, kube) = (self.rt, self.clients, self.kube);
+        let storm_rt = kube.apart.as_ref().map_or(rt, |(_, apart)| apart);
         let mut next = |n: usize| {
             let ks = *first..*first + n;
             *first += n;
@@ -635,7 +636,7 @@ impl StormRun<'_> {
         };
 
         let cpu0 = Cpu::now(&self.server_proc);
-        let quiet = run_changes(rt, clients, sim, dns, ips, 1, next(self.changes));
+        let quiet = run_changes(rt, clients, kube, dns, ips, 1, next(self.changes));
         let cpu1 = Cpu::now(&self.server_proc);
 
         let status = format!("{}/status", self.server_proc);
@@ -644,15 +645,22 @@ impl StormRun<'_> {
             + CHANGE_TIMEOUT * u32::try_from(self.changes).unwrap_or(u32::MAX)
             + STORM_MARGIN;
         let cpu2 = Cpu::now(&self.server_proc);
-        let storm = Storm::start(rt, &clients[0], &ips[0], self.writers, *round, deadline);
+        let storm = Storm::start(
+            storm_rt,
+            &self.storm_client,
+            &ips[0],
+            self.writers,
+            *round,
+            deadline,
+        );
         // Measure under load: wait until the writers are writing (about one write each).
         let warm = Instant::now() + CHANGE_TIMEOUT;
         while storm.writes() < storm.tasks.len() as u64 {
             assert!(Instant::now() < warm, "the storm writers are not writing");
             std::thread::sleep(Duration::from_millis(1));
         }
-        let measured = run_changes(rt, clients, sim, dns, ips, 1, next(self.changes));
-        let stopped = storm.stop(rt, &mut ips[0]);
+        let measured = run_changes(rt, clients, kube, dns, ips, 1, next(self.changes));
+        let stopped = storm.stop(storm_rt, &mut ips[0]);
         let cpu3 = Cpu::now(&self.server_proc);
         *round += stopped.written.iter().map(|w| w.rounds).max().unwrap_or(0);
 
@@ -830,7 +838,9 @@ fn main() {
     let (plain, storm) = (!storm || !bench, storm || (!bench && clusters >= 2));
     let (binary, modes, rt) = common::setup("propagation", "PROPAGATION_IN_PROCESS", bench);
     let _entered = rt.enter();
-    let kube = Kube::start(&rt, clusters, tls);
+    // The storm cluster's API server and writers run apart, at low CPU priority, as another
+    // cluster's API server runs on another machine.
+    let kube = Kube::start(&rt, clusters, tls, storm);
     let local_kubeconfig = kube.local().kubeconfig_path().to_owned();
     let remotes = kube.remotes();
 
@@ -925,7 +935,7 @@ fn main() {
 
         if plain {
             let ks = first..first + changes;
-            let mut m = run_changes(&rt, &clients, &kube.sim, &mut dns, &mut ips, 0, ks);
+            let mut m = run_changes(&rt, &clients, &kube, &mut dns, &mut ips, 0, ks);
             first += changes;
             rss.after();
 
@@ -950,7 +960,11 @@ fn main() {
             let run = StormRun {
                 rt: &rt,
                 clients: &clients,
-                sim: &kube.sim,
+                kube: &kube,
+                storm_client: match &kube.apart {
+                    Some((_, apart)) => apart.block_on(common::client(kube.remote(0))),
+                    None => clients[0].clone(),
+                },
                 mode,
                 server_proc: match &running {
                     Running::Process(child) => format!("/proc/{}", child.0.id()),

@@ -261,25 +261,62 @@ pub struct Kube {
     pub sim: kubesim::Sim,
     pub clusters_file: PathBuf,
     clusters: usize,
+    /// `c1` in a kubesim of its own, on a runtime of its own whose threads run at the lowest
+    /// CPU priority: a storm cluster, whose API server would be another machine, takes only
+    /// the CPU the server and the other clusters leave. `None`: every cluster is in `sim`.
+    /// Work meant to load `c1` (a storm's writers) belongs on that runtime too.
+    pub apart: Option<(kubesim::Sim, tokio::runtime::Runtime)>,
     /// Holds the kubeconfigs and the clusters file; removed after `sim` stops (fields drop in
     /// order).
     _dir: tempfile::TempDir,
 }
 
+/// A runtime whose threads run at nice 19.
+fn low_priority_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(|| {
+            // SAFETY: setpriority takes plain integers; on Linux, PRIO_PROCESS with 0 names
+            // the calling thread.
+            let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+        })
+        .build()
+        .expect("runtime")
+}
+
 impl Kube {
-    /// Starts kubesim (over HTTPS when `tls`) and writes the clusters file.
-    pub fn start(rt: &tokio::runtime::Runtime, clusters: usize, tls: bool) -> Self {
+    /// Starts kubesim (over HTTPS when `tls`) and writes the clusters file; with `first_apart`,
+    /// `c1` runs apart (see [`Kube::apart_runtime`]).
+    pub fn start(
+        rt: &tokio::runtime::Runtime,
+        clusters: usize,
+        tls: bool,
+        first_apart: bool,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
+        let first_apart = first_apart && clusters >= 1;
         let names: Vec<String> = std::iter::once("local".to_owned())
-            .chain((0..clusters).map(remote_name))
+            .chain((usize::from(first_apart)..clusters).map(remote_name))
             .collect();
         let mut sim_config = kubesim::SimConfig::new(names, dir.path().join("kube"));
         sim_config.tls = tls;
         let sim = rt.block_on(kubesim::start(sim_config)).expect("kubesim");
+        let apart = first_apart.then(|| {
+            let apart_rt = low_priority_runtime();
+            let mut config =
+                kubesim::SimConfig::new([remote_name(0)], dir.path().join("kube-apart"));
+            config.tls = tls;
+            let sim = apart_rt
+                .block_on(kubesim::start(config))
+                .expect("kubesim apart");
+            (sim, apart_rt)
+        });
         let kube = Kube {
             sim,
             clusters_file: dir.path().join("clusters.yaml"),
             clusters,
+            apart,
             _dir: dir,
         };
         let text: String = kube
@@ -301,11 +338,18 @@ impl Kube {
         self.sim.cluster("local").expect("local")
     }
 
+    /// Remote cluster `c` (0 is `c1`).
+    pub fn remote(&self, c: usize) -> &Arc<kubesim::Cluster> {
+        let sim = match &self.apart {
+            Some((sim, _)) if c == 0 => sim,
+            _ => &self.sim,
+        };
+        sim.cluster(&remote_name(c)).expect("remote")
+    }
+
     /// The remote clusters, `c1` first.
     pub fn remotes(&self) -> Vec<&Arc<kubesim::Cluster>> {
-        (0..self.clusters)
-            .map(|c| self.sim.cluster(&remote_name(c)).expect("remote"))
-            .collect()
+        (0..self.clusters).map(|c| self.remote(c)).collect()
     }
 }
 

@@ -593,6 +593,9 @@ pub async fn run(
         if !r.flush().await {
             break;
         }
+        // Sending never waits, so a cluster in a storm would keep this
+        // worker thread: let the other clusters' tasks and the model run.
+        tokio::task::yield_now().await;
     }
     r.state
 }
