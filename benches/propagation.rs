@@ -25,7 +25,10 @@
 //! of `endpoints`, a new IP each time), the next write as soon as the previous one returns;
 //! measures as many changes again in the measured clusters while they run; then stops them.
 //! `c1`'s Services are exported like the others, so every storm write is a watch event at the
-//! server. A writer stops when told to, at a hard deadline (the change timeout × changes, plus
+//! server. `c1` is served by a kubesim of its own on a runtime of its own, and the writers run
+//! there too, its threads at nice 19: a linked cluster's API server is another machine, not a
+//! task beside the measured clusters' API server, and on two shared cores the storm would
+//! otherwise slow the measured clusters' kubesim and the poller as much as the server. A writer stops when told to, at a hard deadline (the change timeout × changes, plus
 //! 30 s) or after 2^20 writes, whichever comes first; each of its writes is bounded by the change
 //! timeout. Prints the two phases side by side (p50, p99, max, timeouts), the storm's writes and
 //! rate, the ratio storm p99 / quiet p99 against the target, how long after the writers stopped
