@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::budget::Budget;
 use super::cluster::{ClusterSet, Dirty};
@@ -558,7 +558,7 @@ impl Index {
         self.snap.local_synced = local_synced;
         if self.snap.known && !waiting && !self.snap.settled {
             self.snap.settled = true;
-            info!(
+            debug!(
                 clusters = set.iter().count(),
                 "start-up settled: every cluster has loaded or been given up on"
             );

@@ -220,18 +220,8 @@ fn serve_live(
     clusters: &[&kubesim::Cluster],
     max_endpoints: usize,
 ) -> (crate::binary::Served, u64) {
-    let text: String = clusters
-        .iter()
-        .map(|c| {
-            format!(
-                "- name: {}\n  kubeconfig: {}\n",
-                c.name,
-                c.kubeconfig_path().display()
-            )
-        })
-        .collect();
     let file = dir.join(format!("clusters-{max_endpoints}-{}.yaml", clusters.len()));
-    std::fs::write(&file, text).expect("clusters file");
+    crate::live::write_clusters(&file, clusters);
     let max = max_endpoints.to_string();
     let args: Vec<&std::ffi::OsStr> = vec![
         "--kubeconfig".as_ref(),

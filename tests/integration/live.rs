@@ -188,7 +188,7 @@ fn clusters_file(dir: &Path, clusters: &[&kubesim::Cluster]) -> std::path::PathB
     path
 }
 
-fn write_clusters(path: &Path, clusters: &[&kubesim::Cluster]) {
+pub(crate) fn write_clusters(path: &Path, clusters: &[&kubesim::Cluster]) {
     let text: String = clusters
         .iter()
         .map(|c| {

@@ -101,6 +101,23 @@ async fn every_answer_final_or_servfail(
     (before.len(), servfails)
 }
 
+/// [`every_answer_final_or_servfail`] until `server` is ready, asserting
+/// that start-up was seen (some SERVFAIL before ready).
+async fn observe_start_up(server: &crate::support::TestServer, queries: Vec<Q>, limit: Duration) {
+    let shared = server.server.shared.clone();
+    let (before, servfails) = every_answer_final_or_servfail(
+        server.dns,
+        move || shared.ready.load(Ordering::Acquire),
+        queries,
+        limit,
+    )
+    .await;
+    assert!(
+        servfails > 0,
+        "start-up was observed ({before} answers before ready, {servfails} SERVFAIL)"
+    );
+}
+
 const NAMESPACES: usize = 4;
 
 /// A clusterset in files: in each cluster, `per_cluster` services, every
@@ -201,18 +218,7 @@ async fn file_source_start_up_answers_are_final_or_servfail() {
         },
     )
     .await;
-    let shared = server.server.shared.clone();
-    let (before, servfails) = every_answer_final_or_servfail(
-        server.dns,
-        move || shared.ready.load(Ordering::Acquire),
-        queries,
-        Duration::from_secs(120),
-    )
-    .await;
-    assert!(
-        servfails > 0,
-        "start-up was observed ({before} answers before ready, {servfails} SERVFAIL)"
-    );
+    observe_start_up(&server, queries, Duration::from_secs(120)).await;
     let (final_web, _) = seen(server.dns, &q(&name("web-east", 0), RecordType::A)).await;
     assert_eq!(final_web, ResponseCode::NoError);
     server.server.stop().await;
@@ -310,18 +316,7 @@ async fn live_start_up_answers_are_final_or_servfail() {
         live,
     )
     .await;
-    let shared = server.server.shared.clone();
-    let (before, servfails) = every_answer_final_or_servfail(
-        server.dns,
-        move || shared.ready.load(Ordering::Acquire),
-        queries,
-        Duration::from_secs(60),
-    )
-    .await;
-    assert!(
-        servfails > 0,
-        "start-up was observed ({before} answers before ready, {servfails} SERVFAIL)"
-    );
+    observe_start_up(&server, queries, Duration::from_secs(60)).await;
     let (rcode, records) = seen(
         server.dns,
         &q("svc-1-federated.prod.svc.clusterset.local.", RecordType::A),
