@@ -160,8 +160,8 @@ impl Handler {
 }
 
 /// The answer to `req` over `transport`, whose responses are at most
-/// `limit` octets.
-fn respond(
+/// `limit` octets (the cache's tests use it as the general path).
+pub(crate) fn respond(
     snap: &Snapshot,
     req: &Request<'_>,
     (transport, limit): (Transport, usize),

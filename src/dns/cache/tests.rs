@@ -5,7 +5,6 @@
 use std::time::Instant;
 
 use super::*;
-use crate::dns::answer::{self, Question, Room};
 use crate::dns::wire;
 use crate::model::objects::{ExportMode, Protocol};
 use crate::model::testing::{
@@ -69,17 +68,7 @@ fn general(
     let limit = transport
         .stream_limit()
         .unwrap_or_else(|| req.udp_limit(snap.settings.max_udp_payload));
-    let room = match transport {
-        Transport::Udp => usize::MAX,
-        Transport::Tcp | Transport::Tls => req.answer_room(limit),
-    };
-    let q = Question {
-        name: &req.name,
-        qtype: req.qtype,
-        qclass: req.qclass,
-        room: Room::Octets(room),
-    };
-    let answered = answer::answer(snap, q, rotation, Instant::now());
+    let answered = crate::dns::respond(snap, &req, (transport, limit), rotation);
     let mut out = Vec::new();
     let fit = wire::encode(&req, &answered.answer, limit, &mut out);
     (out, answered, fit)
