@@ -227,7 +227,7 @@ struct Runner {
     gateway_alive: Option<bool>,
     gave_up: bool,
     last_health: Option<Health>,
-    last_budget: BudgetReport,
+    last_budget: Option<BudgetReport>,
     pending: Vec<Event>,
 }
 
@@ -319,29 +319,14 @@ impl Runner {
         out.actions
     }
 
-    /// Applies the budget to what the last messages changed; reports it,
-    /// logging once when the cluster goes over or comes back within it.
+    /// Applies the budget to what the last messages changed, and reports it.
     fn settle(&mut self) -> Vec<Action> {
         let mut out = Output::default();
         self.state.settle(&mut out);
         let report = self.state.budget_report();
-        if report != self.last_budget {
-            let (was, now) = (self.last_budget.refused, report.refused);
-            if was.services == 0 && now.services > 0 {
-                warn!(
-                    cluster = %self.run.name, refused_services = now.services,
-                    refused_endpoints = now.endpoints,
-                    max_services = report.budget.max_services,
-                    max_endpoints = report.budget.max_endpoints,
-                    "over its budget: its newest services are refused (SERVFAIL) and not held; the oldest that fit are served"
-                );
-            } else if was.services > 0 && now.services == 0 {
-                info!(cluster = %self.run.name, "within its budget again: every exported service is served");
-            }
-            self.board
-                .update(&self.run.name, |r| r.budget = Some(report.clone()));
-            self.last_budget = report;
-        }
+        self.board
+            .budget(&self.run.name, self.last_budget.as_ref(), &report);
+        self.last_budget = Some(report);
         self.took(out)
     }
 
@@ -376,7 +361,7 @@ pub async fn run(
         gateway_alive: None,
         gave_up: false,
         last_health: None,
-        last_budget: BudgetReport::default(),
+        last_budget: None,
         pending: Vec::new(),
         run,
     };

@@ -153,6 +153,27 @@ impl StatusBoard {
         }
     }
 
+    /// Records a cluster's budget report (`was` is the one before, `None`
+    /// for its first), with one log line when the cluster goes over its
+    /// budget or comes back within it, never one per object.
+    pub fn budget(&self, name: &Arc<str>, was: Option<&BudgetReport>, now: &BudgetReport) {
+        if was == Some(now) {
+            return;
+        }
+        let (was, refused) = (was.map(|w| w.refused).unwrap_or_default(), now.refused);
+        if was.services == 0 && refused.services > 0 {
+            tracing::warn!(
+                cluster = %name, refused_services = refused.services,
+                refused_endpoints = refused.endpoints,
+                max_services = now.budget.max_services, max_endpoints = now.budget.max_endpoints,
+                "over its budget: its newest services are refused (SERVFAIL) and not held; the oldest that fit are served"
+            );
+        } else if was.services > 0 && refused.services == 0 {
+            tracing::info!(cluster = %name, "within its budget again: every exported service is served");
+        }
+        self.update(name, |r| r.budget = Some(now.clone()));
+    }
+
     /// Forgets a cluster (unlinked).
     pub fn remove(&self, name: &str) {
         lock(&self.clusters).remove(name);

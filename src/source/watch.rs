@@ -275,11 +275,9 @@ impl FileSource {
                 slices = load.objects.slices.len(), "cluster loaded"
             );
             let (refused, budget) = judge(&load.objects, self.budget_of(&dir.name));
-            log_budget(&dir.name, &BudgetReport::default(), &budget);
             let held = within_budget(&load.objects, &refused);
             self.report(&load, &held, false);
-            self.board
-                .update(&dir.name, |r| r.budget = Some(budget.clone()));
+            self.board.budget(&dir.name, None, &budget);
             let events = initial_events_of(&load, &held);
             drop(held);
             self.clusters.insert(
@@ -332,10 +330,7 @@ impl FileSource {
         refused: &BTreeSet<ObjectKey>,
         budget: &BudgetReport,
     ) -> Vec<Event> {
-        log_budget(name, &known.budget, budget);
-        if *budget != known.budget {
-            self.board.update(name, |r| r.budget = Some(budget.clone()));
-        }
+        self.board.budget(name, Some(&known.budget), budget);
         diff(
             name,
             &within_budget(&known.objects, &known.refused),
@@ -365,26 +360,6 @@ impl FileSource {
             }
         }
         true
-    }
-}
-
-/// One log line when a cluster goes over its budget or back within it.
-fn log_budget(cluster: &str, was: &BudgetReport, now: &BudgetReport) {
-    let (was, now_refused) = (was.refused, now.refused);
-    if was.services == 0 && now_refused.services > 0 {
-        warn!(
-            cluster,
-            refused_services = now_refused.services,
-            refused_endpoints = now_refused.endpoints,
-            max_services = now.budget.max_services,
-            max_endpoints = now.budget.max_endpoints,
-            "over its budget: its newest services are refused (SERVFAIL) and not held; the oldest that fit are served"
-        );
-    } else if was.services > 0 && now_refused.services == 0 {
-        info!(
-            cluster,
-            "within its budget again: every exported service is served"
-        );
     }
 }
 
