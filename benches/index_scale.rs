@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
-use clusterset_dns::dns::name::ZoneName;
 use clusterset_dns::dns::{Handler, Local, Transport};
 use clusterset_dns::metrics::Metrics;
 use clusterset_dns::model::objects::Slice;
 use clusterset_dns::model::{Event, Model, Settings};
 use clusterset_dns::source::file::{initial_events, load_dir};
+use clusterset_dns::vocab::name::ZoneName;
 use zonegen::{CLUSTERS, FEDERATED, FLAT, Ips, service_doc, slice_doc};
 
 /// Endpoints per service (and per EndpointSlice).

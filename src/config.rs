@@ -14,11 +14,11 @@ use std::time::Duration;
 use clap::Args;
 use serde::Deserialize;
 
-use crate::dns::name::ZoneName;
 use crate::dns::server::Limits;
 use crate::model::Settings;
 use crate::model::budget::Budget;
-use crate::model::names::check_cluster_name;
+use crate::vocab::name::ZoneName;
+use crate::vocab::name::check_cluster_name;
 
 /// Why the configuration is unusable.
 #[derive(Debug, thiserror::Error)]
@@ -441,7 +441,7 @@ fn duration(key: &'static str, v: Option<&str>) -> Result<Option<Duration>, Conf
     if v == "unlimited" && key == "max-stale" {
         return Ok(None);
     }
-    crate::source::link::parse_go_duration(v)
+    crate::vocab::duration::parse_go_duration(v)
         .map(Some)
         .map_err(|reason| ConfigError::Invalid { key, reason })
 }
@@ -569,7 +569,7 @@ impl Config {
                 });
             }
             if let Some(ns) = &link_namespace
-                && !crate::model::names::is_dns_label(ns)
+                && !crate::vocab::name::is_dns_label(ns)
             {
                 return Err(ConfigError::Invalid {
                     key: "link-namespace",
@@ -601,7 +601,7 @@ impl Config {
                 .or(mirror_namespace)
                 .or_else(|| std::env::var("POD_NAMESPACE").ok())
                 .unwrap_or_else(|| "clusterset-dns".to_owned());
-            if !crate::model::names::is_dns_label(&namespace) {
+            if !crate::vocab::name::is_dns_label(&namespace) {
                 return Err(ConfigError::Invalid {
                     key: "mirror-namespace",
                     reason: format!("{namespace:?} is not a namespace name"),

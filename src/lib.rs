@@ -21,3 +21,4 @@ pub mod mirror;
 pub mod model;
 pub mod runtime;
 pub mod source;
+pub mod vocab;

@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterset_dns::config::Config;
-use clusterset_dns::dns::name::ZoneName;
 use clusterset_dns::mirror::run::MirrorConfig;
 use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
 use clusterset_dns::source::api;
 use clusterset_dns::source::live::{Links, LiveConfig};
+use clusterset_dns::vocab::name::ZoneName;
 use futures_util::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;

@@ -16,12 +16,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::name::{Parsed, QName, ReverseName, ZoneName, parse, parse_reverse};
+use super::name::{Parsed, QName, ReverseName, parse, parse_reverse};
 use super::wire::{
     Answer, CLASS_ANY, CLASS_IN, Owner, RData, Rcode, Record, Soa, answer_len, rtype,
 };
 use crate::model::objects::Port;
 use crate::model::{Entry, Origin, Pod, Snapshot};
+use crate::vocab::name::ZoneName;
 
 /// The `dns-version` TXT value. Our schema is not the MCS DNS schema, so it
 /// has its own version (dns-spec.md R7).

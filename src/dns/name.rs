@@ -10,11 +10,8 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// Longest name in text form without the trailing dot (RFC 1035: 255 octets
-/// on the wire).
-pub const MAX_NAME_TEXT: usize = 253;
-/// Longest label (RFC 1035).
-pub const MAX_LABEL: usize = 63;
+use crate::vocab::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
+
 const MAX_LABELS: usize = 128;
 
 /// A question name, lower-cased, held inline so decoding a query allocates
@@ -194,14 +191,14 @@ impl QName {
     /// If this name is `zone` or below it, the number of labels left of the
     /// zone.
     pub fn relative_to(&self, zone: &ZoneName) -> Option<usize> {
-        let zl = zone.labels.len();
+        let zl = zone.label_count();
         let n = self.label_count();
         if n < zl {
             return None;
         }
         let rel = n - zl;
         (0..zl)
-            .all(|i| self.label(rel + i) == zone.labels[i])
+            .all(|i| self.label(rel + i) == zone.label(i))
             .then_some(rel)
     }
 }
@@ -209,67 +206,6 @@ impl QName {
 impl fmt::Debug for QName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "QName({}.)", self.text())
-    }
-}
-
-/// A configured zone name, lower-cased, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ZoneName {
-    text: String,
-    labels: Vec<String>,
-}
-
-/// Why a zone name was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid zone name {name:?}: {reason}")]
-pub struct ZoneNameError {
-    name: String,
-    reason: &'static str,
-}
-
-impl ZoneName {
-    /// Parses and validates a zone name (`clusterset.local`, `10.in-addr.arpa.`).
-    pub fn new(name: &str) -> Result<Self, ZoneNameError> {
-        let err = |reason| ZoneNameError {
-            name: name.to_owned(),
-            reason,
-        };
-        let text = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
-        if text.is_empty() {
-            return Err(err("the root zone cannot be served"));
-        }
-        if text.len() > MAX_NAME_TEXT {
-            return Err(err("longer than 253 characters"));
-        }
-        let labels: Vec<String> = text.split('.').map(str::to_owned).collect();
-        for label in &labels {
-            if label.is_empty() || label.len() > MAX_LABEL {
-                return Err(err("every label must be 1 to 63 characters"));
-            }
-            if !label
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            {
-                return Err(err("labels may hold only letters, digits and '-'"));
-            }
-        }
-        Ok(Self { text, labels })
-    }
-
-    /// The dotted, lower-cased text without the trailing dot.
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-
-    /// Number of labels.
-    pub fn label_count(&self) -> usize {
-        self.labels.len()
-    }
-}
-
-impl fmt::Display for ZoneName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.", self.text)
     }
 }
 

@@ -40,15 +40,14 @@ use super::{
     CLUSTER_LABEL, Desired, FULL_NAME_ANNOTATION, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef,
     SLICE_MANAGED_BY,
 };
-use crate::dns::name::{MAX_LABEL, MAX_NAME_TEXT};
 use crate::model::cluster::{Cluster, ClusterSet};
 use crate::model::entry::{BuildContext, federation_eligible};
-use crate::model::names::{FEDERATED, dashed_ip};
 use crate::model::objects::{Endpoint, ExportMode, Mirror, ObjectKey, Port, Service};
-use crate::source::convert::{
+use crate::vocab::linkerd::{
     ANNOTATION_OPAQUE_PORTS, LABEL_CLUSTER_NAME, LABEL_HEADLESS_PARENT, LABEL_MIRRORED,
     LABEL_SERVICE_NAME,
 };
+use crate::vocab::name::{FEDERATED, MAX_LABEL, MAX_NAME_TEXT, dashed_ip};
 
 /// `multicluster.linkerd.io/remote-discovery`: a label naming the cluster on
 /// flat-mode mirrors, an annotation listing `svc@cluster` members on

@@ -66,9 +66,9 @@ impl<'a> Subject<'a> {
         };
         let service = match key.kind {
             super::Kind::Service => {
-                label(crate::source::convert::LABEL_HEADLESS_PARENT).or(Some(&*key.name))
+                label(crate::vocab::linkerd::LABEL_HEADLESS_PARENT).or(Some(&*key.name))
             }
-            super::Kind::EndpointSlice => label(crate::source::convert::LABEL_SERVICE_NAME),
+            super::Kind::EndpointSlice => label(crate::vocab::linkerd::LABEL_SERVICE_NAME),
         };
         Self {
             cluster,

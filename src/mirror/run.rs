@@ -23,7 +23,7 @@ use super::stats::MirrorStats;
 use super::{FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef};
 use crate::model::ClusterSet;
 use crate::source::api::{WatchMsg, WatchTarget, list_once, list_watch};
-use crate::source::convert::{LABEL_CLUSTER_NAME, LABEL_MIRRORED};
+use crate::vocab::linkerd::{LABEL_CLUSTER_NAME, LABEL_MIRRORED};
 
 /// A model state for the mirror, and when it changed.
 pub type ModelFeed = watch::Receiver<Option<(Arc<ClusterSet>, Instant)>>;

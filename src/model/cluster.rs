@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use tracing::warn;
 
-use super::names::check_cluster_name;
 use super::objects::{ExportMode, Gateway, Mirror, ObjectKey, Service, Slice};
+use crate::vocab::name::check_cluster_name;
 
 /// Sync and health of one cluster, as the sources report it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cluster::{Cluster, ClusterSet, Health};
-use super::names::dashed_ip;
 use super::objects::{Endpoint, ExportMode, ObjectKey, Port, Service};
+use crate::vocab::name::dashed_ip;
 
 /// Where an entry's records come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +208,7 @@ impl Acc {
         ptr: bool,
     ) {
         self.addr(addr);
-        if host.len() + 1 + suffix.len() > crate::dns::name::MAX_NAME_TEXT {
+        if host.len() + 1 + suffix.len() > crate::vocab::name::MAX_NAME_TEXT {
             self.too_long += 1;
             return;
         }

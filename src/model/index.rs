@@ -21,9 +21,9 @@ use super::cluster::{ClusterSet, Dirty};
 use super::entry::{
     BuildContext, Entry, build_cluster_entry, build_federated_entry, federated_members,
 };
-use super::names::FEDERATED;
 use super::objects::ObjectKey;
-use crate::dns::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
+use crate::vocab::name::FEDERATED;
+use crate::vocab::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
 
 /// Answer settings, part of every snapshot so a configuration reload swaps
 /// them together with the data.

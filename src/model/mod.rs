@@ -10,7 +10,6 @@ pub mod budget;
 pub mod cluster;
 pub mod entry;
 pub mod index;
-pub mod names;
 pub mod objects;
 #[cfg(test)]
 pub(crate) mod testing;

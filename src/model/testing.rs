@@ -6,7 +6,7 @@ use super::objects::{
     Endpoint, ExportMode, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
 };
 use super::{Event, Health, Settings};
-use crate::dns::name::ZoneName;
+use crate::vocab::name::ZoneName;
 
 pub(crate) fn port(name: Option<&str>, protocol: Protocol, port: u16) -> Port {
     Port {

@@ -23,9 +23,7 @@ use tracing::{debug, info, warn};
 
 use super::SourceMsg;
 use super::api::{Backoff, MAX_BACKOFF, WatchMsg, WatchTarget, list_watch};
-use super::convert::{
-    Adjustment, GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_MIRRORED, LABEL_SERVICE_NAME, Reason,
-};
+use super::convert::{Adjustment, Reason};
 use super::feed::FeedTx;
 use super::probe::{self, ProbeReport};
 use super::selector::Selectors;
@@ -35,6 +33,7 @@ use super::status::{ProbeStatus, StatusBoard};
 use crate::model::budget::Budget;
 use crate::model::objects::{Gateway, ObjectKey};
 use crate::model::{Event, Health, Settings};
+use crate::vocab::linkerd::{GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_MIRRORED, LABEL_SERVICE_NAME};
 
 /// How often gateway hostnames are resolved again (Linkerd's endpoint
 /// refresh period).

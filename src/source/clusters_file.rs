@@ -17,11 +17,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::model::names::check_cluster_name;
+use crate::vocab::name::check_cluster_name;
 
-use super::link::{parse_gateway_addr, parse_go_duration};
+use super::link::parse_gateway_addr;
 use super::selector::{Selector, Selectors};
 use super::spec::{GatewaySource, GatewaySpec, ProbeSpec};
+use crate::vocab::duration::parse_go_duration;
 
 /// One linked cluster of the clusters file.
 #[derive(Debug, Clone, PartialEq, Eq)]

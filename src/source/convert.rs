@@ -31,33 +31,12 @@ use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::selector::{LINKERD_DEFAULTS, Selectors};
-use crate::model::names::is_dns_label;
 use crate::model::objects::{
     Endpoint, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
 };
+use crate::vocab::name::is_dns_label;
 
-/// `mirror.linkerd.io/exported`.
-pub const LABEL_EXPORTED: &str = "mirror.linkerd.io/exported";
-/// `mirror.linkerd.io/federated`.
-pub const LABEL_FEDERATED: &str = "mirror.linkerd.io/federated";
-/// `mirror.linkerd.io/mirrored-service`.
-pub const LABEL_MIRRORED: &str = "mirror.linkerd.io/mirrored-service";
-/// `mirror.linkerd.io/cluster-name`.
-pub const LABEL_CLUSTER_NAME: &str = "mirror.linkerd.io/cluster-name";
-/// `mirror.linkerd.io/headless-mirror-svc-name`.
-pub const LABEL_HEADLESS_PARENT: &str = "mirror.linkerd.io/headless-mirror-svc-name";
-/// `mirror.linkerd.io/gateway-identity`.
-pub const ANNOTATION_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/gateway-identity";
-/// `config.linkerd.io/opaque-ports` (copied onto mirror Services).
-pub const ANNOTATION_OPAQUE_PORTS: &str = "config.linkerd.io/opaque-ports";
-/// `kubernetes.io/service-name` on EndpointSlices.
-pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
-/// Namespace of the Linkerd multicluster gateway.
-pub const GATEWAY_NAMESPACE: &str = "linkerd-multicluster";
-/// Name of the Linkerd multicluster gateway Service.
-pub const GATEWAY_NAME: &str = "linkerd-gateway";
-/// The gateway's data port name.
-pub const GATEWAY_PORT_NAME: &str = "mc-gateway";
+use crate::vocab::linkerd::*;
 
 /// Most endpoints Kubernetes allows in one EndpointSlice; the rest of a
 /// longer one is left out.

@@ -24,9 +24,9 @@ use super::convert::{
 use super::selector::LINKERD_DEFAULTS;
 use super::status::AdjustedCounts;
 use crate::model::budget::{Admission, Budget};
-use crate::model::names::check_cluster_name;
 use crate::model::objects::{Gateway, Mirror, ObjectKey, Service, Slice};
 use crate::model::{Event, Health};
+use crate::vocab::name::check_cluster_name;
 
 /// Deepest directory level searched below a cluster directory (guards
 /// against symlink loops).

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::model::objects::ExportMode;
 
-use super::convert::{LABEL_EXPORTED, LABEL_FEDERATED};
+use crate::vocab::linkerd::{LABEL_EXPORTED, LABEL_FEDERATED};
 
 /// Why a selector cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

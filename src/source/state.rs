@@ -18,13 +18,13 @@ use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 
 use super::convert::{
-    Adjustment, ConvertError, LABEL_SERVICE_NAME, ServiceKind, Warning, convert_service,
-    convert_slice,
+    Adjustment, ConvertError, ServiceKind, Warning, convert_service, convert_slice,
 };
 use super::selector::Selectors;
 use crate::model::Event;
 use crate::model::budget::{Admission, Budget, Refused};
 use crate::model::objects::ObjectKey;
+use crate::vocab::linkerd::LABEL_SERVICE_NAME;
 
 /// Something the shell must do for the state.
 #[derive(Debug, Clone, PartialEq, Eq)]

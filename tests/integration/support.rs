@@ -11,13 +11,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clusterset_dns::config::Config;
-use clusterset_dns::dns::name::ZoneName;
 use clusterset_dns::mirror::lease::LeaseConfig;
 use clusterset_dns::mirror::run::MirrorConfig;
 use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
 use clusterset_dns::source::api;
 pub use clusterset_dns::source::live::{Links, LiveConfig};
+use clusterset_dns::vocab::name::ZoneName;
 use futures_util::StreamExt;
 use hickory_net::client::Client;
 use hickory_net::runtime::TokioRuntimeProvider;

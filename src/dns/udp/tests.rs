@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 
 use super::*;
-use crate::dns::name::ZoneName;
 use crate::metrics::Metrics;
 use crate::model::{Settings, Snapshot};
+use crate::vocab::name::ZoneName;
 
 fn handler() -> Arc<Handler> {
     let zone = ZoneName::new("clusterset.local").expect("zone");

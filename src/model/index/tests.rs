@@ -523,7 +523,7 @@ fn new_settings_rebuild_every_name_and_keep_the_serial_rising() {
     m.apply(fixture_events());
     let before = m.snapshot();
     let mut s = settings();
-    s.zone = crate::dns::name::ZoneName::new("fleet.example").expect("zone");
+    s.zone = crate::vocab::name::ZoneName::new("fleet.example").expect("zone");
     s.ttl = 30;
     m.set_settings(Arc::new(s));
     let after = m.snapshot();

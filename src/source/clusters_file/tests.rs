@@ -1,6 +1,6 @@
 use super::*;
-use crate::source::convert::{LABEL_EXPORTED, LABEL_FEDERATED};
 use crate::source::spec::GatewayAddr;
+use crate::vocab::linkerd::{LABEL_EXPORTED, LABEL_FEDERATED};
 
 const FULL: &str = r#"
 - name: east                      # required

@@ -1,7 +1,84 @@
-//! Name rules shared by the sources and the index: what is a valid cluster
-//! name, and the hostname fallback for endpoints without one.
+//! Name rules every layer shares: the RFC 1035 limits, the configured zone
+//! name, what is a valid cluster name, and the hostname fallback for
+//! endpoints without one.
+//!
+//! The bottom of the crate: it imports nothing from it, does no I/O and
+//! knows nothing of queries (`dns::name`) or objects (`model`).
 
+use std::fmt;
 use std::net::IpAddr;
+
+/// Longest name in text form without the trailing dot (RFC 1035: 255 octets
+/// on the wire).
+pub const MAX_NAME_TEXT: usize = 253;
+/// Longest label (RFC 1035).
+pub const MAX_LABEL: usize = 63;
+
+/// A configured zone name, lower-cased, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneName {
+    text: String,
+    labels: Vec<String>,
+}
+
+/// Why a zone name was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid zone name {name:?}: {reason}")]
+pub struct ZoneNameError {
+    name: String,
+    reason: &'static str,
+}
+
+impl ZoneName {
+    /// Parses and validates a zone name (`clusterset.local`, `10.in-addr.arpa.`).
+    pub fn new(name: &str) -> Result<Self, ZoneNameError> {
+        let err = |reason| ZoneNameError {
+            name: name.to_owned(),
+            reason,
+        };
+        let text = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+        if text.is_empty() {
+            return Err(err("the root zone cannot be served"));
+        }
+        if text.len() > MAX_NAME_TEXT {
+            return Err(err("longer than 253 characters"));
+        }
+        let labels: Vec<String> = text.split('.').map(str::to_owned).collect();
+        for label in &labels {
+            if label.is_empty() || label.len() > MAX_LABEL {
+                return Err(err("every label must be 1 to 63 characters"));
+            }
+            if !label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            {
+                return Err(err("labels may hold only letters, digits and '-'"));
+            }
+        }
+        Ok(Self { text, labels })
+    }
+
+    /// The dotted, lower-cased text without the trailing dot.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Number of labels.
+    pub fn label_count(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// The `i`th label, leftmost first.
+    pub fn label(&self, i: usize) -> &str {
+        &self.labels[i]
+    }
+}
+
+impl fmt::Display for ZoneName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.", self.text)
+    }
+}
 
 /// The service label suffix of federated names; no cluster may use it.
 pub const FEDERATED: &str = "federated";

@@ -1,0 +1,30 @@
+//! Linkerd's multicluster vocabulary (linkerd-compat.md §2): the labels and
+//! annotations that say what a linked cluster exports and what a mirror
+//! object is, and the gateway's well-known names.
+//!
+//! Only names live here, so the sources, the mirror controller and the
+//! selector rules share one spelling; what the labels *mean* is decided in
+//! `source::convert` and `source::selector`.
+
+/// `mirror.linkerd.io/exported`.
+pub const LABEL_EXPORTED: &str = "mirror.linkerd.io/exported";
+/// `mirror.linkerd.io/federated`.
+pub const LABEL_FEDERATED: &str = "mirror.linkerd.io/federated";
+/// `mirror.linkerd.io/mirrored-service`.
+pub const LABEL_MIRRORED: &str = "mirror.linkerd.io/mirrored-service";
+/// `mirror.linkerd.io/cluster-name`.
+pub const LABEL_CLUSTER_NAME: &str = "mirror.linkerd.io/cluster-name";
+/// `mirror.linkerd.io/headless-mirror-svc-name`.
+pub const LABEL_HEADLESS_PARENT: &str = "mirror.linkerd.io/headless-mirror-svc-name";
+/// `mirror.linkerd.io/gateway-identity`.
+pub const ANNOTATION_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/gateway-identity";
+/// `config.linkerd.io/opaque-ports` (copied onto mirror Services).
+pub const ANNOTATION_OPAQUE_PORTS: &str = "config.linkerd.io/opaque-ports";
+/// `kubernetes.io/service-name` on EndpointSlices.
+pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// Namespace of the Linkerd multicluster gateway.
+pub const GATEWAY_NAMESPACE: &str = "linkerd-multicluster";
+/// Name of the Linkerd multicluster gateway Service.
+pub const GATEWAY_NAME: &str = "linkerd-gateway";
+/// The gateway's data port name.
+pub const GATEWAY_PORT_NAME: &str = "mc-gateway";
