@@ -33,7 +33,6 @@
 //! stated time.
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,15 +51,13 @@ use tokio::task::JoinHandle;
 
 use crate::conformance::{Case, SOA, a_set, c, cases, metric, nodata, nx, run_all, set, v};
 use crate::kubesim_api::{client, sim};
-use crate::support::yaml_docs;
 use crate::support::{
     Links, Live, Options, Proto, TestServer, ask, create_object, fixture, q, start_live,
 };
+use crate::support::{eventually, yaml_docs};
 
 /// The spec cases (dns-spec.md §6.2) covered here, for `conformance::coverage`.
 pub(crate) const CASES: &[u32] = &[86, 87, 88, 89, 90, 91, 92, 93];
-
-const POLL: Duration = Duration::from_millis(20);
 
 const WEB_EAST: &str = "web-east.prod.svc.clusterset.local.";
 const PAY_EAST: &str = "pay-east.prod.svc.clusterset.local.";
@@ -103,31 +100,6 @@ fn ttl_30() -> Options {
 // ---------------------------------------------------------------------------
 // Waiting
 // ---------------------------------------------------------------------------
-
-/// Polls `check` every 20 ms until it passes, for at most `limit` (and at
-/// most 1000 tries); returns how long it took. Panics with the last failure.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let start = Instant::now();
-    let mut last = String::new();
-    for _ in 0..1000 {
-        match check().await {
-            Ok(_) => return start.elapsed(),
-            Err(e) => last = e,
-        }
-        if start.elapsed() >= limit {
-            break;
-        }
-        tokio::time::sleep(POLL).await;
-    }
-    panic!(
-        "{what}: not within {limit:?} (waited {:?}); last: {last}",
-        start.elapsed()
-    );
-}
 
 /// What one UDP query answers: rcode, the A/AAAA set, the lowest TTL of the
 /// Answer section.

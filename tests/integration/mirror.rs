@@ -3,13 +3,15 @@
 //! leader election between two replicas.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::binary::http_get;
 use crate::kubesim_api::{client, sim};
-use crate::support::{Links, Live, MirrorSetup, Options, TestServer, create_object, start_live};
+use crate::support::{
+    Links, Live, MirrorSetup, Options, TestServer, create_object, eventually, start_live,
+};
 
 const NS: &str = "prod";
 const OURS: &str = "app.kubernetes.io/managed-by=clusterset-dns";
@@ -65,23 +67,6 @@ pub(crate) async fn endpoints_of(c: &kube::Client, service: &str) -> Vec<String>
         .collect();
     out.sort();
     out
-}
-
-/// Polls `check` every 20 ms until it returns true, at most `limit`.
-async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    for _ in 0..10_000 {
-        if check().await {
-            return start.elapsed();
-        }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{what}: gave up");
 }
 
 fn service(name: &str, labels: Value, headless: bool) -> Value {

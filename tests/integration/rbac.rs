@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
@@ -28,7 +28,8 @@ use crate::kubesim_api::{client, sim};
 use crate::live::{link_doc, secret_doc};
 use crate::mirror::{endpoints_of, get, items, svc_path};
 use crate::support::{
-    Links, Live, MirrorSetup, Options, Proto, TestServer, ask, create_object, q, start_live,
+    Links, Live, MirrorSetup, Options, Proto, TestServer, ask, create_object, eventually, q,
+    start_live,
 };
 
 /// Where our ServiceAccounts live (and the mirror's Lease).
@@ -187,19 +188,6 @@ async fn set_endpoints(c: &kube::Client, service: &str, addrs: &[&str]) {
     .body(serde_json::to_vec(&json!({"endpoints": endpoints})).expect("json"))
     .expect("request");
     c.request_text(req).await.expect("patch slice");
-}
-
-/// Polls `check` every 20 ms until it holds, at most `limit`.
-async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The A records of `<label>.prod.svc.clusterset.local`, if NOERROR.

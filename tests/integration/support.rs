@@ -584,3 +584,49 @@ pub fn assert_records(context: &str, section: &str, got: &[Record], want: &[&str
         "{context}: {section} differs\n  missing: {missing:#?}\n  unexpected: {unmatched_got:#?}\n  got: {got:#?}"
     );
 }
+
+/// What a poll of [`eventually`] says: passed, or why not yet.
+pub trait Outcome {
+    /// `None` when the awaited state holds, else a description of what was
+    /// seen instead.
+    fn failure(self) -> Option<String>;
+}
+
+impl Outcome for bool {
+    fn failure(self) -> Option<String> {
+        (!self).then(|| "still false".to_owned())
+    }
+}
+
+impl<T> Outcome for Result<T, String> {
+    fn failure(self) -> Option<String> {
+        self.err()
+    }
+}
+
+/// Polls `check` every 20 ms until it passes, for at most `limit` (and at
+/// most 10,000 tries); returns how long it took. Panics with the last
+/// failure. The one way tests wait for something to happen.
+pub async fn eventually<O, F, Fut>(what: &str, limit: Duration, mut check: F) -> Duration
+where
+    O: Outcome,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = O>,
+{
+    let start = std::time::Instant::now();
+    let mut last = String::new();
+    for _ in 0..10_000 {
+        match check().await.failure() {
+            None => return start.elapsed(),
+            Some(e) => last = e,
+        }
+        if start.elapsed() >= limit {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "{what}: not within {limit:?} (waited {:?}); last: {last}",
+        start.elapsed()
+    );
+}
