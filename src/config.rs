@@ -502,6 +502,8 @@ impl Config {
         )
     }
 
+    /// Flags and env over the file, section by section. The file is taken
+    /// apart field by field so that a new key cannot be forgotten here.
     fn merge(args: &ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
         let FileConfig {
             zones,
@@ -539,154 +541,54 @@ impl Config {
             max_services_per_cluster,
             max_endpoints_per_cluster,
         } = file;
-        let a = &args.zone;
-        let zones = a.zones.clone().or(zones);
-        let local_cluster = a.local_cluster.clone().or(local_cluster);
-        let kubeconfig = args.kubeconfig.clone().or(kubeconfig);
-        let context = args.context.clone().or(context);
-        let clusters = args.clusters.clone().or(clusters);
-        let link_namespace = args.link_namespace.clone().or(link_namespace);
-        let live_flags = [
-            ("kubeconfig", kubeconfig.is_some()),
-            ("context", context.is_some()),
-            ("clusters", clusters.is_some()),
-            ("link-namespace", link_namespace.is_some()),
-        ];
-        let live = if zones.is_some() {
-            if let Some((key, _)) = live_flags.iter().find(|(_, set)| *set) {
-                return Err(ConfigError::Invalid {
-                    key,
-                    reason: "is a live-mode option; it cannot be combined with --zones (file mode)"
-                        .into(),
-                });
-            }
-            None
-        } else {
-            if local_cluster.is_none() {
-                return Err(ConfigError::Invalid {
-                    key: "local-cluster",
-                    reason: "is required in live mode (no --zones given): name the cluster this server runs in".into(),
-                });
-            }
-            if let Some(ns) = &link_namespace
-                && !crate::vocab::name::is_dns_label(ns)
-            {
-                return Err(ConfigError::Invalid {
-                    key: "link-namespace",
-                    reason: format!("{ns:?} is not a namespace name"),
-                });
-            }
-            Some(LiveOptions {
-                kubeconfig,
-                context,
-                clusters,
-                link_namespace: link_namespace.unwrap_or_else(|| DEFAULT_LINK_NAMESPACE.to_owned()),
-                sync_timeout: duration(
-                    "sync-timeout",
-                    args.sync_timeout.as_deref().or(sync_timeout.as_deref()),
-                )?
-                .unwrap_or(DEFAULT_SYNC_TIMEOUT),
-            })
-        };
-        let mirror = if args.mirror || mirror == Some(true) {
-            if live.is_none() {
-                return Err(ConfigError::Invalid {
-                    key: "mirror",
-                    reason: "needs live mode: the mirror writes into the local cluster, so give --local-cluster (and --kubeconfig outside a cluster) instead of --zones".into(),
-                });
-            }
-            let namespace = args
-                .mirror_namespace
-                .clone()
-                .or(mirror_namespace)
-                .or_else(|| std::env::var("POD_NAMESPACE").ok())
-                .unwrap_or_else(|| "clusterset-dns".to_owned());
-            if !crate::vocab::name::is_dns_label(&namespace) {
-                return Err(ConfigError::Invalid {
-                    key: "mirror-namespace",
-                    reason: format!("{namespace:?} is not a namespace name"),
-                });
-            }
-            let cluster_domain = args
-                .cluster_domain
-                .clone()
-                .or(cluster_domain)
-                .unwrap_or_else(|| "cluster.local".to_owned());
-            zone("cluster-domain", &cluster_domain)?;
-            Some(MirrorOptions {
-                linkerd_flat_compat: args.linkerd_flat_compat || linkerd_flat_compat == Some(true),
-                cluster_domain,
-                namespace,
-                resync: duration(
-                    "mirror-resync",
-                    args.mirror_resync.as_deref().or(mirror_resync.as_deref()),
-                )?
-                .unwrap_or(Duration::from_secs(60)),
-            })
-        } else {
-            None
-        };
-        let max_stale = duration(
-            "max-stale",
-            args.max_stale.as_deref().or(max_stale.as_deref()),
-        )?;
-        let federated_grace = duration(
-            "federated-grace",
-            args.federated_grace
-                .as_deref()
-                .or(federated_grace.as_deref()),
-        )?;
+        let zones = args.zone.zones.clone().or(zones);
+        let local_cluster = args.zone.local_cluster.clone().or(local_cluster);
         if let Some(name) = &local_cluster {
             check_cluster_name(name).map_err(|e| ConfigError::Invalid {
                 key: "local-cluster",
                 reason: e.to_string(),
             })?;
         }
-        let zone_name = zone(
-            "zone",
-            a.zone
-                .as_deref()
-                .or(file_zone.as_deref())
-                .unwrap_or(DEFAULT_ZONE),
+        let live = live_options(
+            args,
+            (zones.is_some(), local_cluster.is_some()),
+            FileLive {
+                kubeconfig,
+                context,
+                clusters,
+                link_namespace,
+                sync_timeout,
+            },
         )?;
-        let ttl = check_ttl("ttl", a.ttl.or(ttl).unwrap_or(5))?;
-        let negative_ttl = check_ttl(
-            "negative-ttl",
-            a.negative_ttl.or(negative_ttl).unwrap_or(ttl),
+        let mirror = mirror_options(
+            args,
+            live.is_some(),
+            FileMirror {
+                mirror,
+                linkerd_flat_compat,
+                cluster_domain,
+                mirror_namespace,
+                mirror_resync,
+            },
         )?;
-        let reverse_names = if a.reverse_zones.is_empty() {
-            file_reverse
-        } else {
-            a.reverse_zones.clone()
-        };
-        let reverse_zones = reverse_names
-            .iter()
-            .map(|z| reverse_zone(z))
-            .collect::<Result<Vec<_>, _>>()?;
-        let dns_addr = match args.dns_addr.or(dns_addr) {
-            Some(a) => a,
-            None => DEFAULT_DNS_ADDR.parse().map_err(|_| ConfigError::Invalid {
-                key: "dns-addr",
-                reason: "bad default".into(),
-            })?,
-        };
-        let admin_addr = match args.admin_addr.or(admin_addr) {
-            Some(a) => a,
-            None => DEFAULT_ADMIN_ADDR
-                .parse()
-                .map_err(|_| ConfigError::Invalid {
-                    key: "admin-addr",
-                    reason: "bad default".into(),
-                })?,
-        };
-        let mut ns_addrs = if a.ns_addrs.is_empty() {
-            ns_addr
-        } else {
-            a.ns_addrs.clone()
-        };
-        if ns_addrs.is_empty() && !dns_addr.ip().is_unspecified() {
-            ns_addrs.push(dns_addr.ip());
-        }
+        let (dns_addr, admin_addr) =
+            addresses(args.dns_addr.or(dns_addr), args.admin_addr.or(admin_addr))?;
+        let settings = settings(
+            args,
+            dns_addr,
+            FileAnswers {
+                zone: file_zone,
+                ttl,
+                negative_ttl,
+                reverse_zone: file_reverse,
+                ns_addr,
+                max_stale,
+                federated_grace,
+                max_answer_records,
+                max_services_per_cluster,
+                max_endpoints_per_cluster,
+            },
+        )?;
         let answer_cache_mb = args
             .answer_cache_mb
             .or(answer_cache_mb)
@@ -697,53 +599,17 @@ impl Config {
                 reason: format!("{answer_cache_mb} is above {MAX_ANSWER_CACHE_MB} MiB"),
             });
         }
-        let max_answer_records =
-            check_max_answer_records(args.max_answer_records.or(max_answer_records).unwrap_or(0))?;
         let limits = limits(
             args,
             (max_connections, max_in_flight),
             [idle_timeout, message_timeout, query_timeout],
         )?;
-        let tls = match (
+        let tls = tls_options(
             args.tls_cert.clone().or(tls_cert),
             args.tls_key.clone().or(tls_key),
-        ) {
-            (Some(cert), Some(key)) => Some(TlsOptions {
-                addr: args
-                    .tls_addr
-                    .or(tls_addr)
-                    .unwrap_or_else(|| SocketAddr::new(dns_addr.ip(), DEFAULT_TLS_PORT)),
-                files: crate::dns::tls::TlsFiles { cert, key },
-            }),
-            (None, None) if args.tls_addr.or(tls_addr).is_some() => {
-                return Err(ConfigError::Invalid {
-                    key: "tls-addr",
-                    reason: "needs tls-cert and tls-key".into(),
-                });
-            }
-            (None, None) => None,
-            (Some(_), None) => {
-                return Err(ConfigError::Missing("tls-key", "CLUSTERSET_DNS_TLS_KEY"));
-            }
-            (None, Some(_)) => {
-                return Err(ConfigError::Missing("tls-cert", "CLUSTERSET_DNS_TLS_CERT"));
-            }
-        };
-        let mut settings = Settings::new(zone_name);
-        settings.ttl = ttl;
-        settings.negative_ttl = negative_ttl;
-        settings.reverse_zones = reverse_zones;
-        settings.ns_addrs = ns_addrs;
-        settings.stale_ttl = settings.stale_ttl.min(ttl);
-        settings.max_stale = max_stale;
-        if let Some(g) = federated_grace {
-            settings.federated_grace = g;
-        }
-        settings.budget = budget(
-            args.max_services_per_cluster.or(max_services_per_cluster),
-            args.max_endpoints_per_cluster.or(max_endpoints_per_cluster),
+            args.tls_addr.or(tls_addr),
+            dns_addr,
         )?;
-        settings.max_answer_records = max_answer_records;
         Ok(Self {
             mirror,
             zones,
@@ -757,6 +623,252 @@ impl Config {
             limits,
             tls,
         })
+    }
+}
+
+/// The live-mode keys of the config file.
+struct FileLive {
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    clusters: Option<PathBuf>,
+    link_namespace: Option<String>,
+    sync_timeout: Option<String>,
+}
+
+/// Live mode's options, or `None` in file mode. `(file_mode, local_named)`:
+/// whether a zones directory and a local cluster name were given.
+fn live_options(
+    args: &ServeArgs,
+    (file_mode, local_named): (bool, bool),
+    file: FileLive,
+) -> Result<Option<LiveOptions>, ConfigError> {
+    let kubeconfig = args.kubeconfig.clone().or(file.kubeconfig);
+    let context = args.context.clone().or(file.context);
+    let clusters = args.clusters.clone().or(file.clusters);
+    let link_namespace = args.link_namespace.clone().or(file.link_namespace);
+    if file_mode {
+        let live_flags = [
+            ("kubeconfig", kubeconfig.is_some()),
+            ("context", context.is_some()),
+            ("clusters", clusters.is_some()),
+            ("link-namespace", link_namespace.is_some()),
+        ];
+        if let Some((key, _)) = live_flags.iter().find(|(_, set)| *set) {
+            return Err(ConfigError::Invalid {
+                key,
+                reason: "is a live-mode option; it cannot be combined with --zones (file mode)"
+                    .into(),
+            });
+        }
+        return Ok(None);
+    }
+    if !local_named {
+        return Err(ConfigError::Invalid {
+            key: "local-cluster",
+            reason:
+                "is required in live mode (no --zones given): name the cluster this server runs in"
+                    .into(),
+        });
+    }
+    if let Some(ns) = &link_namespace
+        && !crate::vocab::name::is_dns_label(ns)
+    {
+        return Err(ConfigError::Invalid {
+            key: "link-namespace",
+            reason: format!("{ns:?} is not a namespace name"),
+        });
+    }
+    Ok(Some(LiveOptions {
+        kubeconfig,
+        context,
+        clusters,
+        link_namespace: link_namespace.unwrap_or_else(|| DEFAULT_LINK_NAMESPACE.to_owned()),
+        sync_timeout: duration(
+            "sync-timeout",
+            args.sync_timeout
+                .as_deref()
+                .or(file.sync_timeout.as_deref()),
+        )?
+        .unwrap_or(DEFAULT_SYNC_TIMEOUT),
+    }))
+}
+
+/// The mirror controller's keys of the config file.
+struct FileMirror {
+    mirror: Option<bool>,
+    linkerd_flat_compat: Option<bool>,
+    cluster_domain: Option<String>,
+    mirror_namespace: Option<String>,
+    mirror_resync: Option<String>,
+}
+
+/// The mirror controller's options, or `None` when it is off.
+fn mirror_options(
+    args: &ServeArgs,
+    live: bool,
+    file: FileMirror,
+) -> Result<Option<MirrorOptions>, ConfigError> {
+    if !(args.mirror || file.mirror == Some(true)) {
+        return Ok(None);
+    }
+    if !live {
+        return Err(ConfigError::Invalid {
+            key: "mirror",
+            reason: "needs live mode: the mirror writes into the local cluster, so give --local-cluster (and --kubeconfig outside a cluster) instead of --zones".into(),
+        });
+    }
+    let namespace = args
+        .mirror_namespace
+        .clone()
+        .or(file.mirror_namespace)
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| "clusterset-dns".to_owned());
+    if !crate::vocab::name::is_dns_label(&namespace) {
+        return Err(ConfigError::Invalid {
+            key: "mirror-namespace",
+            reason: format!("{namespace:?} is not a namespace name"),
+        });
+    }
+    let cluster_domain = args
+        .cluster_domain
+        .clone()
+        .or(file.cluster_domain)
+        .unwrap_or_else(|| "cluster.local".to_owned());
+    zone("cluster-domain", &cluster_domain)?;
+    Ok(Some(MirrorOptions {
+        linkerd_flat_compat: args.linkerd_flat_compat || file.linkerd_flat_compat == Some(true),
+        cluster_domain,
+        namespace,
+        resync: duration(
+            "mirror-resync",
+            args.mirror_resync
+                .as_deref()
+                .or(file.mirror_resync.as_deref()),
+        )?
+        .unwrap_or(Duration::from_secs(60)),
+    }))
+}
+
+/// The DNS and admin listen addresses, defaults filled in.
+fn addresses(
+    dns_addr: Option<SocketAddr>,
+    admin_addr: Option<SocketAddr>,
+) -> Result<(SocketAddr, SocketAddr), ConfigError> {
+    let or_default = |key, v: Option<SocketAddr>, default: &str| match v {
+        Some(a) => Ok(a),
+        None => default.parse().map_err(|_| ConfigError::Invalid {
+            key,
+            reason: "bad default".into(),
+        }),
+    };
+    Ok((
+        or_default("dns-addr", dns_addr, DEFAULT_DNS_ADDR)?,
+        or_default("admin-addr", admin_addr, DEFAULT_ADMIN_ADDR)?,
+    ))
+}
+
+/// The config file's keys that shape answers (all of them reload).
+struct FileAnswers {
+    zone: Option<String>,
+    ttl: Option<u32>,
+    negative_ttl: Option<u32>,
+    reverse_zone: Vec<String>,
+    ns_addr: Vec<IpAddr>,
+    max_stale: Option<String>,
+    federated_grace: Option<String>,
+    max_answer_records: Option<usize>,
+    max_services_per_cluster: Option<usize>,
+    max_endpoints_per_cluster: Option<usize>,
+}
+
+/// The answer settings: flags over the file over defaults. Without a
+/// configured NS address the server names its own DNS address, unless it
+/// listens on every address.
+fn settings(
+    args: &ServeArgs,
+    dns_addr: SocketAddr,
+    file: FileAnswers,
+) -> Result<Settings, ConfigError> {
+    let a = &args.zone;
+    let zone_name = zone(
+        "zone",
+        a.zone
+            .as_deref()
+            .or(file.zone.as_deref())
+            .unwrap_or(DEFAULT_ZONE),
+    )?;
+    let ttl = check_ttl("ttl", a.ttl.or(file.ttl).unwrap_or(5))?;
+    let negative_ttl = check_ttl(
+        "negative-ttl",
+        a.negative_ttl.or(file.negative_ttl).unwrap_or(ttl),
+    )?;
+    let reverse_names = if a.reverse_zones.is_empty() {
+        file.reverse_zone
+    } else {
+        a.reverse_zones.clone()
+    };
+    let mut ns_addrs = if a.ns_addrs.is_empty() {
+        file.ns_addr
+    } else {
+        a.ns_addrs.clone()
+    };
+    if ns_addrs.is_empty() && !dns_addr.ip().is_unspecified() {
+        ns_addrs.push(dns_addr.ip());
+    }
+    let mut settings = Settings::new(zone_name);
+    settings.ttl = ttl;
+    settings.negative_ttl = negative_ttl;
+    settings.reverse_zones = reverse_names
+        .iter()
+        .map(|z| reverse_zone(z))
+        .collect::<Result<Vec<_>, _>>()?;
+    settings.ns_addrs = ns_addrs;
+    settings.stale_ttl = settings.stale_ttl.min(ttl);
+    settings.max_stale = duration(
+        "max-stale",
+        args.max_stale.as_deref().or(file.max_stale.as_deref()),
+    )?;
+    if let Some(g) = duration(
+        "federated-grace",
+        args.federated_grace
+            .as_deref()
+            .or(file.federated_grace.as_deref()),
+    )? {
+        settings.federated_grace = g;
+    }
+    settings.budget = budget(
+        args.max_services_per_cluster
+            .or(file.max_services_per_cluster),
+        args.max_endpoints_per_cluster
+            .or(file.max_endpoints_per_cluster),
+    )?;
+    settings.max_answer_records = check_max_answer_records(
+        args.max_answer_records
+            .or(file.max_answer_records)
+            .unwrap_or(0),
+    )?;
+    Ok(settings)
+}
+
+/// DNS over TLS: on when both a certificate and a key are given.
+fn tls_options(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    addr: Option<SocketAddr>,
+    dns_addr: SocketAddr,
+) -> Result<Option<TlsOptions>, ConfigError> {
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsOptions {
+            addr: addr.unwrap_or_else(|| SocketAddr::new(dns_addr.ip(), DEFAULT_TLS_PORT)),
+            files: crate::dns::tls::TlsFiles { cert, key },
+        })),
+        (None, None) if addr.is_some() => Err(ConfigError::Invalid {
+            key: "tls-addr",
+            reason: "needs tls-cert and tls-key".into(),
+        }),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ConfigError::Missing("tls-key", "CLUSTERSET_DNS_TLS_KEY")),
+        (None, Some(_)) => Err(ConfigError::Missing("tls-cert", "CLUSTERSET_DNS_TLS_CERT")),
     }
 }
 
