@@ -233,10 +233,8 @@ pub fn decode(buf: &[u8]) -> Result<Request<'_>, DecodeError> {
         rd: flags & 0x0100 != 0,
         cd: flags & 0x0010 != 0,
     };
-    let qdcount = u16::from_be_bytes([buf[4], buf[5]]);
-    let ancount = u16::from_be_bytes([buf[6], buf[7]]);
-    let nscount = u16::from_be_bytes([buf[8], buf[9]]);
-    let arcount = u16::from_be_bytes([buf[10], buf[11]]);
+    let [qdcount, ancount, nscount, arcount] =
+        [4, 6, 8, 10].map(|at| u16::from_be_bytes([buf[at], buf[at + 1]]));
 
     // Read the OPT first: a FORMERR must carry an OPT when the query's was
     // readable (RFC 6891 §7), so it is needed even when the question is bad.
@@ -271,22 +269,9 @@ pub fn decode(buf: &[u8]) -> Result<Request<'_>, DecodeError> {
             if after_name != name_start + 1 {
                 return Err(form("OPT owner is not the root", None));
             }
-            let payload = be16(buf, after_name + 2).unwrap_or(512);
-            let ttl = be32(buf, after_name + 4).unwrap_or(0);
-            let parsed = Edns {
-                payload,
-                version: ((ttl >> 16) & 0xFF) as u8,
-                dnssec_ok: ttl & 0x8000 != 0,
-            };
-            // Options are type-length-value; a length running past the
-            // record is the only malformation that matters to us.
-            let mut opt = after_name + 10;
-            while opt < end {
-                let len = be16(buf, opt + 2).filter(|_| opt + 4 <= end);
-                match len {
-                    Some(len) if opt + 4 + usize::from(len) <= end => opt += 4 + usize::from(len),
-                    _ => return Err(form("EDNS option runs past the OPT record", Some(parsed))),
-                }
+            let (parsed, problem) = opt_record(buf, after_name, end);
+            if let Some(reason) = problem {
+                return Err(form(reason, Some(parsed)));
             }
             edns = Some(parsed);
         }
@@ -295,19 +280,8 @@ pub fn decode(buf: &[u8]) -> Result<Request<'_>, DecodeError> {
     if qdcount != 1 {
         return Err(form("QDCOUNT is not 1", edns));
     }
-    let (name, name_len) = QName::from_wire(&buf[HEADER_LEN..]).map_err(|e| {
-        form(
-            match e {
-                NameError::Truncated => "question name runs past the end",
-                NameError::BadLabel(_) => {
-                    "question label longer than 63 octets or of a reserved type"
-                }
-                NameError::Pointer => "compression pointer in the question",
-                NameError::TooLong => "question name longer than 255 octets",
-            },
-            edns,
-        )
-    })?;
+    let (name, name_len) =
+        QName::from_wire(&buf[HEADER_LEN..]).map_err(|e| form(question_problem(e), edns))?;
     let qend = HEADER_LEN + name_len + 4;
     debug_assert_eq!(qend, questions_end);
     let (Some(qtype), Some(qclass)) = (be16(buf, qend - 4), be16(buf, qend - 2)) else {
@@ -322,6 +296,40 @@ pub fn decode(buf: &[u8]) -> Result<Request<'_>, DecodeError> {
         qclass,
         edns,
     })
+}
+
+/// The EDNS parameters of an OPT record whose owner name ends at
+/// `after_name` and whose record ends at `end`, and the problem with its
+/// options if there is one (the parameters still shape the FORMERR).
+fn opt_record(buf: &[u8], after_name: usize, end: usize) -> (Edns, Option<&'static str>) {
+    let payload = be16(buf, after_name + 2).unwrap_or(512);
+    let ttl = be32(buf, after_name + 4).unwrap_or(0);
+    let parsed = Edns {
+        payload,
+        version: ((ttl >> 16) & 0xFF) as u8,
+        dnssec_ok: ttl & 0x8000 != 0,
+    };
+    // Options are type-length-value; a length running past the record is
+    // the only malformation that matters to us.
+    let mut opt = after_name + 10;
+    while opt < end {
+        let len = be16(buf, opt + 2).filter(|_| opt + 4 <= end);
+        match len {
+            Some(len) if opt + 4 + usize::from(len) <= end => opt += 4 + usize::from(len),
+            _ => return (parsed, Some("EDNS option runs past the OPT record")),
+        }
+    }
+    (parsed, None)
+}
+
+/// The FORMERR reason for a question name that cannot be read.
+fn question_problem(e: NameError) -> &'static str {
+    match e {
+        NameError::Truncated => "question name runs past the end",
+        NameError::BadLabel(_) => "question label longer than 63 octets or of a reserved type",
+        NameError::Pointer => "compression pointer in the question",
+        NameError::TooLong => "question name longer than 255 octets",
+    }
 }
 
 /// Where the serial of the first SOA record in the Answer or Authority
