@@ -39,6 +39,10 @@
 //! 70 % A on names that have A records, 10 % SRV on names that have SRV records, 10 % AAAA on
 //! names with A but no AAAA (NODATA), 10 % names that do not exist (NXDOMAIN).
 
+// A load generator drives raw sockets (recvmmsg/sendmmsg, busy polling);
+// each unsafe block states its invariant.
+#![allow(unsafe_code)]
+
 mod zonegen;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -29,33 +29,33 @@ use kube::{Client, Config as KubeConfig};
 use serde_json::{Value, json};
 
 /// The namespace every exported Service lives in (in every cluster).
-pub const NS: &str = "bench";
+pub(crate) const NS: &str = "bench";
 /// Longest wait for one change to show up.
-pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Creates in flight while loading.
-pub const LOAD_CONCURRENCY: usize = 64;
+pub(crate) const LOAD_CONCURRENCY: usize = 64;
 /// This process's `/proc` status file.
 const SELF_STATUS: &str = "/proc/self/status";
 
 /// True under `cargo bench` (full size), false under `cargo test` (the smoke run).
-pub fn bench_mode() -> bool {
+pub(crate) fn bench_mode() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
 /// A size from `var`, else `full` in a bench run and `smoke` in a smoke run.
-pub fn size(var: &str, full: usize, smoke: usize, bench: bool) -> usize {
+pub(crate) fn size(var: &str, full: usize, smoke: usize, bench: bool) -> usize {
     std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if bench { full } else { smoke })
 }
 
-pub fn flag(var: &str) -> bool {
+pub(crate) fn flag(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v == "1" || v == "true")
 }
 
 /// `VmRSS` and `VmHWM` (peak) of a process, in bytes, from its `/proc/<pid>/status`.
-pub fn rss_of(status_path: &str) -> (u64, u64) {
+pub(crate) fn rss_of(status_path: &str) -> (u64, u64) {
     let status = std::fs::read_to_string(status_path).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -67,14 +67,14 @@ pub fn rss_of(status_path: &str) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-pub fn mib(bytes: u64) -> f64 {
+pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1u32 << 20)
 }
 
 /// The server's RSS, in bytes, read from `/proc`: this process's before the server started, and
 /// the server's (the child's, or this process's when in-process) once synced, after the
 /// changes, and at peak.
-pub struct Rss {
+pub(crate) struct Rss {
     status_path: String,
     before: u64,
     synced: u64,
@@ -84,7 +84,7 @@ pub struct Rss {
 
 impl Rss {
     /// Reads this process's RSS before the server starts.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Rss {
             status_path: SELF_STATUS.to_owned(),
             before: rss_of(SELF_STATUS).0,
@@ -95,7 +95,7 @@ impl Rss {
     }
 
     /// Reads the server's RSS once synced: the child's, or this process's for `None`.
-    pub fn synced(&mut self, child: Option<&ChildGuard>) {
+    pub(crate) fn synced(&mut self, child: Option<&ChildGuard>) {
         if let Some(child) = child {
             self.status_path = format!("/proc/{}/status", child.0.id());
         }
@@ -103,13 +103,13 @@ impl Rss {
     }
 
     /// Reads the server's RSS and its peak after the changes.
-    pub fn after(&mut self) {
+    pub(crate) fn after(&mut self) {
         (self.after, self.peak) = rss_of(&self.status_path);
     }
 
     /// `server RSS 12.3 MiB{state} (…)`: the server's own figures for a child process; for an
     /// in-process server, this process's growth from server start`{until}`.
-    pub fn text(&self, mode: Mode, state: &str, until: &str) -> String {
+    pub(crate) fn text(&self, mode: Mode, state: &str, until: &str) -> String {
         match mode {
             Mode::Process => format!(
                 "server RSS {:.1} MiB{state} (separate process; {:.1} MiB after the changes, peak {:.1} MiB)",
@@ -127,7 +127,7 @@ impl Rss {
 }
 
 /// The `p` quantile (0 to 1) of a sorted sample; zero when it is empty.
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -135,7 +135,7 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
-pub fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
@@ -151,7 +151,7 @@ fn summary(samples: &mut [Duration]) -> String {
 }
 
 /// `p50 …, p99 …, max …` of a sample.
-pub fn p50_p99_max(samples: &[Duration]) -> String {
+pub(crate) fn p50_p99_max(samples: &[Duration]) -> String {
     let mut sorted = samples.to_vec();
     sorted.sort();
     format!(
@@ -163,18 +163,18 @@ pub fn p50_p99_max(samples: &[Duration]) -> String {
 }
 
 /// Prints the head of the latency table.
-pub fn table_head() {
+pub(crate) fn table_head() {
     println!("  | | p50 / p99 / max | samples |");
     println!("  |---|---|---|");
 }
 
 /// Prints one row of the latency table (and sorts `samples`).
-pub fn table_row(what: &str, samples: &mut [Duration]) {
+pub(crate) fn table_row(what: &str, samples: &mut [Duration]) {
     println!("  | {what} | {} | {} |", summary(samples), samples.len());
 }
 
 /// The cluster names: `c1`, `c2`, …
-pub fn remote_name(c: usize) -> String {
+pub(crate) fn remote_name(c: usize) -> String {
     format!("c{}", c + 1)
 }
 
@@ -186,7 +186,11 @@ fn initial_ip(c: usize, s: usize, e: usize, endpoints: usize) -> Ipv4Addr {
 }
 
 /// The initial endpoint IPs: `[c][s]` are those of service `s` in remote cluster `c`.
-pub fn initial_ips(clusters: usize, services: usize, endpoints: usize) -> Vec<Vec<Vec<Ipv4Addr>>> {
+pub(crate) fn initial_ips(
+    clusters: usize,
+    services: usize,
+    endpoints: usize,
+) -> Vec<Vec<Vec<Ipv4Addr>>> {
     (0..clusters)
         .map(|c| {
             (0..services)
@@ -257,7 +261,7 @@ fn slice(s: usize, ips: &[Ipv4Addr]) -> EndpointSlice {
 
 /// kubesim with a `local` cluster and remote clusters `c1`, `c2`, …, and a `--clusters` file
 /// that links the remote ones.
-pub struct Kube {
+pub(crate) struct Kube {
     pub sim: kubesim::Sim,
     pub clusters_file: PathBuf,
     clusters: usize,
@@ -279,6 +283,7 @@ fn low_priority_runtime() -> tokio::runtime::Runtime {
         .on_thread_start(|| {
             // SAFETY: setpriority takes plain integers; on Linux, PRIO_PROCESS with 0 names
             // the calling thread.
+            #[allow(unsafe_code)]
             let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
         })
         .build()
@@ -288,7 +293,7 @@ fn low_priority_runtime() -> tokio::runtime::Runtime {
 impl Kube {
     /// Starts kubesim (over HTTPS when `tls`) and writes the clusters file; with `first_apart`,
     /// `c1` runs apart (see [`Kube::apart_runtime`]).
-    pub fn start(
+    pub(crate) fn start(
         rt: &tokio::runtime::Runtime,
         clusters: usize,
         tls: bool,
@@ -334,12 +339,12 @@ impl Kube {
         kube
     }
 
-    pub fn local(&self) -> &Arc<kubesim::Cluster> {
+    pub(crate) fn local(&self) -> &Arc<kubesim::Cluster> {
         self.sim.cluster("local").expect("local")
     }
 
     /// Remote cluster `c` (0 is `c1`).
-    pub fn remote(&self, c: usize) -> &Arc<kubesim::Cluster> {
+    pub(crate) fn remote(&self, c: usize) -> &Arc<kubesim::Cluster> {
         let sim = match &self.apart {
             Some((sim, _)) if c == 0 => sim,
             _ => &self.sim,
@@ -348,12 +353,12 @@ impl Kube {
     }
 
     /// The remote clusters, `c1` first.
-    pub fn remotes(&self) -> Vec<&Arc<kubesim::Cluster>> {
+    pub(crate) fn remotes(&self) -> Vec<&Arc<kubesim::Cluster>> {
         (0..self.clusters).map(|c| self.remote(c)).collect()
     }
 }
 
-pub async fn client(cluster: &kubesim::Cluster) -> Client {
+pub(crate) async fn client(cluster: &kubesim::Cluster) -> Client {
     let text = std::fs::read_to_string(cluster.kubeconfig_path()).expect("kubeconfig");
     let kc = Kubeconfig::from_yaml(&text).expect("kubeconfig parses");
     let config = KubeConfig::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
@@ -363,7 +368,7 @@ pub async fn client(cluster: &kubesim::Cluster) -> Client {
 }
 
 /// A client of each cluster, in order.
-pub async fn clients(clusters: &[&Arc<kubesim::Cluster>]) -> Vec<Client> {
+pub(crate) async fn clients(clusters: &[&Arc<kubesim::Cluster>]) -> Vec<Client> {
     let mut out = Vec::new();
     for c in clusters {
         out.push(client(c).await);
@@ -371,7 +376,7 @@ pub async fn clients(clusters: &[&Arc<kubesim::Cluster>]) -> Vec<Client> {
     out
 }
 
-pub async fn create_namespace(client: &Client, name: &str) {
+pub(crate) async fn create_namespace(client: &Client, name: &str) {
     let ns: Namespace =
         serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
     Api::<Namespace>::all(client.clone())
@@ -383,7 +388,11 @@ pub async fn create_namespace(client: &Client, name: &str) {
 /// Creates the namespace, the Services and their slices in every remote cluster,
 /// `LOAD_CONCURRENCY` creates in flight. `ips[c][s]` are the endpoint IPs of service `s` in
 /// cluster `c`; service `s` is a federated member when `member(s)`.
-pub async fn load(clients: &[Client], ips: &[Vec<Vec<Ipv4Addr>>], member: impl Fn(usize) -> bool) {
+pub(crate) async fn load(
+    clients: &[Client],
+    ips: &[Vec<Vec<Ipv4Addr>>],
+    member: impl Fn(usize) -> bool,
+) {
     for client in clients {
         create_namespace(client, NS).await;
     }
@@ -416,7 +425,7 @@ pub async fn load(clients: &[Client], ips: &[Vec<Vec<Ipv4Addr>>], member: impl F
 
 /// Change `k` of a run, round-robin over clusters, then services, then endpoints: it replaces
 /// one endpoint IP of one remote slice with `changed_ip(k)`.
-pub struct RemoteChange {
+pub(crate) struct RemoteChange {
     /// The remote cluster.
     pub c: usize,
     /// The service.
@@ -434,7 +443,7 @@ pub struct RemoteChange {
 impl RemoteChange {
     /// Change `k`; `clients[c]` is remote cluster `c`'s client and `ips[c][s]` the current
     /// endpoint IPs of service `s` there.
-    pub fn new(k: usize, clients: &[Client], ips: &[Vec<Vec<Ipv4Addr>>]) -> Self {
+    pub(crate) fn new(k: usize, clients: &[Client], ips: &[Vec<Vec<Ipv4Addr>>]) -> Self {
         let clusters = clients.len();
         let services = ips[0].len();
         let endpoints = ips[0][0].len();
@@ -457,7 +466,9 @@ impl RemoteChange {
     }
 
     /// The remote write (made ready here, sent when first polled).
-    pub fn write(&self) -> impl Future<Output = kube::Result<EndpointSlice>> + Send + 'static {
+    pub(crate) fn write(
+        &self,
+    ) -> impl Future<Output = kube::Result<EndpointSlice>> + Send + 'static {
         let (api, slice, patch) = (self.api.clone(), self.slice.clone(), self.patch.clone());
         async move {
             api.patch(&slice, &PatchParams::default(), &Patch::Merge(&patch))
@@ -468,7 +479,7 @@ impl RemoteChange {
 
 /// How the server runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// The built `clusterset-dns` binary, a child process.
     Process,
     /// `Server::start_full` in this process.
@@ -476,7 +487,7 @@ pub enum Mode {
 }
 
 /// How the server ran, for the report: the binary's path, or `in-process`.
-pub fn how(mode: Mode, binary: Option<&Path>) -> String {
+pub(crate) fn how(mode: Mode, binary: Option<&Path>) -> String {
     match mode {
         Mode::Process => binary.map_or_else(String::new, |b| b.display().to_string()),
         Mode::InProcess => "in-process".to_owned(),
@@ -487,7 +498,7 @@ pub fn how(mode: Mode, binary: Option<&Path>) -> String {
 /// runtime. In-process only when the `in_process_var` flag is set or without the binary (`name`
 /// names the bench in the note), else the binary in a bench run (`bench`) and both in a smoke
 /// run.
-pub fn setup(
+pub(crate) fn setup(
     name: &str,
     in_process_var: &str,
     bench: bool,
@@ -512,7 +523,7 @@ pub fn setup(
 }
 
 /// The child server; killed (by its own handle) when dropped, so a panic does not leak it.
-pub struct ChildGuard(pub Child);
+pub(crate) struct ChildGuard(pub Child);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
@@ -537,7 +548,7 @@ fn server_binary() -> Option<PathBuf> {
 /// Starts the binary (`serve` linked to the clusters of `clusters_file`, then `extra` arguments;
 /// `RUST_LOG` from `log_var`, else `warn`) and reads its `listening dns=ADDR admin=ADDR` line (at
 /// most 30 s); returns the child and that line.
-pub fn start_process(
+pub(crate) fn start_process(
     binary: &Path,
     kubeconfig: &Path,
     clusters_file: &Path,
@@ -585,7 +596,7 @@ pub fn start_process(
 }
 
 /// The address after `key` (`dns=`, `admin=`) in the server's `listening` line.
-pub fn listening_addr(line: &str, key: &str) -> SocketAddr {
+pub(crate) fn listening_addr(line: &str, key: &str) -> SocketAddr {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(key))
         .and_then(|a| a.parse().ok())
@@ -594,7 +605,7 @@ pub fn listening_addr(line: &str, key: &str) -> SocketAddr {
 
 /// Starts the server in this process, as `tests/integration/support.rs` `start_live` does; with
 /// the mirror when `mirror` (given the settings and the local client) returns one.
-pub async fn start_in_process(
+pub(crate) async fn start_in_process(
     kubeconfig: &Path,
     clusters_file: &Path,
     mirror: impl FnOnce(&Settings, &Client) -> Option<MirrorConfig>,

@@ -7,20 +7,20 @@
 use std::fmt::Write as _;
 
 /// The generated clusters; `west` is the local one.
-pub const CLUSTERS: [&str; 4] = ["west", "east", "north", "south"];
+pub(crate) const CLUSTERS: [&str; 4] = ["west", "east", "north", "south"];
 
 /// Linkerd's flat-mode export label.
-pub const FLAT: [(&str, &str); 1] = [("mirror.linkerd.io/exported", "remote-discovery")];
+pub(crate) const FLAT: [(&str, &str); 1] = [("mirror.linkerd.io/exported", "remote-discovery")];
 /// Linkerd's gateway-mode export label.
-pub const GATEWAY: [(&str, &str); 1] = [("mirror.linkerd.io/exported", "true")];
+pub(crate) const GATEWAY: [(&str, &str); 1] = [("mirror.linkerd.io/exported", "true")];
 /// A federated member (flat).
-pub const FEDERATED: [(&str, &str); 2] = [
+pub(crate) const FEDERATED: [(&str, &str); 2] = [
     ("mirror.linkerd.io/exported", "remote-discovery"),
     ("mirror.linkerd.io/federated", "member"),
 ];
 
 /// Pod addresses, distinct per cluster.
-pub struct Ips {
+pub(crate) struct Ips {
     next: [u32; 4],
 }
 
@@ -32,7 +32,7 @@ impl Default for Ips {
 
 impl Ips {
     /// The next pod address in cluster `c` (an index into [`CLUSTERS`]).
-    pub fn pod(&mut self, c: usize) -> String {
+    pub(crate) fn pod(&mut self, c: usize) -> String {
         let n = self.next[c];
         self.next[c] += 1;
         format!(
@@ -46,7 +46,7 @@ impl Ips {
 
 /// Appends a Service document: `cluster_ip` is an address or `None`
 /// (headless); `ports` are (name, port, targetPort).
-pub fn service_doc(
+pub(crate) fn service_doc(
     out: &mut String,
     name: &str,
     ns: &str,
@@ -76,7 +76,7 @@ pub fn service_doc(
 /// Appends an EndpointSlice document of service `name` with one ready
 /// endpoint per address in `pods`; with `hostnames`, pod `i` is
 /// `<name>-<i>` (a StatefulSet).
-pub fn slice_doc(
+pub(crate) fn slice_doc(
     out: &mut String,
     name: &str,
     ns: &str,
@@ -108,7 +108,7 @@ pub fn slice_doc(
 
 /// Appends the `linkerd-gateway` Service of a remote cluster, reachable at
 /// `ip`.
-pub fn gateway_doc(out: &mut String, ip: &str) {
+pub(crate) fn gateway_doc(out: &mut String, ip: &str) {
     let _ = writeln!(
         out,
         "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: linkerd-gateway\n  namespace: linkerd-multicluster\n  annotations:\n    mirror.linkerd.io/gateway-identity: \"linkerd-gateway.linkerd-multicluster.serviceaccount.identity.linkerd.cluster.local\"\nspec:\n  type: LoadBalancer\n  clusterIP: 10.100.0.200\n  clusterIPs: [10.100.0.200]\n  ports:\n  - name: mc-gateway\n    protocol: TCP\n    port: 4143\n    targetPort: 4143\nstatus:\n  loadBalancer:\n    ingress:\n    - ip: {ip}"

@@ -396,10 +396,9 @@ impl Cx<'_, '_> {
                     .map(|ip| self.addr_rr(*ip))
                     .collect();
                 let records = match qtype {
-                    rtype::A => v4,
-                    rtype::AAAA => v6,
                     rtype::ANY if !v4.is_empty() => v4,
-                    rtype::ANY => v6,
+                    rtype::A => v4,
+                    rtype::AAAA | rtype::ANY => v6,
                     _ => Vec::new(),
                 };
                 if records.is_empty() {

@@ -607,7 +607,7 @@ impl<'n> Writer<'n> {
             // Authority owners (the SOA) may use the question's spelling of
             // the zone; Additional owners are canonical.
             Owner::Name(name) if record.data.rtype() == rtype::SOA => {
-                self.name(name, Compress::Question)
+                self.name(name, Compress::Question);
             }
             Owner::Name(name) => self.name(name, Compress::Canonical),
         }
