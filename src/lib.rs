@@ -1,16 +1,25 @@
 //! clusterset-dns: an authoritative DNS server for multicluster Kubernetes
 //! service names (`<svc>-<cluster>` and `<svc>-federated`), fed by a
-//! directory of Kubernetes YAML today and by live watches later.
+//! directory of Kubernetes YAML or by live watches on every linked cluster,
+//! and a mirror controller that writes the same names into the local
+//! cluster as Services and EndpointSlices.
 //!
-//! The crate is split by role:
-//! - [`dns`]: name parsing, answer building, the wire format and the sockets;
-//! - [`model`]: per-cluster state and the index of names the query path reads;
-//! - [`source`]: where cluster state comes from (the file source);
-//! - [`admin`], [`metrics`], [`config`], [`cli`]: the process around them.
+//! The modules are layered; each imports only from the layers below it:
 //!
-//! Everything under `dns::name`, `dns::wire`, `dns::answer` and `model` is
-//! synchronous, pure code; I/O stays in `dns::server`, `dns::udp`, `source`'s
-//! watch loops, `mirror::run` and `admin`.
+//! 1. [`vocab`]: names, limits and Linkerd's spellings, shared by all.
+//! 2. [`model`]: per-cluster state fed by events, and the index of names the
+//!    query path reads, published as immutable snapshots.
+//! 3. [`dns`] (reads snapshots, answers queries: grammar, answers, wire,
+//!    sockets) and the Kubernetes glue (clients, watches).
+//! 4. [`source`] (files or live watches → model events) and [`mirror`]
+//!    (model → objects written into the local cluster).
+//! 5. [`config`], [`metrics`], [`admin`], [`runtime`] and [`cli`]: the
+//!    process around them.
+//!
+//! Everything in `vocab`, `model`, `dns::name`, `dns::wire`, `dns::answer`,
+//! `source::convert`, `source::state` and `mirror::desired` is synchronous,
+//! pure code with table tests; I/O stays in the sockets, the watch tasks,
+//! the mirror's writer and the admin server.
 
 pub mod admin;
 pub mod cli;

@@ -2,9 +2,12 @@
 //!
 //! [`Model`] is owned by one writer (the runtime's model task, or `check` and
 //! `dump` directly). Sources send [`Event`]s; the model applies them, updates
-//! only the names they touched, and hands out immutable [`Snapshot`]s for the
-//! query path. DNS answers and (later) mirror objects are both derived from
-//! this one state.
+//! only the names they touched, and hands out immutable [`Snapshot`]s that
+//! the query path and the mirror controller both read. It also holds what
+//! a linked cluster may cost ([`budget`]).
+//!
+//! It must not do I/O, and it imports only [`crate::vocab`]: the DNS layer
+//! reads it, never the other way round.
 
 pub mod budget;
 pub mod cluster;
