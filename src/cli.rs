@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -18,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
 use crate::model::budget::Budget;
-use crate::model::{Model, Origin, Snapshot};
+use crate::model::{Epoch, Model, Origin, Snapshot};
 use crate::runtime::{Server, SettingsHandle, Sockets, SourceSetup};
 use crate::source::api;
 use crate::source::clusters_file::load_clusters_file;
@@ -305,21 +306,26 @@ pub fn load_model(config: &Config) -> anyhow::Result<(DirLoad, Arc<Snapshot>)> {
         .as_deref()
         .context("a zones directory is required")?;
     let load = load_dir(zones, config.local_cluster.as_deref())?;
-    let mut model = Model::new(config.settings.clone());
+    // One reading of the clock: the whole load happens at one moment.
+    let now = Instant::now();
+    let mut model = Model::new(config.settings.clone(), Epoch::new(now, SystemTime::now()));
     // As `serve` holds them: every cluster but the local one within budget.
-    model.apply(load.clusters.iter().flat_map(|c| {
-        let budget = if c.local {
-            Budget::UNLIMITED
-        } else {
-            config.settings.budget
-        };
-        let refused = admission(&c.objects, budget)
-            .refused_keys(usize::MAX)
-            .into_iter()
-            .collect();
-        initial_events_of(c, &within_budget(&c.objects, &refused))
-    }));
-    model.clusters_known();
+    model.apply(
+        load.clusters.iter().flat_map(|c| {
+            let budget = if c.local {
+                Budget::UNLIMITED
+            } else {
+                config.settings.budget
+            };
+            let refused = admission(&c.objects, budget)
+                .refused_keys(usize::MAX)
+                .into_iter()
+                .collect();
+            initial_events_of(c, &within_budget(&c.objects, &refused))
+        }),
+        now,
+    );
+    model.clusters_known(now);
     Ok((load, model.snapshot()))
 }
 
