@@ -15,6 +15,7 @@ use tracing::{error, info, warn};
 
 use crate::config::{Config, LiveOptions, LogFormat, MirrorOptions, ServeArgs, ZoneArgs};
 use crate::dns::zonefile;
+use crate::filewatch::FileWatch;
 use crate::metrics::Metrics;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
@@ -220,8 +221,8 @@ fn mirror_config(config: &Config, live: &LiveConfig, m: &MirrorOptions) -> Mirro
     }
 }
 
-/// How often the config file is compared with the one in use (ConfigMap
-/// volumes change without a signal).
+/// How often the config file is compared with the one in use when no
+/// event comes (ConfigMap volumes swap a link that watches miss).
 const CONFIG_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Reloads the configuration on SIGHUP, or when the config file's content
@@ -236,26 +237,25 @@ fn reload_on_signal_or_change(
 ) -> std::io::Result<impl std::future::Future<Output = ()>> {
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let path = args.zone.config.clone();
-    let read = move || path.as_ref().and_then(|p| std::fs::read(p).ok());
     Ok(async move {
-        let mut seen = read();
-        let mut poll = tokio::time::interval(CONFIG_POLL);
-        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Without a file, only SIGHUP reloads (the flags and the
+        // environment do not change under us).
+        let mut file = path.map(|p| FileWatch::new(vec![p], CONFIG_POLL));
+        if let Some(file) = &mut file {
+            // The file as `running` was resolved from, near enough: what
+            // changes from here on is a change.
+            file.mark_seen().await;
+        }
         loop {
             let why = tokio::select! {
                 s = hup.recv() => match s {
                     Some(()) => "SIGHUP",
                     None => return,
                 },
-                _ = poll.tick() => {
-                    let now = read();
-                    if now == seen {
-                        continue;
-                    }
-                    seen = now;
-                    "the config file changed"
-                }
+                () = changed(&mut file) => "the config file changed",
             };
+            // The running configuration is the data kept on error: every
+            // refusal is reported, as each follows a change or a signal.
             match Config::resolve(&args) {
                 Err(e) => {
                     metrics.config_reload(false);
@@ -276,6 +276,14 @@ fn reload_on_signal_or_change(
             }
         }
     })
+}
+
+/// Waits for `file` to change; forever when there is none.
+async fn changed(file: &mut Option<FileWatch>) {
+    match file {
+        Some(file) => file.changed().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn shutdown_signal() {
