@@ -99,37 +99,40 @@ fn server(max_udp_payload: u16, state: State) -> Server {
         config.settings.clone(),
         Epoch::new(now, std::time::SystemTime::now()),
     );
-    let an_hour_ago = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(3600));
-    model.apply(load.clusters.iter().flat_map(|c| {
-        let mut events = initial_events(c);
-        if state == State::Degraded {
-            // The last event marks the cluster synced.
-            let health = match &*c.name {
-                // Never synced, and given up on: start-up is over.
-                "north" => Some(Health {
-                    sync_given_up: true,
-                    ..Health::default()
-                }),
-                "south" => Some(Health {
-                    synced: true,
-                    broken_since: an_hour_ago,
-                    ..Health::default()
-                }),
-                "east" => Some(Health {
-                    synced: true,
-                    gateway_alive: Some(false),
-                    ..Health::default()
-                }),
-                _ => return events,
-            };
-            events.pop();
-            events.extend(health.map(|health| Event::Health {
-                cluster: c.name.clone(),
-                health,
-            }));
-        }
-        events
-    }), now);
+    let an_hour_ago = now.checked_sub(std::time::Duration::from_secs(3600));
+    model.apply(
+        load.clusters.iter().flat_map(|c| {
+            let mut events = initial_events(c);
+            if state == State::Degraded {
+                // The last event marks the cluster synced.
+                let health = match &*c.name {
+                    // Never synced, and given up on: start-up is over.
+                    "north" => Some(Health {
+                        sync_given_up: true,
+                        ..Health::default()
+                    }),
+                    "south" => Some(Health {
+                        synced: true,
+                        broken_since: an_hour_ago,
+                        ..Health::default()
+                    }),
+                    "east" => Some(Health {
+                        synced: true,
+                        gateway_alive: Some(false),
+                        ..Health::default()
+                    }),
+                    _ => return events,
+                };
+                events.pop();
+                events.extend(health.map(|health| Event::Health {
+                    cluster: c.name.clone(),
+                    health,
+                }));
+            }
+            events
+        }),
+        now,
+    );
     model.clusters_known(now);
     let snapshot = Arc::new(ArcSwap::new(model.snapshot()));
     let handler = |cache| Handler::new(snapshot.clone(), Arc::new(Metrics::default()), cache);
