@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify::Watcher as _;
+use notify::event::{AccessKind, AccessMode, EventKind};
 use tokio::sync::mpsc;
 use tokio::time::{Interval, MissedTickBehavior};
 use tracing::debug;
@@ -91,6 +92,8 @@ pub struct FileWatch {
     watched: BTreeSet<(PathBuf, bool)>,
     /// The fingerprint last reported as seen.
     seen: Option<u64>,
+    /// Fingerprints taken by [`FileWatch::changed`] (what tests count).
+    looks: u64,
     notify_error: Option<FileWatchError>,
 }
 
@@ -124,10 +127,11 @@ impl FileWatch {
             watcher: None,
             watched: BTreeSet::new(),
             seen: None,
+            looks: 0,
             notify_error: None,
         };
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if event.is_ok() {
+            if event.is_ok_and(|e| may_change(&e.kind)) {
                 // A full channel already holds a wake-up.
                 let _ = wake.try_send(());
             }
@@ -215,6 +219,7 @@ impl FileWatch {
                 }
                 _ = self.poll.tick() => {}
             }
+            self.looks += 1;
             let now = self.fingerprint().await;
             if self.seen != Some(now) {
                 self.seen = Some(now);
@@ -231,6 +236,17 @@ impl FileWatch {
         // go on, and the loader says what is wrong with the files.
         let unknown = self.seen.map_or(0, |s| s.wrapping_add(1));
         tokio::task::spawn_blocking(work).await.unwrap_or(unknown)
+    }
+}
+
+/// Whether an event can mean new content. Opening and reading are not:
+/// without this, our own reads (the fingerprint, the caller's load) would
+/// wake the watch again and again.
+fn may_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
     }
 }
 

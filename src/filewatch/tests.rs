@@ -194,3 +194,27 @@ async fn new_paths_are_watched_and_a_missing_file_is_a_state() {
     assert!(quiet(&mut w).await, "still gone is not");
     assert!(w.notify_error().is_none(), "{:?}", w.notify_error());
 }
+
+#[tokio::test]
+async fn reading_the_files_does_not_wake_the_watch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("a.yaml");
+    fs::write(&file, "one").expect("write");
+    // A poll too slow to matter here: only events could wake it.
+    let mut w = FileWatch::new(vec![file.clone()], Duration::from_secs(60))
+        .debounce(Duration::from_millis(10));
+    w.mark_seen().await;
+    let reader = tokio::task::spawn_blocking(move || {
+        for _ in 0..20 {
+            let _ = fs::read(&file);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    assert!(quiet(&mut w).await, "reads are no change");
+    timeout(WAIT, reader)
+        .await
+        .expect("reader done")
+        .expect("reader");
+    // The interval's first tick is immediate: one look, none per read.
+    assert!(w.looks <= 1, "{} looks for 20 reads", w.looks);
+}
