@@ -28,14 +28,14 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 
 use clusterset_dns::dns::{Handler, Local, Transport};
 use clusterset_dns::metrics::Metrics;
 use clusterset_dns::model::objects::Slice;
-use clusterset_dns::model::{Event, Model, Settings};
+use clusterset_dns::model::{Epoch, Event, Model, Settings};
 use clusterset_dns::source::file::{initial_events, load_dir};
 use clusterset_dns::vocab::name::ZoneName;
 use zonegen::{CLUSTERS, FEDERATED, FLAT, Ips, service_doc, slice_doc};
@@ -277,9 +277,12 @@ fn changes_and_queries(zones: &Path, changes: usize) -> ChangeReport {
     let settings = Arc::new(Settings::new(
         ZoneName::new("clusterset.local").expect("zone"),
     ));
-    let mut model = Model::new(settings);
-    model.apply(load.clusters.iter().flat_map(initial_events));
-    model.clusters_known();
+    let mut model = Model::new(settings, Epoch::new(Instant::now(), SystemTime::now()));
+    model.apply(
+        load.clusters.iter().flat_map(initial_events),
+        Instant::now(),
+    );
+    model.clusters_known(Instant::now());
     let published = Arc::new(ArcSwap::new(model.snapshot()));
 
     // Per cluster: slices to change, and as many others to ask about.
@@ -330,7 +333,7 @@ fn changes_and_queries(zones: &Path, changes: usize) -> ChangeReport {
                     slice: slice.clone(),
                 };
                 let t = Instant::now();
-                model.apply([event]);
+                model.apply([event], t);
                 published.store(model.snapshot());
                 times.push(t.elapsed());
             }

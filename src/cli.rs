@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -14,11 +15,12 @@ use tracing::{error, info, warn};
 
 use crate::config::{Config, LiveOptions, LogFormat, MirrorOptions, ServeArgs, ZoneArgs};
 use crate::dns::zonefile;
+use crate::filewatch::FileWatch;
 use crate::metrics::Metrics;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
 use crate::model::budget::Budget;
-use crate::model::{Model, Origin, Snapshot};
+use crate::model::{Epoch, Model, Origin, Snapshot};
 use crate::runtime::{Server, SettingsHandle, Sockets, SourceSetup};
 use crate::source::api;
 use crate::source::clusters_file::load_clusters_file;
@@ -219,8 +221,8 @@ fn mirror_config(config: &Config, live: &LiveConfig, m: &MirrorOptions) -> Mirro
     }
 }
 
-/// How often the config file is compared with the one in use (ConfigMap
-/// volumes change without a signal).
+/// How often the config file is compared with the one in use when no
+/// event comes (ConfigMap volumes swap a link that watches miss).
 const CONFIG_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Reloads the configuration on SIGHUP, or when the config file's content
@@ -235,26 +237,25 @@ fn reload_on_signal_or_change(
 ) -> std::io::Result<impl std::future::Future<Output = ()>> {
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let path = args.zone.config.clone();
-    let read = move || path.as_ref().and_then(|p| std::fs::read(p).ok());
     Ok(async move {
-        let mut seen = read();
-        let mut poll = tokio::time::interval(CONFIG_POLL);
-        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Without a file, only SIGHUP reloads (the flags and the
+        // environment do not change under us).
+        let mut file = path.map(|p| FileWatch::new(vec![p], CONFIG_POLL));
+        if let Some(file) = &mut file {
+            // The file as `running` was resolved from, near enough: what
+            // changes from here on is a change.
+            file.mark_seen().await;
+        }
         loop {
             let why = tokio::select! {
                 s = hup.recv() => match s {
                     Some(()) => "SIGHUP",
                     None => return,
                 },
-                _ = poll.tick() => {
-                    let now = read();
-                    if now == seen {
-                        continue;
-                    }
-                    seen = now;
-                    "the config file changed"
-                }
+                () = changed(&mut file) => "the config file changed",
             };
+            // The running configuration is the data kept on error: every
+            // refusal is reported, as each follows a change or a signal.
             match Config::resolve(&args) {
                 Err(e) => {
                     metrics.config_reload(false);
@@ -275,6 +276,14 @@ fn reload_on_signal_or_change(
             }
         }
     })
+}
+
+/// Waits for `file` to change; forever when there is none.
+async fn changed(file: &mut Option<FileWatch>) {
+    match file {
+        Some(file) => file.changed().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn shutdown_signal() {
@@ -305,21 +314,26 @@ pub fn load_model(config: &Config) -> anyhow::Result<(DirLoad, Arc<Snapshot>)> {
         .as_deref()
         .context("a zones directory is required")?;
     let load = load_dir(zones, config.local_cluster.as_deref())?;
-    let mut model = Model::new(config.settings.clone());
+    // One reading of the clock: the whole load happens at one moment.
+    let now = Instant::now();
+    let mut model = Model::new(config.settings.clone(), Epoch::new(now, SystemTime::now()));
     // As `serve` holds them: every cluster but the local one within budget.
-    model.apply(load.clusters.iter().flat_map(|c| {
-        let budget = if c.local {
-            Budget::UNLIMITED
-        } else {
-            config.settings.budget
-        };
-        let refused = admission(&c.objects, budget)
-            .refused_keys(usize::MAX)
-            .into_iter()
-            .collect();
-        initial_events_of(c, &within_budget(&c.objects, &refused))
-    }));
-    model.clusters_known();
+    model.apply(
+        load.clusters.iter().flat_map(|c| {
+            let budget = if c.local {
+                Budget::UNLIMITED
+            } else {
+                config.settings.budget
+            };
+            let refused = admission(&c.objects, budget)
+                .refused_keys(usize::MAX)
+                .into_iter()
+                .collect();
+            initial_events_of(c, &within_budget(&c.objects, &refused))
+        }),
+        now,
+    );
+    model.clusters_known(now);
     Ok((load, model.snapshot()))
 }
 

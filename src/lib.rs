@@ -6,7 +6,8 @@
 //!
 //! The modules are layered; each imports only from the layers below it:
 //!
-//! 1. [`vocab`]: names, limits and Linkerd's spellings, shared by all.
+//! 1. [`vocab`]: names, limits and Linkerd's spellings, shared by all; and
+//!    [`filewatch`], the one way to notice that files changed.
 //! 2. [`model`]: per-cluster state fed by events, and the index of names the
 //!    query path reads, published as immutable snapshots.
 //! 3. [`dns`] (reads snapshots, answers queries: grammar, answers, wire,
@@ -25,6 +26,7 @@ pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod dns;
+pub mod filewatch;
 pub mod metrics;
 pub mod mirror;
 pub mod model;

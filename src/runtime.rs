@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use tokio::task::JoinSet;
@@ -22,7 +22,7 @@ use crate::dns::tls;
 use crate::metrics::Metrics;
 use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
-use crate::model::{ClusterSet, Model, Settings, Snapshot};
+use crate::model::{ClusterSet, Epoch, Model, Settings, Snapshot};
 use crate::source::SourceMsg;
 use crate::source::feed::{Feed, Round};
 use crate::source::live::{self, LiveConfig};
@@ -170,7 +170,10 @@ impl Server {
         };
 
         let metrics = Arc::new(Metrics::default());
-        let model = Model::new(config.settings.clone());
+        let model = Model::new(
+            config.settings.clone(),
+            Epoch::new(Instant::now(), SystemTime::now()),
+        );
         let shared = Arc::new(Shared {
             snapshot: Arc::new(ArcSwap::new(model.snapshot())),
             metrics: metrics.clone(),
@@ -404,12 +407,12 @@ async fn model_task(
             Ok(()) = settings.changed() => {
                 let new = settings.borrow_and_update().clone();
                 let started = Instant::now();
-                model.set_settings(new);
+                model.set_settings(new, started);
                 info!(took_ms = started.elapsed().as_millis() as u64, "answering under the reloaded settings");
                 (true, false)
             }
             _ = tick.tick() => {
-                let c = model.tick();
+                let c = model.tick(Instant::now());
                 (c, c)
             }
             () = feed.wait(), if !work => {
@@ -457,16 +460,16 @@ fn apply_round(model: &mut Model, round: Round) -> (bool, bool) {
     let (mut changed, mut known) = (false, false);
     for msg in round.control {
         match msg {
-            SourceMsg::Events(events) => changed |= model.apply(events),
+            SourceMsg::Events(events) => changed |= model.apply(events, Instant::now()),
             // Names no cluster could hold stop being SERVFAIL, and the
             // mirror may start (before, a cluster not yet announced would
             // look unlinked).
             SourceMsg::ClustersKnown => {
                 known = true;
-                changed |= model.clusters_known();
+                changed |= model.clusters_known(Instant::now());
             }
         }
     }
-    changed |= model.apply(round.events);
+    changed |= model.apply(round.events, Instant::now());
     (changed, known)
 }

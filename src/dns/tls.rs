@@ -30,6 +30,8 @@ use rustls::{InconsistentKeys, ServerConfig};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::filewatch::{FileWatch, Kept, Offer};
+
 /// The ALPN protocol id of DNS over TLS (RFC 8310 section 8.1).
 pub const ALPN_DOT: &[u8] = b"dot";
 
@@ -211,31 +213,36 @@ pub fn server_config(store: Arc<CertStore>) -> Result<Arc<ServerConfig>, TlsErro
     Ok(Arc::new(config))
 }
 
-/// Polls `store`'s files every `every` (at least [`MIN_POLL`]) until
-/// `shutdown`, reloading on change.
+/// Watches `store`'s files until `shutdown` (notify, and a poll every
+/// `every`, at least [`MIN_POLL`]), reloading when their bytes change.
 ///
 /// `on_reload` hears of state changes, not of every poll:
 /// - `Ok(true)`: a new certificate was loaded (logged at info);
 /// - `Err(_)`: the files are broken and the previous certificate stays
-///   (logged at warn, naming the file); the same error on later polls is
-///   not repeated;
+///   (logged at warn, naming the file); the same error after later changes
+///   is not repeated;
 /// - `Ok(false)`: after an error, the files are back to the certificate
 ///   in use (logged at info).
 ///
-/// Unchanged files on an ordinary poll are not reported.
+/// Unchanged files are not reported.
 pub async fn watch(
     store: Arc<CertStore>,
     every: Duration,
     shutdown: CancellationToken,
     mut on_reload: impl FnMut(Result<bool, TlsError>),
 ) {
-    let every = every.max(MIN_POLL);
-    let cert = store.files().cert.display().to_string();
-    // The message of the error last reported, while the files are broken.
-    let mut failing: Option<String> = None;
+    let files = store.files();
+    let cert = files.cert.display().to_string();
+    let mut changes = FileWatch::new(
+        vec![files.cert.clone(), files.key.clone()],
+        every.max(MIN_POLL),
+    );
+    // The first look reloads: files changed since `CertStore::load` are not
+    // missed, and the same bytes are no change.
+    let mut kept = Kept::new(());
     loop {
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            () = changes.changed() => {}
             () = shutdown.cancelled() => return,
         }
         let polled = store.clone();
@@ -246,25 +253,20 @@ pub async fn watch(
                 return;
             }
         };
-        match outcome {
-            Ok(true) => {
-                failing = None;
+        let changed = outcome.as_ref().is_ok_and(|c| *c);
+        match kept.offer(outcome.map(drop)) {
+            Offer::Replaced { .. } if changed => {
                 info!(%cert, "TLS certificate reloaded");
                 on_reload(Ok(true));
             }
-            Ok(false) => {
-                if failing.take().is_some() {
-                    info!(%cert, "TLS certificate files are back to the certificate in use");
-                    on_reload(Ok(false));
-                }
+            Offer::Replaced { recovered: true } => {
+                info!(%cert, "TLS certificate files are back to the certificate in use");
+                on_reload(Ok(false));
             }
-            Err(e) => {
-                let message = e.to_string();
-                if failing.as_deref() != Some(message.as_str()) {
-                    warn!(error = %e, "TLS certificate reload failed; keeping the previous certificate");
-                    failing = Some(message);
-                    on_reload(Err(e));
-                }
+            Offer::Replaced { recovered: false } | Offer::StillFailing(_) => {}
+            Offer::Failed(e) => {
+                warn!(error = %e, "TLS certificate reload failed; keeping the previous certificate");
+                on_reload(Err(e));
             }
         }
     }

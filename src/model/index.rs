@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
+use super::Epoch;
 use super::budget::Budget;
 use super::cluster::{ClusterSet, Dirty};
 use super::entry::{
@@ -131,11 +132,11 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// An empty snapshot.
+    /// An empty snapshot, serial 1 (an index starts its own at its epoch).
     pub fn empty(settings: Arc<Settings>) -> Self {
         Self {
             settings,
-            serial: unix_now(),
+            serial: 1,
             generation: next_generation(),
             entries: imbl::HashMap::new(),
             namespaces: imbl::HashMap::new(),
@@ -158,13 +159,6 @@ impl Snapshot {
 fn next_generation() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-fn unix_now() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as u32)
-        .unwrap_or(1)
 }
 
 /// Who wants a label. Lower sorts first and wins.
@@ -203,13 +197,18 @@ pub struct Index {
     entry_ptrs: HashMap<Arc<str>, Vec<IpAddr>>,
     ptr_claims: HashMap<IpAddr, Vec<PtrClaim>>,
     snap: Snapshot,
+    /// Wall-clock time for serials.
+    epoch: Epoch,
 }
 
 impl Index {
-    /// An empty index.
-    pub fn new(settings: Arc<Settings>) -> Self {
+    /// An empty index whose serials start at `epoch`'s Unix seconds.
+    pub fn new(settings: Arc<Settings>, epoch: Epoch) -> Self {
+        let mut snap = Snapshot::empty(settings.clone());
+        snap.serial = epoch.unix_secs(epoch.at());
         Self {
-            snap: Snapshot::empty(settings.clone()),
+            snap,
+            epoch,
             settings,
             claims: HashMap::new(),
             claim_of: HashMap::new(),
@@ -233,7 +232,7 @@ impl Index {
     pub fn reset_settings(&mut self, settings: Arc<Settings>, set: &ClusterSet, now: Instant) {
         let serial = self.snap.serial;
         let (known, settled) = (self.snap.known, self.snap.settled);
-        *self = Self::new(settings);
+        *self = Self::new(settings, self.epoch);
         self.snap.serial = serial;
         self.snap.known = known;
         self.snap.settled = settled;
@@ -247,20 +246,29 @@ impl Index {
         self.refresh(set, &dirty, now);
         if set.iter().next().is_none() {
             // Nothing to rebuild, but the settings are new: a new serial too.
-            self.snap.serial = serial.wrapping_add(1).max(unix_now());
+            self.bump_serial(now);
         }
     }
 
-    /// Records that the source has announced every cluster it knows of
-    /// (the clusters in `set` are all there is). Returns true when that is
-    /// news (the snapshot changed).
-    pub fn set_known(&mut self, set: &ClusterSet) -> bool {
+    /// Moves the serial past the last one, and never behind the wall clock.
+    fn bump_serial(&mut self, now: Instant) {
+        self.snap.serial = self
+            .snap
+            .serial
+            .wrapping_add(1)
+            .max(self.epoch.unix_secs(now));
+    }
+
+    /// Records, at `now`, that the source has announced every cluster it
+    /// knows of (the clusters in `set` are all there is). Returns true when
+    /// that is news (the snapshot changed).
+    pub fn set_known(&mut self, set: &ClusterSet, now: Instant) -> bool {
         if self.snap.known {
             return false;
         }
         self.snap.known = true;
         self.refresh_statuses(set);
-        self.snap.serial = self.snap.serial.wrapping_add(1).max(unix_now());
+        self.bump_serial(now);
         true
     }
 
@@ -313,7 +321,7 @@ impl Index {
                 .values()
                 .map(|&n| u64::from(n))
                 .sum::<u64>();
-        self.snap.serial = self.snap.serial.wrapping_add(1).max(unix_now());
+        self.bump_serial(now);
         true
     }
 

@@ -6,6 +6,10 @@
 //! the query path and the mirror controller both read. It also holds what
 //! a linked cluster may cost ([`budget`]).
 //!
+//! The model never reads a clock: every mutating method is told `now`, and
+//! the wall clock reaches it once, as the [`Epoch`] it is built with (SOA
+//! serials). Tests therefore choose the time instead of waiting for it.
+//!
 //! It must not do I/O, and it imports only [`crate::vocab`]: the DNS layer
 //! reads it, never the other way round.
 
@@ -18,11 +22,45 @@ pub mod objects;
 pub(crate) mod testing;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub use cluster::{Cluster, ClusterSet, Dirty, Event, Health};
 pub use entry::{Entry, Origin, Pod};
 pub use index::{ClusterStatus, Index, IndexStats, Settings, Snapshot};
+
+/// The wall-clock time at one instant: SOA serials never fall behind the
+/// Unix seconds it gives for a later instant.
+///
+/// The seconds are counted on from the instant on the monotonic clock, so a
+/// system clock stepped back while we run cannot make a serial go back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epoch {
+    at: Instant,
+    unix_secs: u32,
+}
+
+impl Epoch {
+    /// `at` on the monotonic clock is `wall` on the system clock (both
+    /// read by the caller, one right after the other).
+    pub fn new(at: Instant, wall: SystemTime) -> Self {
+        let unix_secs = wall
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
+        Self { at, unix_secs }
+    }
+
+    /// The instant the epoch was taken at.
+    pub fn at(&self) -> Instant {
+        self.at
+    }
+
+    /// Unix seconds at `now` (at the epoch's, if `now` is earlier).
+    pub fn unix_secs(&self, now: Instant) -> u32 {
+        let since = now.saturating_duration_since(self.at).as_secs();
+        self.unix_secs
+            .saturating_add(u32::try_from(since).unwrap_or(u32::MAX))
+    }
+}
 
 /// Cluster state plus its index.
 #[derive(Debug)]
@@ -33,45 +71,49 @@ pub struct Model {
 }
 
 impl Model {
-    /// An empty model.
-    pub fn new(settings: Arc<Settings>) -> Self {
+    /// An empty model, started at `epoch` (its serials begin at the
+    /// epoch's Unix seconds).
+    pub fn new(settings: Arc<Settings>, epoch: Epoch) -> Self {
         Self {
             set: ClusterSet::new(),
-            index: Index::new(settings),
-            last_tick: Instant::now(),
+            index: Index::new(settings, epoch),
+            last_tick: epoch.at(),
         }
     }
 
-    /// Applies a batch of events. Returns true when any name changed (a new
-    /// snapshot should be published).
-    pub fn apply(&mut self, events: impl IntoIterator<Item = Event>) -> bool {
+    /// Applies a batch of events at `now`. Returns true when any name
+    /// changed (a new snapshot should be published).
+    pub fn apply(&mut self, events: impl IntoIterator<Item = Event>, now: Instant) -> bool {
         let mut dirty = Dirty::default();
         for event in events {
             self.set.apply(event, &mut dirty);
         }
-        self.index.refresh(&self.set, &dirty, Instant::now())
+        self.index.refresh(&self.set, &dirty, now)
     }
 
-    /// Records that the source has announced every cluster it knows of, so
-    /// a name no known cluster could hold does not exist. Returns true when
-    /// a new snapshot should be published.
-    pub fn clusters_known(&mut self) -> bool {
-        self.index.set_known(&self.set)
+    /// Records, at `now`, that the source has announced every cluster it
+    /// knows of, so a name no known cluster could hold does not exist.
+    /// Returns true when a new snapshot should be published.
+    pub fn clusters_known(&mut self, now: Instant) -> bool {
+        self.index.set_known(&self.set, now)
     }
 
-    /// Re-evaluates time-dependent state: a cluster whose watch has been
-    /// broken for longer than the federated grace since the last tick leaves
-    /// the federated names. Returns true when anything was rebuilt.
-    pub fn tick(&mut self) -> bool {
-        let now = Instant::now();
+    /// Re-evaluates time-dependent state at `now`: a cluster whose watch
+    /// has been broken for longer than the federated grace since the last
+    /// tick leaves the federated names. Returns true when anything was
+    /// rebuilt.
+    pub fn tick(&mut self, now: Instant) -> bool {
         let grace = self.index.settings().federated_grace;
         let mut dirty = Dirty::default();
         for c in self.set.iter() {
             let Some(since) = c.health.broken_since else {
                 continue;
             };
+            // Members are out once more than the grace has passed
+            // (`entry::federation_eligible`), so the tick that first sees that
+            // rebuilds, and only that one.
             let expiry = since + grace;
-            if self.last_tick < expiry && expiry <= now {
+            if self.last_tick <= expiry && expiry < now {
                 dirty.health.insert(c.name.clone());
             }
         }
@@ -79,10 +121,9 @@ impl Model {
         self.index.refresh(&self.set, &dirty, now)
     }
 
-    /// Answers under new settings from now on: every name is rebuilt.
-    pub fn set_settings(&mut self, settings: Arc<Settings>) {
-        self.index
-            .reset_settings(settings, &self.set, Instant::now());
+    /// Answers under new settings from `now` on: every name is rebuilt.
+    pub fn set_settings(&mut self, settings: Arc<Settings>, now: Instant) {
+        self.index.reset_settings(settings, &self.set, now);
     }
 
     /// The settings in use.

@@ -1,12 +1,28 @@
 //! Builders shared by the unit tests of the model and of the answers.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use super::objects::{
     Endpoint, ExportMode, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
 };
-use super::{Event, Health, Settings};
+use super::{Epoch, Event, Health, Settings};
 use crate::vocab::name::ZoneName;
+
+/// The instant every model test starts at. Tests name later times as
+/// `t0() + Duration::..`: none waits for real time to pass.
+pub(crate) fn t0() -> Instant {
+    static T0: OnceLock<Instant> = OnceLock::new();
+    *T0.get_or_init(Instant::now)
+}
+
+/// Unix seconds at [`t0`] in test models, so their serials are known.
+pub(crate) const T0_UNIX: u32 = 1_700_000_000;
+
+/// The epoch of test models: [`t0`] is [`T0_UNIX`].
+pub(crate) fn epoch() -> Epoch {
+    Epoch::new(t0(), UNIX_EPOCH + Duration::from_secs(u64::from(T0_UNIX)))
+}
 
 pub(crate) fn port(name: Option<&str>, protocol: Protocol, port: u16) -> Port {
     Port {

@@ -322,63 +322,42 @@ async fn link_version(client: &Client) -> Result<Option<&'static str>, String> {
     }
 }
 
-/// Reads the clusters file and its kubeconfigs every [`FILE_POLL`] and
-/// publishes linked clusters. A file that fails to parse keeps the previous
-/// set, loudly.
+/// Reads the clusters file and its kubeconfigs when one of them changes
+/// (notify, and a poll every [`FILE_POLL`]) and publishes linked clusters.
+/// A file that fails to parse keeps the previous set, loudly (once per
+/// error, not per change).
 async fn watch_file(
     path: PathBuf,
     local: Arc<str>,
     out: watch::Sender<Desired>,
     shutdown: CancellationToken,
 ) {
-    let mut last_error: Option<String> = None;
+    use crate::filewatch::{FileWatch, Kept, Offer};
+    let mut changes = FileWatch::new(vec![path.clone()], FILE_POLL);
+    // The clusters linked are in `out`; this tells a new error from one
+    // already reported.
+    let mut kept = Kept::new(());
     loop {
+        tokio::select! {
+            () = changes.changed() => {}
+            () = shutdown.cancelled() => return,
+        }
         let p = path.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            load_clusters_file(&p).map(|entries| {
-                entries
-                    .into_iter()
-                    .map(|e| LinkedCluster {
-                        kubeconfig: std::fs::read_to_string(&e.kubeconfig)
-                            .map_err(|err| format!("kubeconfig {}: {err}", e.kubeconfig.display())),
-                        name: e.name,
-                        context: e.context,
-                        selectors: e.selectors,
-                        gateway: e.gateway,
-                        origin: format!("clusters file {}", p.display()),
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .await;
+        let Ok((read, read_paths)) = tokio::task::spawn_blocking(move || read_clusters(&p)).await
+        else {
+            error!("clusters file reader panicked");
+            continue;
+        };
+        // A kubeconfig rewritten (a rotated token) is a change too.
+        changes.watch_paths(read_paths);
         match read {
-            Ok(Ok(clusters)) => {
-                last_error = None;
-                let mut problems = Vec::new();
-                let clusters: Vec<LinkedCluster> = clusters
-                    .into_iter()
-                    .filter(|c| {
-                        if *c.name == *local {
-                            problems.push(format!(
-                                "{}: cluster {} is the local cluster; ignored",
-                                c.origin, c.name
-                            ));
-                            false
-                        } else {
-                            if let Err(e) = &c.kubeconfig {
-                                problems.push(format!("cluster {}: {e}", c.name));
-                            }
-                            true
-                        }
-                    })
-                    .collect();
-                publish(&out, (clusters, problems));
+            Ok(clusters) => {
+                kept.offer(Ok::<(), String>(()));
+                publish(&out, usable(clusters, &local));
             }
-            Ok(Err(e)) => {
-                let text = e.to_string();
-                if last_error.as_ref() != Some(&text) {
+            Err(text) => {
+                if let Offer::Failed(text) = kept.offer(Err(text.clone())) {
                     error!(error = %text, "clusters file unusable; keeping the clusters already linked");
-                    last_error = Some(text.clone());
                 }
                 out.send_if_modified(|cur| match cur {
                     Some((_, problems)) => {
@@ -397,13 +376,56 @@ async fn watch_file(
                     }
                 });
             }
-            Err(e) => error!(error = %e, "clusters file reader panicked"),
-        }
-        tokio::select! {
-            () = tokio::time::sleep(FILE_POLL) => {}
-            () = shutdown.cancelled() => return,
         }
     }
+}
+
+/// The clusters `path` links, with their kubeconfigs read, and every file
+/// that was read for them.
+fn read_clusters(path: &std::path::Path) -> (Result<Vec<LinkedCluster>, String>, Vec<PathBuf>) {
+    let mut read = vec![path.to_owned()];
+    let clusters = load_clusters_file(path).map(|entries| {
+        entries
+            .into_iter()
+            .map(|e| {
+                read.push(e.kubeconfig.clone());
+                LinkedCluster {
+                    kubeconfig: std::fs::read_to_string(&e.kubeconfig)
+                        .map_err(|err| format!("kubeconfig {}: {err}", e.kubeconfig.display())),
+                    name: e.name,
+                    context: e.context,
+                    selectors: e.selectors,
+                    gateway: e.gateway,
+                    origin: format!("clusters file {}", path.display()),
+                }
+            })
+            .collect::<Vec<_>>()
+    });
+    (clusters.map_err(|e| e.to_string()), read)
+}
+
+/// The clusters of the file that can be linked (not the local one), and
+/// the problems to show.
+fn usable(clusters: Vec<LinkedCluster>, local: &str) -> (Vec<LinkedCluster>, Vec<String>) {
+    let mut problems = Vec::new();
+    let clusters = clusters
+        .into_iter()
+        .filter(|c| {
+            if *c.name == *local {
+                problems.push(format!(
+                    "{}: cluster {} is the local cluster; ignored",
+                    c.origin, c.name
+                ));
+                false
+            } else {
+                if let Err(e) = &c.kubeconfig {
+                    problems.push(format!("cluster {}: {e}", c.name));
+                }
+                true
+            }
+        })
+        .collect();
+    (clusters, problems)
 }
 
 struct Running {

@@ -1,18 +1,19 @@
-//! Keeps the file source current: an inotify (notify) watch on the zones
-//! directory for speed, and a one-second poll of file fingerprints as the
-//! fallback (ConfigMap volumes swap symlinks that watches can miss).
+//! Keeps the file source current: it rescans when `filewatch` says the
+//! zones directory changed (notify for speed, and a one-second poll of the
+//! cluster directories' fingerprints as the fallback, since ConfigMap
+//! volumes swap symlinks that watches can miss).
 //!
 //! Owns the previous objects of each cluster so a reload sends only the
 //! difference, and the rule that a cluster whose files fail on reload keeps
 //! its previous data. Parsing is in `source::file`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use notify::Watcher;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -24,6 +25,7 @@ use super::file::{
 };
 use super::state::{BudgetReport, Counts, REFUSED_LISTED};
 use super::status::StatusBoard;
+use crate::filewatch::{Compare, FileWatch};
 use crate::metrics::Metrics;
 use crate::model::budget::Budget;
 use crate::model::objects::ObjectKey;
@@ -397,37 +399,22 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     source.budget = settings.borrow_and_update().budget;
+    let root = source.root.clone();
+    let mut changes = FileWatch::new(vec![root.clone()], POLL_INTERVAL)
+        .comparing(Compare::With(Arc::new(move || tree_fingerprint(&root))))
+        .debounce(DEBOUNCE);
+    if let Some(e) = changes.notify_error() {
+        warn!(error = %e, "cannot watch the zones directory; polling every second only");
+    }
+    // Before the first scan, so a file written during it is a change.
+    changes.mark_seen().await;
     let scan = |s: &mut FileSource, emit: &mut dyn FnMut(SourceMsg) -> bool| s.scan(emit);
     let Some(mut source) = blocking(source, &tx, scan).await else {
         return;
     };
-    let (notify_tx, mut notify_rx) = mpsc::channel::<()>(1);
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok() {
-            // A full channel already holds a pending rescan.
-            let _ = notify_tx.try_send(());
-        }
-    })
-    .and_then(|mut w| {
-        w.watch(&source.root, notify::RecursiveMode::Recursive)
-            .map(|()| w)
-    });
-    let _watcher = match watcher {
-        Ok(w) => Some(w),
-        Err(e) => {
-            warn!(error = %e, "cannot watch the zones directory; polling every second only");
-            None
-        }
-    };
-    let mut poll = tokio::time::interval(POLL_INTERVAL);
-    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            Some(()) = notify_rx.recv() => {
-                tokio::time::sleep(DEBOUNCE).await;
-                while notify_rx.try_recv().is_ok() {}
-            }
-            _ = poll.tick() => {}
+            () = changes.changed() => {}
             Ok(()) = settings.changed() => {
                 let budget = settings.borrow_and_update().budget;
                 let rebudget = move |s: &mut FileSource, emit: &mut dyn FnMut(SourceMsg) -> bool| {
@@ -446,4 +433,24 @@ pub async fn run(
             None => return,
         };
     }
+}
+
+/// Everything a scan compares: the cluster directories, the fingerprint of
+/// each, and the problems of the layout. When it is unchanged a scan would
+/// read nothing, so none is made.
+fn tree_fingerprint(root: &Path) -> u64 {
+    let mut h = DefaultHasher::new();
+    match cluster_dirs(root) {
+        Ok((dirs, problems)) => {
+            for dir in &dirs {
+                dir.name.hash(&mut h);
+                fingerprint(&dir.path).hash(&mut h);
+            }
+            for p in &problems {
+                p.to_string().hash(&mut h);
+            }
+        }
+        Err(e) => e.to_string().hash(&mut h),
+    }
+    h.finish()
 }

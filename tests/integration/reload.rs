@@ -1,6 +1,7 @@
 //! Hot reload of the zones directory: edits, additions and deletions under a
 //! temporary copy of `zones/demo` are served within 2 s without a restart;
-//! a broken file keeps the cluster's previous data.
+//! a broken file keeps the cluster's previous data; a ConfigMap volume
+//! update (a swapped `..data` link) is served as soon.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -212,5 +213,52 @@ async fn changes_are_served_within_2s_and_broken_files_keep_old_data() {
         Err(ResponseCode::NXDomain),
     )
     .await;
+    server.server.stop().await;
+}
+
+/// Writes `text` as `ledger.yaml` of a ConfigMap volume in `dir`, the way
+/// the kubelet updates one: a new versioned directory, then one rename
+/// that swaps the `..data` link (`ledger.yaml` links through it).
+fn configmap_update(dir: &Path, version: &str, text: &str) {
+    use std::os::unix::fs::symlink;
+    std::fs::create_dir(dir.join(version)).expect("mkdir");
+    std::fs::write(dir.join(version).join("ledger.yaml"), text).expect("write");
+    symlink(version, dir.join("..data_tmp")).expect("symlink");
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).expect("swap ..data");
+    if std::fs::symlink_metadata(dir.join("ledger.yaml")).is_err() {
+        symlink("..data/ledger.yaml", dir.join("ledger.yaml")).expect("symlink");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_volume_update_is_served_within_2s() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy_tree(&demo(), tmp.path());
+    let far = tmp.path().join("far");
+    std::fs::create_dir(&far).expect("mkdir");
+    configmap_update(
+        &far,
+        "..v1",
+        &NEW_SERVICE.replace("10.10.99.1", "10.50.99.1"),
+    );
+    let server = start(
+        tmp.path(),
+        Options {
+            local: Some("west"),
+            ..Options::default()
+        },
+    )
+    .await;
+    let ledger = "ledger-far.shop.svc.clusterset.local.";
+    assert_eq!(
+        lookup(&server, ledger, RecordType::A).await,
+        Ok(vec!["10.50.99.1".into()])
+    );
+    configmap_update(
+        &far,
+        "..v2",
+        &NEW_SERVICE.replace("10.10.99.1", "10.50.99.2"),
+    );
+    served_within_2s(&server, ledger, RecordType::A, Ok(vec!["10.50.99.2"])).await;
     server.server.stop().await;
 }

@@ -3,7 +3,9 @@
 
 use super::*;
 use crate::dns::zonefile::record_text;
-use crate::model::testing::{BIG_PODS, big_events, big_pod, c, fixture_events, settings};
+use crate::model::testing::{
+    BIG_PODS, big_events, big_pod, c, epoch, fixture_events, settings, t0,
+};
 use crate::model::{Event, Health, Model, Settings};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -12,9 +14,9 @@ use std::time::Duration;
 /// A snapshot after start-up: the source knew of no cluster at first (so
 /// start-up ended at once), then `events` arrived.
 fn snapshot_with(settings: Settings, events: Vec<Event>) -> Arc<Snapshot> {
-    let mut model = Model::new(Arc::new(settings));
-    model.clusters_known();
-    model.apply(events);
+    let mut model = Model::new(Arc::new(settings), epoch());
+    model.clusters_known(t0());
+    model.apply(events, t0());
     model.snapshot()
 }
 
@@ -695,10 +697,10 @@ fn fixture_without_sync(unsynced: &[&str]) -> Vec<Event> {
 /// A snapshot as the source builds it at start: clusters announced, then
 /// (when `known`) the word that they are all there is.
 fn start_up_snapshot(known: bool, events: Vec<Event>) -> Arc<Snapshot> {
-    let mut model = Model::new(Arc::new(settings()));
-    model.apply(events);
+    let mut model = Model::new(Arc::new(settings()), epoch());
+    model.apply(events, t0());
     if known {
-        model.clusters_known();
+        model.clusters_known(t0());
     }
     model.snapshot()
 }

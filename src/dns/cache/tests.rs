@@ -8,7 +8,8 @@ use super::*;
 use crate::dns::wire;
 use crate::model::objects::{ExportMode, Protocol};
 use crate::model::testing::{
-    big_events, c, fixture_events, port, service, settings, slice, slice_event, svc_event,
+    big_events, c, epoch, fixture_events, port, service, settings, slice, slice_event, svc_event,
+    t0,
 };
 use crate::model::{Event, Health, Model};
 
@@ -115,9 +116,9 @@ fn locals() -> [Local; 2] {
 }
 
 fn model() -> Model {
-    let mut model = Model::new(Arc::new(settings()));
-    model.clusters_known();
-    model.apply(fixture_events());
+    let mut model = Model::new(Arc::new(settings()), epoch());
+    model.clusters_known(t0());
+    model.apply(fixture_events(), t0());
     model
 }
 
@@ -364,16 +365,19 @@ fn change_ends_only_what_it_changes(local: &mut Local) {
     // A pod of db in east moves: db-east and db-federated change, the rest
     // keeps its bytes (NODATA included, with the new serial).
     let pg = || vec![port(Some("pg"), Protocol::Tcp, 5432)];
-    model.apply([slice_event(
-        "east",
-        slice(
-            "prod",
-            "db-east",
-            "db",
-            pg(),
-            &[("10.10.2.99", Some("db-0"), true)],
-        ),
-    )]);
+    model.apply(
+        [slice_event(
+            "east",
+            slice(
+                "prod",
+                "db-east",
+                "db",
+                pg(),
+                &[("10.10.2.99", Some("db-0"), true)],
+            ),
+        )],
+        t0(),
+    );
     let snap = model.snapshot();
     assert_eq!(
         hits(&cache, local, &snap, &asked),
@@ -391,18 +395,21 @@ fn change_ends_only_what_it_changes(local: &mut Local) {
     }
 
     // zzz appears in east: its NXDOMAIN goes.
-    model.apply([svc_event(
-        "east",
-        service(
-            "prod",
-            "zzz",
-            Some(ExportMode::Flat),
-            false,
-            false,
-            &["10.100.99.1"],
-            vec![port(Some("http"), Protocol::Tcp, 80)],
-        ),
-    )]);
+    model.apply(
+        [svc_event(
+            "east",
+            service(
+                "prod",
+                "zzz",
+                Some(ExportMode::Flat),
+                false,
+                false,
+                &["10.100.99.1"],
+                vec![port(Some("http"), Protocol::Tcp, 80)],
+            ),
+        )],
+        t0(),
+    );
     let snap = model.snapshot();
     assert_eq!(
         hits(&cache, local, &snap, &asked),
@@ -418,24 +425,30 @@ fn change_ends_only_what_it_changes(local: &mut Local) {
     let nx = Q::new("yyy-east.prod.svc.clusterset.local", rtype::A);
     ask(&cache, local, &snap, nx, 0);
     assert!(ask(&cache, local, &snap, nx, 0).1);
-    model.apply([Event::ClusterUp {
-        cluster: c("south"),
-        local: false,
-    }]);
+    model.apply(
+        [Event::ClusterUp {
+            cluster: c("south"),
+            local: false,
+        }],
+        t0(),
+    );
     let snap = model.snapshot();
     assert!(!ask(&cache, local, &snap, nx, 0).1);
     assert!(ask(&cache, local, &snap, web, 0).1);
 
     // East's watch breaks: its names are served stale (capped TTL, counted),
     // never from the cache.
-    model.apply([Event::Health {
-        cluster: c("east"),
-        health: Health {
-            synced: true,
-            broken_since: Some(Instant::now()),
-            ..Health::default()
-        },
-    }]);
+    model.apply(
+        [Event::Health {
+            cluster: c("east"),
+            health: Health {
+                synced: true,
+                broken_since: Some(Instant::now()),
+                ..Health::default()
+            },
+        }],
+        t0(),
+    );
     let snap = model.snapshot();
     for _ in 0..2 {
         let (got, hit) = ask(&cache, local, &snap, db, 0);
@@ -456,9 +469,9 @@ fn new_settings_end_every_stored_answer() {
     assert!(ask(&cache, local, &snap, q, 0).1);
     let mut s = settings();
     s.ttl = 30;
-    let mut other = Model::new(Arc::new(s));
-    other.clusters_known();
-    other.apply(fixture_events());
+    let mut other = Model::new(Arc::new(s), epoch());
+    other.clusters_known(t0());
+    other.apply(fixture_events(), t0());
     let snap = other.snapshot();
     let (got, hit) = ask(&cache, local, &snap, q, 0);
     assert!(!hit);
@@ -486,13 +499,16 @@ fn capped_answers_are_stored_per_window_and_hit() {
     for (max, transport, (name, qtype), windows) in cases {
         let mut s = settings();
         s.max_answer_records = max;
-        let mut model = Model::new(Arc::new(s));
-        model.clusters_known();
-        model.apply(if name == small.0 {
-            fixture_events()
-        } else {
-            big_events()
-        });
+        let mut model = Model::new(Arc::new(s), epoch());
+        model.clusters_known(t0());
+        model.apply(
+            if name == small.0 {
+                fixture_events()
+            } else {
+                big_events()
+            },
+            t0(),
+        );
         let snap = model.snapshot();
         let q = (Q::new(name, qtype), transport);
         for mut local in locals() {

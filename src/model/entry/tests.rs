@@ -1,12 +1,14 @@
 use super::*;
 use crate::model::objects::{Mirror, Protocol};
-use crate::model::testing::{c, port, service, settings, slice, slice_event, svc_event, up};
+use crate::model::testing::{
+    c, epoch, port, service, settings, slice, slice_event, svc_event, t0, up,
+};
 use crate::model::{Event, Model};
 
 fn snapshot(events: Vec<Event>) -> Arc<crate::model::Snapshot> {
-    let mut m = Model::new(Arc::new(settings()));
-    m.clusters_known();
-    m.apply(events);
+    let mut m = Model::new(Arc::new(settings()), epoch());
+    m.clusters_known(t0());
+    m.apply(events, t0());
     m.snapshot()
 }
 

@@ -1,15 +1,15 @@
 use super::*;
 use crate::model::objects::{ExportMode, Gateway, Mirror, Protocol, Service};
 use crate::model::testing::{
-    c, fixture_events, port, service, settings, slice, slice_event, svc_event, up,
+    c, epoch, fixture_events, port, service, settings, slice, slice_event, svc_event, t0, up,
 };
 use crate::model::{Event, Model};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 fn model() -> Model {
-    let mut m = Model::new(Arc::new(settings()));
-    m.clusters_known();
+    let mut m = Model::new(Arc::new(settings()), epoch());
+    m.clusters_known(t0());
     m
 }
 
@@ -61,7 +61,7 @@ fn the_older_service_wins_a_collision() {
     ev.push(endpoint_slice("c", "prod", "a-b", "10.50.0.1"));
     ev.push(svc_event("b-c", flat("prod", "a", 200)));
     ev.push(endpoint_slice("b-c", "prod", "a", "10.60.0.1"));
-    m.apply(ev);
+    m.apply(ev, t0());
     let snap = m.snapshot();
     assert_eq!(
         addrs(&snap, "a-b-c.prod"),
@@ -70,10 +70,13 @@ fn the_older_service_wins_a_collision() {
     assert_eq!(snap.stats.collisions, 1);
 
     // The winner goes away: the other pair takes the name.
-    m.apply([Event::ServiceDeleted {
-        cluster: c("c"),
-        key: ObjectKey::new("prod", "a-b"),
-    }]);
+    m.apply(
+        [Event::ServiceDeleted {
+            cluster: c("c"),
+            key: ObjectKey::new("prod", "a-b"),
+        }],
+        t0(),
+    );
     let snap = m.snapshot();
     assert_eq!(
         addrs(&snap, "a-b-c.prod"),
@@ -82,7 +85,7 @@ fn the_older_service_wins_a_collision() {
     assert_eq!(snap.stats.collisions, 0);
 
     // It comes back, older: it wins again.
-    m.apply([svc_event("c", flat("prod", "a-b", 100))]);
+    m.apply([svc_event("c", flat("prod", "a-b", 100))], t0());
     assert_eq!(
         addrs(&m.snapshot(), "a-b-c.prod"),
         Some(vec!["10.50.0.1".to_owned()])
@@ -102,7 +105,7 @@ fn a_federated_name_beats_a_per_cluster_label() {
     member.federated = true;
     ev.push(svc_event("east", member));
     ev.push(endpoint_slice("east", "prod", "a-b", "10.2.0.1"));
-    m.apply(ev);
+    m.apply(ev, t0());
     let snap = m.snapshot();
     assert_eq!(
         addrs(&snap, "a-b-federated.prod"),
@@ -131,7 +134,7 @@ fn names_over_the_length_limits_are_not_served() {
     ev.push(svc_event("east", flat(&ns, &svc, 1)));
     ev.push(svc_event("east", flat(&ns2, "ok", 1)));
     ev.push(endpoint_slice("east", &ns2, "ok", "10.1.0.2"));
-    m.apply(ev);
+    m.apply(ev, t0());
     let snap = m.snapshot();
     assert!(
         snap.entries
@@ -156,18 +159,21 @@ fn names_over_the_length_limits_are_not_served() {
 #[test]
 fn a_change_rebuilds_only_its_own_names() {
     let mut m = model();
-    m.apply(fixture_events());
+    m.apply(fixture_events(), t0());
     let before = m.snapshot();
-    m.apply([slice_event(
-        "north",
-        slice(
-            "prod",
-            "api-v4",
-            "api",
-            vec![port(Some("http"), Protocol::Tcp, 8080)],
-            &[("10.20.1.1", None, true), ("10.20.1.9", None, true)],
-        ),
-    )]);
+    m.apply(
+        [slice_event(
+            "north",
+            slice(
+                "prod",
+                "api-v4",
+                "api",
+                vec![port(Some("http"), Protocol::Tcp, 8080)],
+                &[("10.20.1.1", None, true), ("10.20.1.9", None, true)],
+            ),
+        )],
+        t0(),
+    );
     let after = m.snapshot();
     assert!(after.serial > before.serial, "serial strictly increases");
     for (key, entry) in &before.entries {
@@ -203,42 +209,51 @@ fn a_change_rebuilds_only_its_own_names() {
 #[test]
 fn a_mirror_or_gateway_change_updates_gateway_mode_names() {
     let mut m = model();
-    m.apply(fixture_events());
+    m.apply(fixture_events(), t0());
     assert_eq!(
         addrs(&m.snapshot(), "pay-east.prod"),
         Some(vec!["203.0.113.10".to_owned()])
     );
     // A mirror appears in the local cluster: its ClusterIP is now the answer.
-    m.apply([Event::MirrorApplied {
-        cluster: c("west"),
-        mirror: Mirror {
-            key: ObjectKey::new("prod", "pay-east"),
-            cluster: c("east"),
-            headless_parent: None,
-            cluster_ips: vec!["10.96.10.3".parse().expect("ip")],
-            ports: vec![port(Some("http"), Protocol::Tcp, 80)],
-        },
-    }]);
+    m.apply(
+        [Event::MirrorApplied {
+            cluster: c("west"),
+            mirror: Mirror {
+                key: ObjectKey::new("prod", "pay-east"),
+                cluster: c("east"),
+                headless_parent: None,
+                cluster_ips: vec!["10.96.10.3".parse().expect("ip")],
+                ports: vec![port(Some("http"), Protocol::Tcp, 80)],
+            },
+        }],
+        t0(),
+    );
     assert_eq!(
         addrs(&m.snapshot(), "pay-east.prod"),
         Some(vec!["10.96.10.3".to_owned()])
     );
-    m.apply([Event::MirrorDeleted {
-        cluster: c("west"),
-        key: ObjectKey::new("prod", "pay-east"),
-    }]);
+    m.apply(
+        [Event::MirrorDeleted {
+            cluster: c("west"),
+            key: ObjectKey::new("prod", "pay-east"),
+        }],
+        t0(),
+    );
     assert_eq!(
         addrs(&m.snapshot(), "pay-east.prod"),
         Some(vec!["203.0.113.10".to_owned()])
     );
-    m.apply([Event::GatewayApplied {
-        cluster: c("east"),
-        gateway: Some(Gateway {
-            addresses: vec!["203.0.113.99".parse().expect("ip")],
-            port: Some(4143),
-            identity: None,
-        }),
-    }]);
+    m.apply(
+        [Event::GatewayApplied {
+            cluster: c("east"),
+            gateway: Some(Gateway {
+                addresses: vec!["203.0.113.99".parse().expect("ip")],
+                port: Some(4143),
+                identity: None,
+            }),
+        }],
+        t0(),
+    );
     assert_eq!(
         addrs(&m.snapshot(), "pay-east.prod"),
         Some(vec!["203.0.113.99".to_owned()])
@@ -248,16 +263,19 @@ fn a_mirror_or_gateway_change_updates_gateway_mode_names() {
 #[test]
 fn cluster_down_removes_its_names_and_namespaces() {
     let mut m = model();
-    m.apply(fixture_events());
+    m.apply(fixture_events(), t0());
     let snap = m.snapshot();
     assert!(snap.entries.contains_key("api-north.prod"));
     assert!(snap.namespaces.contains_key("shop"));
-    m.apply([
-        Event::ClusterDown { cluster: c("west") },
-        Event::ClusterDown {
-            cluster: c("north"),
-        },
-    ]);
+    m.apply(
+        [
+            Event::ClusterDown { cluster: c("west") },
+            Event::ClusterDown {
+                cluster: c("north"),
+            },
+        ],
+        t0(),
+    );
     let snap = m.snapshot();
     assert!(!snap.entries.contains_key("api-north.prod"));
     assert!(
@@ -289,16 +307,19 @@ fn ptr_goes_to_the_oldest_claim() {
     ev.push(endpoint_slice("east", "prod", "young", "10.9.9.9"));
     ev.push(svc_event("north", flat("prod", "old", 100)));
     ev.push(endpoint_slice("north", "prod", "old", "10.9.9.9"));
-    m.apply(ev);
+    m.apply(ev, t0());
     let ip: IpAddr = "10.9.9.9".parse().expect("ip");
     assert_eq!(
         m.snapshot().reverse.get(&ip).map(|s| s.to_string()),
         Some("old-north.prod.svc.clusterset.local".to_owned())
     );
-    m.apply([Event::ServiceDeleted {
-        cluster: c("north"),
-        key: ObjectKey::new("prod", "old"),
-    }]);
+    m.apply(
+        [Event::ServiceDeleted {
+            cluster: c("north"),
+            key: ObjectKey::new("prod", "old"),
+        }],
+        t0(),
+    );
     assert_eq!(
         m.snapshot().reverse.get(&ip).map(|s| s.to_string()),
         Some("young-east.prod.svc.clusterset.local".to_owned())
@@ -474,58 +495,86 @@ proptest! {
     fn incremental_equals_rebuilt(ops in proptest::collection::vec(op(), 1..40)) {
         let mut incremental = model();
         for cl in ["a", "b", "a-b"] {
-            incremental.apply(up(cl, false));
+            incremental.apply(up(cl, false), t0());
         }
-        incremental.apply(up("local", true));
+        incremental.apply(up("local", true), t0());
         for e in ops {
             // Clusters that went down come back before they are used again.
             let name = e.cluster().clone();
             if incremental.clusters().get(&name).is_none() && !matches!(e, Event::ClusterDown { .. }) {
-                incremental.apply(up(&name, &*name == "local"));
+                incremental.apply(up(&name, &*name == "local"), t0());
             }
-            incremental.apply([e]);
+            incremental.apply([e], t0());
         }
         let mut rebuilt = model();
-        rebuilt.apply(events_for(incremental.clusters()));
+        rebuilt.apply(events_for(incremental.clusters()), t0());
         prop_assert_eq!(view(&incremental.snapshot()), view(&rebuilt.snapshot()));
     }
 }
 
 #[test]
 fn a_broken_member_leaves_federated_names_when_the_grace_expires() {
+    use std::time::Duration;
     let mut s = settings();
-    s.federated_grace = std::time::Duration::from_millis(100);
-    let mut m = Model::new(Arc::new(s));
-    m.apply(fixture_events());
-    m.apply([Event::Health {
-        cluster: c("east"),
-        health: Health {
-            synced: true,
-            broken_since: Some(std::time::Instant::now()),
-            gateway_alive: None,
-            sync_given_up: false,
-        },
-    }]);
+    s.federated_grace = Duration::from_secs(30);
+    let mut m = Model::new(Arc::new(s), epoch());
+    m.apply(fixture_events(), t0());
+    let broke = t0() + Duration::from_secs(5);
+    m.apply(
+        [Event::Health {
+            cluster: c("east"),
+            health: Health {
+                synced: true,
+                broken_since: Some(broke),
+                gateway_alive: None,
+                sync_given_up: false,
+            },
+        }],
+        broke,
+    );
     let members = |m: &Model| addrs(&m.snapshot(), "bb-federated.prod").map(|v| v.len());
     assert_eq!(members(&m), Some(3), "within the grace east stays");
-    assert!(!m.tick(), "nothing expires yet");
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    let edge = broke + Duration::from_secs(30);
+    assert!(!m.tick(edge), "a member stays for the whole grace");
+    assert_eq!(members(&m), Some(3));
     let serial = m.snapshot().serial;
-    assert!(m.tick(), "the grace expired");
+    assert!(m.tick(edge + Duration::from_millis(1)), "the grace expired");
     assert_eq!(members(&m), Some(2));
     assert!(m.snapshot().serial > serial);
-    assert!(!m.tick(), "and only once");
+    assert!(!m.tick(edge + Duration::from_secs(1)), "and only once");
+}
+
+#[test]
+fn serials_start_at_the_epoch_and_follow_the_clock_they_are_given() {
+    use crate::model::testing::T0_UNIX;
+    use std::time::Duration;
+    let mut m = Model::new(Arc::new(settings()), epoch());
+    assert_eq!(m.snapshot().serial, T0_UNIX);
+    m.clusters_known(t0());
+    assert_eq!(m.snapshot().serial, T0_UNIX + 1, "one change, one step");
+    m.apply(fixture_events(), t0() + Duration::from_secs(100));
+    assert_eq!(
+        m.snapshot().serial,
+        T0_UNIX + 100,
+        "never behind the epoch's wall clock"
+    );
+    m.apply(up("late", false), t0());
+    assert_eq!(
+        m.snapshot().serial,
+        T0_UNIX + 101,
+        "an earlier now still moves it on"
+    );
 }
 
 #[test]
 fn new_settings_rebuild_every_name_and_keep_the_serial_rising() {
     let mut m = model();
-    m.apply(fixture_events());
+    m.apply(fixture_events(), t0());
     let before = m.snapshot();
     let mut s = settings();
     s.zone = crate::vocab::name::ZoneName::new("fleet.example").expect("zone");
     s.ttl = 30;
-    m.set_settings(Arc::new(s));
+    m.set_settings(Arc::new(s), t0());
     let after = m.snapshot();
     assert!(after.serial > before.serial, "the serial keeps rising");
     assert_eq!(after.settings.ttl, 30);

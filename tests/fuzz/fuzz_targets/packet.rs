@@ -40,7 +40,7 @@ use libfuzzer_sys::fuzz_target;
 use clusterset_dns::config::{Config, ZoneArgs};
 use clusterset_dns::dns::{Handler, Local, Transport};
 use clusterset_dns::metrics::Metrics;
-use clusterset_dns::model::{Event, Health, Model, Settings};
+use clusterset_dns::model::{Epoch, Event, Health, Model, Settings};
 use clusterset_dns::source::file::{initial_events, load_dir};
 
 /// The UDP limit of a message without EDNS (RFC 1035 §4.2.1).
@@ -94,39 +94,46 @@ fn server(max_udp_payload: u16, state: State) -> Server {
         ..(*config.settings).clone()
     });
     let load = load_dir(&root.join("zones/demo"), Some("west")).expect("demo zones load");
-    let mut model = Model::new(config.settings.clone());
-    let an_hour_ago = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(3600));
-    model.apply(load.clusters.iter().flat_map(|c| {
-        let mut events = initial_events(c);
-        if state == State::Degraded {
-            // The last event marks the cluster synced.
-            let health = match &*c.name {
-                // Never synced, and given up on: start-up is over.
-                "north" => Some(Health {
-                    sync_given_up: true,
-                    ..Health::default()
-                }),
-                "south" => Some(Health {
-                    synced: true,
-                    broken_since: an_hour_ago,
-                    ..Health::default()
-                }),
-                "east" => Some(Health {
-                    synced: true,
-                    gateway_alive: Some(false),
-                    ..Health::default()
-                }),
-                _ => return events,
-            };
-            events.pop();
-            events.extend(health.map(|health| Event::Health {
-                cluster: c.name.clone(),
-                health,
-            }));
-        }
-        events
-    }));
-    model.clusters_known();
+    let now = std::time::Instant::now();
+    let mut model = Model::new(
+        config.settings.clone(),
+        Epoch::new(now, std::time::SystemTime::now()),
+    );
+    let an_hour_ago = now.checked_sub(std::time::Duration::from_secs(3600));
+    model.apply(
+        load.clusters.iter().flat_map(|c| {
+            let mut events = initial_events(c);
+            if state == State::Degraded {
+                // The last event marks the cluster synced.
+                let health = match &*c.name {
+                    // Never synced, and given up on: start-up is over.
+                    "north" => Some(Health {
+                        sync_given_up: true,
+                        ..Health::default()
+                    }),
+                    "south" => Some(Health {
+                        synced: true,
+                        broken_since: an_hour_ago,
+                        ..Health::default()
+                    }),
+                    "east" => Some(Health {
+                        synced: true,
+                        gateway_alive: Some(false),
+                        ..Health::default()
+                    }),
+                    _ => return events,
+                };
+                events.pop();
+                events.extend(health.map(|health| Event::Health {
+                    cluster: c.name.clone(),
+                    health,
+                }));
+            }
+            events
+        }),
+        now,
+    );
+    model.clusters_known(now);
     let snapshot = Arc::new(ArcSwap::new(model.snapshot()));
     let handler = |cache| Handler::new(snapshot.clone(), Arc::new(Metrics::default()), cache);
     Server {

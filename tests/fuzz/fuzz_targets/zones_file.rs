@@ -27,7 +27,7 @@ use libfuzzer_sys::fuzz_target;
 use clusterset_dns::cli::check_report;
 use clusterset_dns::config::{Config, ZoneArgs};
 use clusterset_dns::dns::zonefile::dump;
-use clusterset_dns::model::{Model, Snapshot};
+use clusterset_dns::model::{Epoch, Model, Snapshot};
 use clusterset_dns::source::file::{
     ClusterDir, ClusterLoad, DirLoad, diff, initial_events, load_cluster, load_dir,
 };
@@ -95,9 +95,13 @@ fn zone(snap: &Snapshot) -> String {
 }
 
 fn model(f: &Fixture, cluster: &ClusterLoad) -> Model {
-    let mut model = Model::new(f.config.settings.clone());
-    model.apply(f.demo.iter().chain([cluster]).flat_map(initial_events));
-    model.clusters_known();
+    let now = std::time::Instant::now();
+    let mut model = Model::new(
+        f.config.settings.clone(),
+        Epoch::new(now, std::time::SystemTime::now()),
+    );
+    model.apply(f.demo.iter().chain([cluster]).flat_map(initial_events), now);
+    model.clusters_known(now);
     model
 }
 
@@ -117,7 +121,10 @@ fuzz_target!(|data: &[u8]| {
         let old = load(&dir, local, &data[..end]);
         let mut edited = model(f, &old);
         let new = load(&dir, local, after);
-        edited.apply(diff(&dir.name, &old.objects, &new.objects));
+        edited.apply(
+            diff(&dir.name, &old.objects, &new.objects),
+            std::time::Instant::now(),
+        );
         edited.snapshot()
     });
 
