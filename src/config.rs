@@ -502,16 +502,96 @@ impl Config {
         )
     }
 
-    /// Flags and env over the file, section by section. The file is taken
-    /// apart field by field so that a new key cannot be forgotten here.
+    /// Flags and env over the file, section by section.
     fn merge(args: &ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
-        let FileConfig {
+        let FileSections {
             zones,
             local_cluster,
-            zone: file_zone,
+            live: live_file,
+            mirror: mirror_file,
+            answers: answers_file,
+            dns_addr,
+            admin_addr,
+            answer_cache_mb,
+            log_format,
+            limit_counts,
+            limit_times,
+            tls: (tls_cert, tls_key, tls_addr),
+        } = file.into_sections();
+        let zones = args.zone.zones.clone().or(zones);
+        let local_cluster = args.zone.local_cluster.clone().or(local_cluster);
+        if let Some(name) = &local_cluster {
+            check_cluster_name(name).map_err(|e| ConfigError::Invalid {
+                key: "local-cluster",
+                reason: e.to_string(),
+            })?;
+        }
+        let live = live_options(args, (zones.is_some(), local_cluster.is_some()), live_file)?;
+        let mirror = mirror_options(args, live.is_some(), mirror_file)?;
+        let (dns_addr, admin_addr) =
+            addresses(args.dns_addr.or(dns_addr), args.admin_addr.or(admin_addr))?;
+        let settings = settings(args, dns_addr, answers_file)?;
+        let answer_cache_mb = args
+            .answer_cache_mb
+            .or(answer_cache_mb)
+            .unwrap_or(DEFAULT_ANSWER_CACHE_MB);
+        if answer_cache_mb > MAX_ANSWER_CACHE_MB {
+            return Err(ConfigError::Invalid {
+                key: "answer-cache-mb",
+                reason: format!("{answer_cache_mb} is above {MAX_ANSWER_CACHE_MB} MiB"),
+            });
+        }
+        let limits = limits(args, limit_counts, limit_times)?;
+        let tls = tls_options(
+            args.tls_cert.clone().or(tls_cert),
+            args.tls_key.clone().or(tls_key),
+            args.tls_addr.or(tls_addr),
+            dns_addr,
+        )?;
+        Ok(Self {
+            mirror,
+            zones,
+            live,
+            local_cluster,
+            settings: Arc::new(settings),
+            dns_addr,
+            admin_addr,
+            answer_cache_bytes: answer_cache_mb * 1024 * 1024,
+            log_format: args.log_format.or(log_format).unwrap_or_default(),
+            limits,
+            tls,
+        })
+    }
+}
+
+/// The config file's keys grouped by the section of [`Config::merge`] that
+/// reads them.
+struct FileSections {
+    zones: Option<PathBuf>,
+    local_cluster: Option<String>,
+    live: FileLive,
+    mirror: FileMirror,
+    answers: FileAnswers,
+    dns_addr: Option<SocketAddr>,
+    admin_addr: Option<SocketAddr>,
+    answer_cache_mb: Option<u64>,
+    log_format: Option<LogFormat>,
+    limit_counts: (Option<usize>, Option<usize>),
+    limit_times: [Option<String>; 3],
+    tls: (Option<PathBuf>, Option<PathBuf>, Option<SocketAddr>),
+}
+
+impl FileConfig {
+    /// Takes the file apart field by field, so that a new key cannot be
+    /// forgotten by [`Config::merge`].
+    fn into_sections(self) -> FileSections {
+        let Self {
+            zones,
+            local_cluster,
+            zone,
             ttl,
             negative_ttl,
-            reverse_zone: file_reverse,
+            reverse_zone,
             ns_addr,
             dns_addr,
             admin_addr,
@@ -540,47 +620,29 @@ impl Config {
             tls_addr,
             max_services_per_cluster,
             max_endpoints_per_cluster,
-        } = file;
-        let zones = args.zone.zones.clone().or(zones);
-        let local_cluster = args.zone.local_cluster.clone().or(local_cluster);
-        if let Some(name) = &local_cluster {
-            check_cluster_name(name).map_err(|e| ConfigError::Invalid {
-                key: "local-cluster",
-                reason: e.to_string(),
-            })?;
-        }
-        let live = live_options(
-            args,
-            (zones.is_some(), local_cluster.is_some()),
-            FileLive {
+        } = self;
+        FileSections {
+            zones,
+            local_cluster,
+            live: FileLive {
                 kubeconfig,
                 context,
                 clusters,
                 link_namespace,
                 sync_timeout,
             },
-        )?;
-        let mirror = mirror_options(
-            args,
-            live.is_some(),
-            FileMirror {
+            mirror: FileMirror {
                 mirror,
                 linkerd_flat_compat,
                 cluster_domain,
                 mirror_namespace,
                 mirror_resync,
             },
-        )?;
-        let (dns_addr, admin_addr) =
-            addresses(args.dns_addr.or(dns_addr), args.admin_addr.or(admin_addr))?;
-        let settings = settings(
-            args,
-            dns_addr,
-            FileAnswers {
-                zone: file_zone,
+            answers: FileAnswers {
+                zone,
                 ttl,
                 negative_ttl,
-                reverse_zone: file_reverse,
+                reverse_zone,
                 ns_addr,
                 max_stale,
                 federated_grace,
@@ -588,41 +650,14 @@ impl Config {
                 max_services_per_cluster,
                 max_endpoints_per_cluster,
             },
-        )?;
-        let answer_cache_mb = args
-            .answer_cache_mb
-            .or(answer_cache_mb)
-            .unwrap_or(DEFAULT_ANSWER_CACHE_MB);
-        if answer_cache_mb > MAX_ANSWER_CACHE_MB {
-            return Err(ConfigError::Invalid {
-                key: "answer-cache-mb",
-                reason: format!("{answer_cache_mb} is above {MAX_ANSWER_CACHE_MB} MiB"),
-            });
-        }
-        let limits = limits(
-            args,
-            (max_connections, max_in_flight),
-            [idle_timeout, message_timeout, query_timeout],
-        )?;
-        let tls = tls_options(
-            args.tls_cert.clone().or(tls_cert),
-            args.tls_key.clone().or(tls_key),
-            args.tls_addr.or(tls_addr),
-            dns_addr,
-        )?;
-        Ok(Self {
-            mirror,
-            zones,
-            live,
-            local_cluster,
-            settings: Arc::new(settings),
             dns_addr,
             admin_addr,
-            answer_cache_bytes: answer_cache_mb * 1024 * 1024,
-            log_format: args.log_format.or(log_format).unwrap_or_default(),
-            limits,
-            tls,
-        })
+            answer_cache_mb,
+            log_format,
+            limit_counts: (max_connections, max_in_flight),
+            limit_times: [idle_timeout, message_timeout, query_timeout],
+            tls: (tls_cert, tls_key, tls_addr),
+        }
     }
 }
 
