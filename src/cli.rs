@@ -20,12 +20,14 @@ use crate::metrics::Metrics;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
 use crate::model::budget::Budget;
-use crate::model::{Epoch, Model, Origin, Snapshot};
+use crate::model::objects::{Endpoint, ObjectKey, Service};
+use crate::model::{Entry, Epoch, Model, Origin, Snapshot};
 use crate::runtime::{Server, SettingsHandle, Sockets, SourceSetup};
 use crate::source::api;
 use crate::source::clusters_file::load_clusters_file;
 use crate::source::file::{
-    DirLoad, Severity, admission, initial_events_of, load_dir, within_budget,
+    ClusterLoad, ClusterObjects, DirLoad, Severity, admission, initial_events_of, load_dir,
+    within_budget,
 };
 use crate::source::live::{Links, LiveConfig};
 
@@ -95,23 +97,7 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
             zones.display()
         );
     }
-    let sockets = if mirror_only {
-        Sockets::admin_only(config.admin_addr)
-            .with_context(|| format!("binding admin on {}", config.admin_addr))?
-    } else {
-        let sockets = Sockets::bind(config.dns_addr, config.admin_addr).with_context(|| {
-            format!(
-                "binding DNS on {} and admin on {}",
-                config.dns_addr, config.admin_addr
-            )
-        })?;
-        match &config.tls {
-            Some(tls) => sockets
-                .with_tls(tls.addr)
-                .with_context(|| format!("binding DNS over TLS on {}", tls.addr))?,
-            None => sockets,
-        }
-    };
+    let sockets = bind(&config, mirror_only)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -139,21 +125,7 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
         )
         .context("installing the SIGHUP handler")?;
         tokio::spawn(reload);
-        // One machine-readable line so scripts learn the bound ports.
-        if mirror_only {
-            println!("listening admin={}", server.admin_addr);
-        } else if let Some(tls) = server.tls_addr {
-            println!(
-                "listening dns={} admin={} tls={tls}",
-                server.dns_addr, server.admin_addr
-            );
-        } else {
-            println!(
-                "listening dns={} admin={}",
-                server.dns_addr, server.admin_addr
-            );
-        }
-        let _ = std::io::stdout().flush();
+        print_listening(&server, mirror_only);
         let token = server.shutdown_token();
         tokio::spawn(async move {
             shutdown_signal().await;
@@ -166,6 +138,45 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
         info!(answered = metrics.answered_total(), "stopped");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Binds every socket `serve` needs before anything starts, so a busy port
+/// is an error with its address.
+fn bind(config: &Config, mirror_only: bool) -> anyhow::Result<Sockets> {
+    if mirror_only {
+        return Sockets::admin_only(config.admin_addr)
+            .with_context(|| format!("binding admin on {}", config.admin_addr));
+    }
+    let sockets = Sockets::bind(config.dns_addr, config.admin_addr).with_context(|| {
+        format!(
+            "binding DNS on {} and admin on {}",
+            config.dns_addr, config.admin_addr
+        )
+    })?;
+    match &config.tls {
+        Some(tls) => sockets
+            .with_tls(tls.addr)
+            .with_context(|| format!("binding DNS over TLS on {}", tls.addr)),
+        None => Ok(sockets),
+    }
+}
+
+/// One machine-readable line so scripts learn the bound ports.
+fn print_listening(server: &Server, mirror_only: bool) {
+    if mirror_only {
+        println!("listening admin={}", server.admin_addr);
+    } else if let Some(tls) = server.tls_addr {
+        println!(
+            "listening dns={} admin={} tls={tls}",
+            server.dns_addr, server.admin_addr
+        );
+    } else {
+        println!(
+            "listening dns={} admin={}",
+            server.dns_addr, server.admin_addr
+        );
+    }
+    let _ = std::io::stdout().flush();
 }
 
 /// The live source's setup: the local client now, so a bad kubeconfig
@@ -424,81 +435,7 @@ pub fn check_report(config: &Config, load: &DirLoad, snap: &Snapshot) -> String 
     let mut entries: Vec<_> = snap.entries.values().cloned().collect();
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     for c in &load.clusters {
-        let objects = &c.objects;
-        let endpoints: usize = objects.slices.values().map(|s| s.endpoints.len()).sum();
-        let ready: usize = objects
-            .slices
-            .values()
-            .map(|s| s.endpoints.iter().filter(|e| e.ready).count())
-            .sum();
-        let _ = writeln!(
-            out,
-            "\ncluster {} ({}): {}, {} exported or federated, {} not exported, {} ({ready} ready)",
-            c.name,
-            if c.local { "local" } else { "remote" },
-            plural(c.files, "file"),
-            plural(objects.services.len(), "service"),
-            c.not_exported,
-            plural(endpoints, "endpoint"),
-        );
-        if let Some(gw) = &objects.gateway {
-            let addrs: Vec<String> = gw.addresses.iter().map(ToString::to_string).collect();
-            let _ = writeln!(
-                out,
-                "  gateway {} port {}",
-                if addrs.is_empty() {
-                    "(no address)".to_owned()
-                } else {
-                    addrs.join(",")
-                },
-                gw.port.map_or("(none)".to_owned(), |p| p.to_string())
-            );
-        }
-        for (key, svc) in &objects.services {
-            let mode = match (svc.export, svc.federated) {
-                (Some(m), true) => format!("{}+federated", m.as_str()),
-                (Some(m), false) => m.as_str().to_owned(),
-                (None, _) => "federated".to_owned(),
-            };
-            let ports: Vec<String> = svc.ports.iter().map(ToString::to_string).collect();
-            let eps: Vec<&crate::model::objects::Endpoint> = objects
-                .slices
-                .values()
-                .filter(|s| s.key.namespace == key.namespace && s.service == key.name)
-                .flat_map(|s| &s.endpoints)
-                .collect();
-            let ready = eps.iter().filter(|e| e.ready).count();
-            let _ = writeln!(
-                out,
-                "  service {key} {mode}{} ports {} endpoints {ready}/{} ready",
-                if svc.headless { " headless" } else { "" },
-                if ports.is_empty() {
-                    "-".to_owned()
-                } else {
-                    ports.join(",")
-                },
-                eps.len()
-            );
-        }
-        for m in objects.mirrors.values() {
-            let ips: Vec<String> = m.cluster_ips.iter().map(ToString::to_string).collect();
-            let _ = writeln!(
-                out,
-                "  mirror {} of cluster {} clusterIP {}",
-                m.key,
-                m.cluster,
-                ips.join(",")
-            );
-        }
-        for e in entries
-            .iter()
-            .filter(|e| matches!(&e.origin, Origin::Cluster { name, .. } if *name == c.name))
-        {
-            let _ = writeln!(out, "  name {}. {}", e.name, describe_entry(e));
-        }
-        for (kind, n) in &c.skipped {
-            let _ = writeln!(out, "  skipped {n} × {kind}");
-        }
+        cluster_report(&mut out, c, &entries);
     }
     let federated: Vec<_> = entries
         .iter()
@@ -535,6 +472,90 @@ pub fn check_report(config: &Config, load: &DirLoad, snap: &Snapshot) -> String 
         plural(problems.len() - errors, "warning")
     );
     out
+}
+
+/// `check`'s lines about one cluster directory.
+fn cluster_report(out: &mut String, c: &ClusterLoad, entries: &[Arc<Entry>]) {
+    let objects = &c.objects;
+    let endpoints: usize = objects.slices.values().map(|s| s.endpoints.len()).sum();
+    let ready: usize = objects
+        .slices
+        .values()
+        .map(|s| s.endpoints.iter().filter(|e| e.ready).count())
+        .sum();
+    let _ = writeln!(
+        out,
+        "\ncluster {} ({}): {}, {} exported or federated, {} not exported, {} ({ready} ready)",
+        c.name,
+        if c.local { "local" } else { "remote" },
+        plural(c.files, "file"),
+        plural(objects.services.len(), "service"),
+        c.not_exported,
+        plural(endpoints, "endpoint"),
+    );
+    if let Some(gw) = &objects.gateway {
+        let addrs: Vec<String> = gw.addresses.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  gateway {} port {}",
+            if addrs.is_empty() {
+                "(no address)".to_owned()
+            } else {
+                addrs.join(",")
+            },
+            gw.port.map_or("(none)".to_owned(), |p| p.to_string())
+        );
+    }
+    for (key, svc) in &objects.services {
+        service_line(out, objects, key, svc);
+    }
+    for m in objects.mirrors.values() {
+        let ips: Vec<String> = m.cluster_ips.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  mirror {} of cluster {} clusterIP {}",
+            m.key,
+            m.cluster,
+            ips.join(",")
+        );
+    }
+    for e in entries
+        .iter()
+        .filter(|e| matches!(&e.origin, Origin::Cluster { name, .. } if *name == c.name))
+    {
+        let _ = writeln!(out, "  name {}. {}", e.name, describe_entry(e));
+    }
+    for (kind, n) in &c.skipped {
+        let _ = writeln!(out, "  skipped {n} × {kind}");
+    }
+}
+
+/// `check`'s line about one service of a cluster.
+fn service_line(out: &mut String, objects: &ClusterObjects, key: &ObjectKey, svc: &Service) {
+    let mode = match (svc.export, svc.federated) {
+        (Some(m), true) => format!("{}+federated", m.as_str()),
+        (Some(m), false) => m.as_str().to_owned(),
+        (None, _) => "federated".to_owned(),
+    };
+    let ports: Vec<String> = svc.ports.iter().map(ToString::to_string).collect();
+    let eps: Vec<&Endpoint> = objects
+        .slices
+        .values()
+        .filter(|s| s.key.namespace == key.namespace && s.service == key.name)
+        .flat_map(|s| &s.endpoints)
+        .collect();
+    let ready = eps.iter().filter(|e| e.ready).count();
+    let _ = writeln!(
+        out,
+        "  service {key} {mode}{} ports {} endpoints {ready}/{} ready",
+        if svc.headless { " headless" } else { "" },
+        if ports.is_empty() {
+            "-".to_owned()
+        } else {
+            ports.join(",")
+        },
+        eps.len()
+    );
 }
 
 fn dump(args: &ZoneArgs) -> anyhow::Result<ExitCode> {
