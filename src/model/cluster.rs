@@ -167,6 +167,84 @@ impl Cluster {
             .into_iter()
             .flat_map(|m| m.values())
     }
+
+    /// Applies an event about one of this cluster's objects (`name` is the
+    /// cluster's), recording what it touched into `dirty`.
+    fn apply(&mut self, name: Arc<str>, event: Event, dirty: &mut Dirty) {
+        match event {
+            Event::ClusterUp { .. } | Event::ClusterDown { .. } => {}
+            Event::Health { health, .. } => {
+                if self.health != health {
+                    self.health = health;
+                    dirty.health.insert(name);
+                }
+            }
+            Event::ServiceApplied { service, .. } => {
+                let key = service.key.clone();
+                if self.services.get(&key) != Some(&service) {
+                    self.services.insert(key.clone(), service);
+                    dirty.services.insert((name, key));
+                }
+            }
+            Event::ServiceDeleted { key, .. } => {
+                if self.services.remove(&key).is_some() {
+                    dirty.services.insert((name, key));
+                }
+            }
+            Event::SliceApplied { slice, .. } => self.slice_applied(name, slice, dirty),
+            Event::SliceDeleted { key, .. } => {
+                if let Some(service) = remove_slice(self, &key) {
+                    dirty.services.insert((name, service));
+                }
+            }
+            Event::MirrorApplied { mirror, .. } => {
+                let old = self.mirrors.insert(mirror.key.clone(), mirror.clone());
+                if old.as_ref() != Some(&mirror) {
+                    dirty
+                        .services
+                        .extend(old.iter().chain(Some(&mirror)).filter_map(mirror_target));
+                }
+            }
+            Event::MirrorDeleted { key, .. } => {
+                if let Some(target) = self.mirrors.remove(&key).as_ref().and_then(mirror_target) {
+                    dirty.services.insert(target);
+                }
+            }
+            Event::GatewayApplied { gateway, .. } => {
+                if self.gateway != gateway {
+                    self.gateway = gateway;
+                    dirty.services.extend(
+                        self.services
+                            .values()
+                            .filter(|s| s.export == Some(ExportMode::Gateway))
+                            .map(|s| (name.clone(), s.key.clone())),
+                    );
+                }
+            }
+        }
+    }
+
+    fn slice_applied(&mut self, name: Arc<str>, slice: Slice, dirty: &mut Dirty) {
+        let service = ObjectKey {
+            namespace: slice.key.namespace.clone(),
+            name: slice.service.clone(),
+        };
+        // A slice can move to another service only by being recreated, but
+        // handle a relabel all the same.
+        if let Some(old) = self.slice_service.get(&slice.key).cloned()
+            && old != service
+        {
+            remove_slice(self, &slice.key);
+            dirty.services.insert((name.clone(), old));
+        }
+        let group = self.slices.entry(service.clone()).or_default();
+        if group.get(&slice.key.name) != Some(&slice) {
+            self.slice_service
+                .insert(slice.key.clone(), service.clone());
+            group.insert(slice.key.name.clone(), slice);
+            dirty.services.insert((name, service));
+        }
+    }
 }
 
 /// What an applied batch of events touched.
@@ -216,114 +294,45 @@ impl ClusterSet {
             warn!(cluster = %name, error = %e, "ignoring an event for an invalid cluster");
             return;
         }
-        if let Event::ClusterUp { cluster, local } = &event {
-            match self.clusters.get_mut(cluster) {
-                Some(c) if c.local != *local => {
-                    c.local = *local;
-                    dirty
-                        .services
-                        .extend(c.services.keys().map(|k| (cluster.clone(), k.clone())));
-                }
-                Some(_) => {}
-                None => {
-                    let id = self.next_id;
-                    self.next_id += 1;
-                    self.clusters
-                        .insert(cluster.clone(), Cluster::new(cluster.clone(), id, *local));
-                    dirty.health.insert(cluster.clone());
-                }
-            }
-            return;
+        match event {
+            Event::ClusterUp { cluster, local } => self.cluster_up(cluster, local, dirty),
+            Event::ClusterDown { cluster } => self.cluster_down(&cluster, dirty),
+            event => match self.clusters.get_mut(&name) {
+                Some(c) => c.apply(name, event, dirty),
+                None => warn!(cluster = %name, "event for a cluster that is not up; ignored"),
+            },
         }
-        if let Event::ClusterDown { cluster } = &event {
-            if let Some(c) = self.clusters.remove(cluster) {
+    }
+
+    fn cluster_up(&mut self, cluster: Arc<str>, local: bool, dirty: &mut Dirty) {
+        match self.clusters.get_mut(&cluster) {
+            Some(c) if c.local != local => {
+                c.local = local;
                 dirty
                     .services
                     .extend(c.services.keys().map(|k| (cluster.clone(), k.clone())));
-                // The local cluster's mirrors answered for other clusters.
-                dirty
-                    .services
-                    .extend(c.mirrors.values().filter_map(mirror_target));
-                dirty.health.insert(cluster.clone());
             }
-            return;
+            Some(_) => {}
+            None => {
+                let id = self.next_id;
+                self.next_id += 1;
+                self.clusters
+                    .insert(cluster.clone(), Cluster::new(cluster.clone(), id, local));
+                dirty.health.insert(cluster);
+            }
         }
-        let Some(c) = self.clusters.get_mut(&name) else {
-            warn!(cluster = %name, "event for a cluster that is not up; ignored");
-            return;
-        };
-        match event {
-            Event::ClusterUp { .. } | Event::ClusterDown { .. } => {}
-            Event::Health { health, .. } => {
-                if c.health != health {
-                    c.health = health;
-                    dirty.health.insert(name);
-                }
-            }
-            Event::ServiceApplied { service, .. } => {
-                let key = service.key.clone();
-                if c.services.get(&key) != Some(&service) {
-                    c.services.insert(key.clone(), service);
-                    dirty.services.insert((name, key));
-                }
-            }
-            Event::ServiceDeleted { key, .. } => {
-                if c.services.remove(&key).is_some() {
-                    dirty.services.insert((name, key));
-                }
-            }
-            Event::SliceApplied { slice, .. } => {
-                let service = ObjectKey {
-                    namespace: slice.key.namespace.clone(),
-                    name: slice.service.clone(),
-                };
-                // A slice can move to another service only by being
-                // recreated, but handle a relabel all the same.
-                if let Some(old) = c.slice_service.get(&slice.key).cloned()
-                    && old != service
-                {
-                    remove_slice(c, &slice.key);
-                    dirty.services.insert((name.clone(), old));
-                }
-                let group = c.slices.entry(service.clone()).or_default();
-                if group.get(&slice.key.name) != Some(&slice) {
-                    c.slice_service.insert(slice.key.clone(), service.clone());
-                    group.insert(slice.key.name.clone(), slice);
-                    dirty.services.insert((name, service));
-                }
-            }
-            Event::SliceDeleted { key, .. } => {
-                if let Some(service) = remove_slice(c, &key) {
-                    dirty.services.insert((name, service));
-                }
-            }
-            Event::MirrorApplied { mirror, .. } => {
-                let key = mirror.key.clone();
-                let old = c.mirrors.insert(key.clone(), mirror.clone());
-                if old.as_ref() != Some(&mirror) {
-                    for m in old.iter().chain(Some(&mirror)) {
-                        if let Some(target) = mirror_target(m) {
-                            dirty.services.insert(target);
-                        }
-                    }
-                }
-            }
-            Event::MirrorDeleted { key, .. } => {
-                if let Some(target) = c.mirrors.remove(&key).as_ref().and_then(mirror_target) {
-                    dirty.services.insert(target);
-                }
-            }
-            Event::GatewayApplied { gateway, .. } => {
-                if c.gateway != gateway {
-                    c.gateway = gateway;
-                    dirty.services.extend(
-                        c.services
-                            .values()
-                            .filter(|s| s.export == Some(ExportMode::Gateway))
-                            .map(|s| (name.clone(), s.key.clone())),
-                    );
-                }
-            }
+    }
+
+    fn cluster_down(&mut self, cluster: &Arc<str>, dirty: &mut Dirty) {
+        if let Some(c) = self.clusters.remove(cluster) {
+            dirty
+                .services
+                .extend(c.services.keys().map(|k| (cluster.clone(), k.clone())));
+            // The local cluster's mirrors answered for other clusters.
+            dirty
+                .services
+                .extend(c.mirrors.values().filter_map(mirror_target));
+            dirty.health.insert(cluster.clone());
         }
     }
 
