@@ -32,6 +32,7 @@ struct Counting;
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: forwards to the system allocator unchanged.
+#[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);

@@ -275,6 +275,7 @@ async fn big_answers_over_tcp_and_tls_carry_what_fits_and_successive_queries_ser
 }
 
 /// Sends SIGHUP to the server.
+#[allow(unsafe_code)]
 fn hangup(s: &Served) {
     // SAFETY: kill(2) on our own child's pid.
     let rc = unsafe { libc::kill(s.child.id() as libc::pid_t, libc::SIGHUP) };

@@ -28,6 +28,7 @@ impl Proc {
         Self { served, log }
     }
 
+    #[allow(unsafe_code)]
     fn signal(&self, sig: libc::c_int) {
         // SAFETY: kill(2) on our own child's pid.
         let rc = unsafe { libc::kill(self.served.child.id() as libc::pid_t, sig) };

@@ -57,6 +57,10 @@
 //! by other processes, second by second where queries were lost or slow) is
 //! written to stderr directly, so it shows without `--nocapture`.
 
+// ppoll(2) and sysconf(3) for the CPU and readiness figures; each unsafe
+// block states its invariant.
+#![allow(unsafe_code)]
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::OsStr;
 use std::io::Write as _;
