@@ -23,8 +23,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use clusterset_dns::cli::load_model;
 use clusterset_dns::config::{Config, ZoneArgs};
 use clusterset_dns::dns::name::QName;
+use clusterset_dns::dns::stats::DnsStats;
 use clusterset_dns::dns::{Handler, Local, Transport};
-use clusterset_dns::metrics::Metrics;
 
 /// The system allocator, counting allocations.
 struct Counting;
@@ -94,7 +94,7 @@ fn handler(cache_bytes: u64) -> Handler {
     let (_, snapshot) = load_model(&config).expect("demo zones load");
     Handler::new(
         Arc::new(ArcSwap::new(snapshot)),
-        Arc::new(Metrics::default()),
+        Arc::new(DnsStats::default()),
         cache_bytes,
     )
 }

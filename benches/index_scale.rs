@@ -32,8 +32,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 
+use clusterset_dns::dns::stats::DnsStats;
 use clusterset_dns::dns::{Handler, Local, Transport};
-use clusterset_dns::metrics::Metrics;
 use clusterset_dns::model::objects::Slice;
 use clusterset_dns::model::{Epoch, Event, Model, Settings};
 use clusterset_dns::source::file::{initial_events, load_dir};
@@ -303,7 +303,7 @@ fn changes_and_queries(zones: &Path, changes: usize) -> ChangeReport {
             }
         }
     }
-    let handler = Handler::new(published.clone(), Arc::new(Metrics::default()), 64 << 20);
+    let handler = Handler::new(published.clone(), Arc::new(DnsStats::default()), 64 << 20);
     let idle = ask_for(
         &handler,
         &others,

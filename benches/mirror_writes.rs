@@ -186,11 +186,9 @@ impl Running {
     fn metrics(&self) -> String {
         match self {
             Running::Process { admin, .. } => http_get(*admin, "/metrics").1,
-            Running::InProcess(server) => {
-                let mut out = String::new();
-                server.shared.mirror.render(&mut out);
-                out
-            }
+            Running::InProcess(server) => clusterset_dns::metrics::Metrics::new(&server.shared)
+                .encode()
+                .unwrap_or_default(),
         }
     }
 

@@ -1,5 +1,5 @@
-//! The admin HTTP server: `/live`, `/ready`, `/metrics` (Prometheus text)
-//! and `/debug/clusters` (per-cluster status as JSON).
+//! The admin HTTP server: `/live`, `/ready`, `/metrics` (Prometheus text,
+//! encoded by `metrics`) and `/debug/clusters` (per-cluster status as JSON).
 //!
 //! Thin: it reads the shared state and renders; it must not change anything.
 
@@ -14,14 +14,16 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{CONTENT_TYPE, Metrics};
 use crate::runtime::Shared;
 
 /// The admin routes.
 pub fn router(shared: Arc<Shared>) -> Router {
+    let registry = Arc::new(Metrics::new(&shared));
     Router::new()
         .route("/live", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(move || metrics(registry.clone())))
         .route("/debug/clusters", get(debug_clusters))
         .with_state(shared)
 }
@@ -45,20 +47,17 @@ async fn debug_clusters(State(shared): State<Arc<Shared>>) -> impl IntoResponse 
     ([(header::CONTENT_TYPE, "application/json")], text)
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    let snap = shared.snapshot.load();
-    let mut body = shared
-        .metrics
-        .render(&snap, shared.ready.load(Ordering::Acquire));
-    shared.board.render_metrics(&mut body);
-    shared.mirror.render(&mut body);
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        body,
-    )
+async fn metrics(registry: Arc<Metrics>) -> impl IntoResponse {
+    match registry.encode() {
+        Ok(body) => (StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], body),
+        // Only a collector can fail an encode into a String; say so rather
+        // than serve half a scrape.
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "metrics could not be encoded\n".to_owned(),
+        ),
+    }
 }
 
 /// Serves the admin routes on `listener` until `shutdown`.

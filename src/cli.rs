@@ -16,13 +16,12 @@ use tracing::{error, info, warn};
 use crate::config::{Config, LiveOptions, LogFormat, MirrorOptions, ServeArgs, ZoneArgs};
 use crate::dns::zonefile;
 use crate::filewatch::FileWatch;
-use crate::metrics::Metrics;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
 use crate::model::budget::Budget;
 use crate::model::objects::{Endpoint, ObjectKey, Service};
 use crate::model::{Entry, Epoch, Model, Origin, Snapshot};
-use crate::runtime::{Server, SettingsHandle, Sockets, SourceSetup};
+use crate::runtime::{ConfigReloads, Server, SettingsHandle, Sockets, SourceSetup};
 use crate::source::api;
 use crate::source::clusters_file::load_clusters_file;
 use crate::source::file::{
@@ -121,7 +120,7 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
             args.clone(),
             config.clone(),
             server.settings_handle(),
-            server.shared.metrics.clone(),
+            server.shared.config_reloads.clone(),
         )
         .context("installing the SIGHUP handler")?;
         tokio::spawn(reload);
@@ -131,11 +130,11 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
             shutdown_signal().await;
             token.cancel();
         });
-        let metrics = server.shared.metrics.clone();
+        let stats = server.shared.dns.clone();
         server.wait().await;
         info!("stopping: no new connections; finishing the queries and writes in hand");
         server.stop().await;
-        info!(answered = metrics.answered_total(), "stopped");
+        info!(answered = stats.answered_total(), "stopped");
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -244,7 +243,7 @@ fn reload_on_signal_or_change(
     args: ServeArgs,
     mut running: Config,
     handle: SettingsHandle,
-    metrics: Arc<Metrics>,
+    reloads: Arc<ConfigReloads>,
 ) -> std::io::Result<impl std::future::Future<Output = ()>> {
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let path = args.zone.config.clone();
@@ -269,7 +268,7 @@ fn reload_on_signal_or_change(
             // refusal is reported, as each follows a change or a signal.
             match Config::resolve(&args) {
                 Err(e) => {
-                    metrics.config_reload(false);
+                    reloads.config_reload(false);
                     error!(reason = why, error = %e, "configuration not reloaded; the running configuration stays");
                 }
                 Ok(new) => {
@@ -280,7 +279,7 @@ fn reload_on_signal_or_change(
                         );
                     }
                     handle.set(new.settings.clone());
-                    metrics.config_reload(true);
+                    reloads.config_reload(true);
                     info!(reason = why, "configuration reloaded");
                     running.settings = new.settings;
                 }

@@ -1,428 +1,269 @@
-//! Counters and their Prometheus text rendering.
+//! `/metrics`: one `prometheus-client` registry for the whole process,
+//! encoded in the Prometheus text format (0.0.4).
 //!
-//! The query path only touches fixed arrays of atomics (no label lookup, no
-//! lock, no allocation); labelled counters that change rarely (per cluster,
-//! per skipped kind) sit behind a mutex. Gauges about names come from the
-//! snapshot at scrape time. This module must not decide what to count; its
-//! callers do.
+//! Owns every metric name, help text and label name, and nothing that is
+//! counted: its collectors read, at scrape time, the DNS layer's atomics
+//! (`dns::stats`), the snapshot and readiness, the sources' status board
+//! (`source::status`) and the mirror's counters (`mirror::stats`). So the
+//! query path costs what it did (a relaxed atomic add) and the encoder is
+//! the crate's, which escapes every label value. It must not count, decide
+//! or hold state of its own; label values come only from fixed sets and
+//! validated cluster names, never from input text.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-use crate::dns::Transport;
-use crate::dns::answer::Note;
-use crate::dns::wire::{Fit, Rcode, rtype};
-use crate::model::Snapshot;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
 
-const QTYPES: [(u16, &str); 11] = [
-    (rtype::A, "A"),
-    (rtype::AAAA, "AAAA"),
-    (rtype::SRV, "SRV"),
-    (rtype::PTR, "PTR"),
-    (rtype::SOA, "SOA"),
-    (rtype::NS, "NS"),
-    (rtype::TXT, "TXT"),
-    (rtype::ANY, "ANY"),
-    (rtype::AXFR, "AXFR"),
-    (rtype::IXFR, "IXFR"),
-    (rtype::HTTPS, "HTTPS"),
-];
-/// Column for any other type, and one for packets with no readable type.
-const OTHER: usize = QTYPES.len();
-const NONE: usize = QTYPES.len() + 1;
-const RCODES: [Rcode; 7] = [
-    Rcode::NoError,
-    Rcode::NxDomain,
-    Rcode::ServFail,
-    Rcode::Refused,
-    Rcode::FormErr,
-    Rcode::NotImp,
-    Rcode::BadVers,
-];
+use crate::dns::stats::{DnsCounts, DnsStats};
+use crate::mirror::stats::MirrorStats;
+use crate::runtime::Shared;
+use crate::source::status::{ClusterReport, StatusBoard};
 
-/// Every counter of the process.
-#[derive(Debug, Default)]
+/// The `Content-Type` of a scrape: the Prometheus text format 0.0.4.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
+
+/// The process's registry: DNS, the model, the sources and the mirror.
+#[derive(Debug)]
 pub struct Metrics {
-    queries: [[AtomicU64; RCODES.len()]; QTYPES.len() + 2],
-    truncated: AtomicU64,
-    additional_trimmed: AtomicU64,
-    capped: [AtomicU64; Transport::ALL.len()],
-    dropped: AtomicU64,
-    cache_hits: AtomicU64,
-    cache_misses: AtomicU64,
-    config_reloads: AtomicU64,
-    config_reload_errors: AtomicU64,
-    fail_open: AtomicU64,
-    stale: AtomicU64,
-    reload_errors: Mutex<BTreeMap<String, u64>>,
-    invalid_documents: AtomicU64,
-    skipped_objects: Mutex<BTreeMap<String, u64>>,
-    limit_hits: [AtomicU64; Limit::ALL.len()],
-    connections_open: [AtomicU64; 2],
-    tls_handshake_failures: AtomicU64,
-    tls_reloads: AtomicU64,
-    tls_reload_errors: AtomicU64,
-}
-
-/// A resource limit of the stream listeners (TCP and DNS over TLS); each has
-/// its own `limit` label on `clusterset_dns_limit_hits_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
-    /// A connection refused because `max-connections` are open.
-    Connections,
-    /// A connection closed after `idle-timeout` without a query.
-    IdleTimeout,
-    /// A connection closed because a started message (or TLS handshake) did
-    /// not arrive whole within `message-timeout`.
-    MessageTimeout,
-    /// Reading paused because `max-in-flight` answers awaited the client.
-    InFlight,
-    /// A connection closed because a query was not answered and written
-    /// within `query-timeout` (the client did not read its answers).
-    QueryTimeout,
-}
-
-impl Limit {
-    /// Every limit, in label order.
-    pub const ALL: [Limit; 5] = [
-        Limit::Connections,
-        Limit::IdleTimeout,
-        Limit::MessageTimeout,
-        Limit::InFlight,
-        Limit::QueryTimeout,
-    ];
-
-    /// The `limit` label value.
-    pub fn label(self) -> &'static str {
-        match self {
-            Limit::Connections => "connections",
-            Limit::IdleTimeout => "idle_timeout",
-            Limit::MessageTimeout => "message_timeout",
-            Limit::InFlight => "in_flight",
-            Limit::QueryTimeout => "query_timeout",
-        }
-    }
-}
-
-/// A stream transport, for the open-connections gauge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    /// DNS over TCP.
-    Tcp,
-    /// DNS over TLS.
-    Tls,
-}
-
-impl Stream {
-    fn index(self) -> usize {
-        match self {
-            Stream::Tcp => 0,
-            Stream::Tls => 1,
-        }
-    }
-}
-
-/// Writes the HELP and TYPE lines of a metric family.
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-fn qtype_index(qtype: Option<u16>) -> usize {
-    match qtype {
-        None => NONE,
-        Some(t) => QTYPES
-            .iter()
-            .position(|(code, _)| *code == t)
-            .unwrap_or(OTHER),
-    }
-}
-
-fn rcode_index(rcode: Rcode) -> usize {
-    RCODES.iter().position(|r| *r == rcode).unwrap_or(0)
+    registry: Registry,
 }
 
 impl Metrics {
-    /// Counts an answered query.
-    pub fn query(&self, qtype: Option<u16>, rcode: Rcode) {
-        self.queries[qtype_index(qtype)][rcode_index(rcode)].fetch_add(1, Ordering::Relaxed);
+    /// A registry whose collectors read `shared` at each scrape.
+    pub fn new(shared: &Arc<Shared>) -> Self {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Dns(shared.dns.clone())));
+        registry.register_collector(Box::new(Server(shared.clone())));
+        registry.register_collector(Box::new(Sources(shared.board.clone())));
+        registry.register_collector(Box::new(Mirror(shared.mirror.clone())));
+        Self { registry }
     }
 
-    /// Counts what encoding and answering had to do for an answer sent
-    /// over `transport`.
-    pub fn answered(&self, fit: Fit, note: Note, transport: Transport) {
-        if fit.truncated {
-            self.truncated.fetch_add(1, Ordering::Relaxed);
-        } else if note.capped {
-            // A truncated answer carried no records at all: counted above.
-            self.capped[transport as usize].fetch_add(1, Ordering::Relaxed);
-        }
-        if fit.additional_dropped > 0 {
-            self.additional_trimmed.fetch_add(1, Ordering::Relaxed);
-        }
-        if note.fail_open {
-            self.fail_open.fetch_add(1, Ordering::Relaxed);
-        }
-        if note.stale {
-            self.stale.fetch_add(1, Ordering::Relaxed);
-        }
+    /// Every metric in the Prometheus text format.
+    pub fn encode(&self) -> Result<String, fmt::Error> {
+        let mut out = String::with_capacity(8192);
+        prometheus_text::encode(&mut out, &self.registry)?;
+        Ok(out)
     }
+}
 
-    /// Counts a plain query answered from the response cache.
-    pub fn cache_hit(&self) {
-        self.cache_hits.fetch_add(1, Ordering::Relaxed);
+/// A sample value: counts stay integers in the text (`10`, not `10.0`).
+#[derive(Debug, Clone, Copy)]
+enum Num {
+    Int(u64),
+    Real(f64),
+}
+
+impl From<u64> for Num {
+    fn from(n: u64) -> Self {
+        Num::Int(n)
     }
+}
 
-    /// Counts a plain query the response cache could not answer.
-    pub fn cache_miss(&self) {
-        self.cache_misses.fetch_add(1, Ordering::Relaxed);
+impl From<usize> for Num {
+    fn from(n: usize) -> Self {
+        Num::Int(n as u64)
     }
+}
 
-    /// Counts a configuration reload that was applied (`ok`) or refused.
-    pub fn config_reload(&self, ok: bool) {
-        let counter = if ok {
-            &self.config_reloads
-        } else {
-            &self.config_reload_errors
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Queries answered so far, every type and rcode.
-    pub fn answered_total(&self) -> u64 {
-        self.queries
-            .iter()
-            .flatten()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum()
-    }
-
-    /// Counts a packet that got no response.
-    pub fn dropped(&self) {
-        self.dropped.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts a limit being hit.
-    pub fn limit_hit(&self, limit: Limit) {
-        self.limit_hits[limit as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Times `limit` was hit so far.
-    pub fn limit_hits(&self, limit: Limit) -> u64 {
-        self.limit_hits[limit as usize].load(Ordering::Relaxed)
-    }
-
-    /// Counts a connection opened (`true`) or closed on `stream`.
-    pub fn connection(&self, stream: Stream, open: bool) {
-        let gauge = &self.connections_open[stream.index()];
-        if open {
-            gauge.fetch_add(1, Ordering::Relaxed);
-        } else {
-            gauge.fetch_sub(1, Ordering::Relaxed);
+impl Num {
+    fn encode(self, m: MetricEncoder, kind: MetricType) -> fmt::Result {
+        match (kind, self) {
+            (MetricType::Counter, Num::Int(n)) => ConstCounter::new(n).encode(m),
+            (MetricType::Counter, Num::Real(x)) => ConstCounter::new(x).encode(m),
+            (_, Num::Int(n)) => ConstGauge::new(n).encode(m),
+            (_, Num::Real(x)) => ConstGauge::new(x).encode(m),
         }
     }
+}
 
-    /// Counts a TLS handshake that failed or timed out.
-    pub fn tls_handshake_failed(&self) {
-        self.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+/// The name to give the crate: it appends `_total` to a counter's name
+/// itself, and the names here are written as they are scraped.
+fn registered(name: &str, kind: MetricType) -> &str {
+    match kind {
+        MetricType::Counter => name.strip_suffix("_total").unwrap_or(name),
+        _ => name,
     }
+}
 
-    /// Counts a certificate reload that was applied (`ok`) or refused.
-    pub fn tls_reload(&self, ok: bool) {
-        let counter = if ok {
-            &self.tls_reloads
-        } else {
-            &self.tls_reload_errors
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+/// A family of one sample without labels.
+fn single(
+    enc: &mut DescriptorEncoder,
+    (name, kind, help): (&str, MetricType, &str),
+    value: impl Into<Num>,
+) -> fmt::Result {
+    let m = enc.encode_descriptor(registered(name, kind), help, None, kind)?;
+    value.into().encode(m, kind)
+}
+
+/// A family of one sample per label set in `rows`.
+fn family<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    (name, kind, help): (&str, MetricType, &str),
+    rows: impl IntoIterator<Item = (L, Num)>,
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(registered(name, kind), help, None, kind)?;
+    for (labels, value) in rows {
+        value.encode(m.encode_family(&labels)?, kind)?;
     }
+    Ok(())
+}
 
-    /// Counts a reload of `cluster` that failed and kept the old data.
-    pub fn reload_error(&self, cluster: &str) {
-        if let Ok(mut m) = self.reload_errors.lock() {
-            *m.entry(cluster.to_owned()).or_default() += 1;
-        }
-    }
+const COUNTER: MetricType = MetricType::Counter;
+const GAUGE: MetricType = MetricType::Gauge;
 
-    /// Counts documents that could not be used.
-    pub fn invalid_documents(&self, n: u64) {
-        self.invalid_documents.fetch_add(n, Ordering::Relaxed);
-    }
+/// Name, help and reading of a family of one sample.
+type Plain<T> = (&'static str, &'static str, fn(&T) -> u64);
 
-    /// Counts objects of kinds the source does not read.
-    pub fn skipped(&self, kind: &str, n: u64) {
-        if let Ok(mut m) = self.skipped_objects.lock() {
-            *m.entry(kind.to_owned()).or_default() += n;
-        }
-    }
+/// The DNS layer's counters without labels.
+const DNS_COUNTERS: [Plain<DnsCounts>; 10] = [
+    (
+        "clusterset_dns_tls_handshake_failures_total",
+        "DNS-over-TLS handshakes that failed or did not finish within message-timeout.",
+        |c| c.tls_handshake_failures,
+    ),
+    (
+        "clusterset_dns_tls_cert_reloads_total",
+        "DNS-over-TLS certificate reloads applied (the files changed).",
+        |c| c.tls_reloads,
+    ),
+    (
+        "clusterset_dns_tls_cert_reload_errors_total",
+        "DNS-over-TLS certificate reloads refused (unreadable or mismatched files); the previous certificate stays.",
+        |c| c.tls_reload_errors,
+    ),
+    (
+        "clusterset_dns_responses_truncated_total",
+        "UDP responses sent with TC=1 because the answer did not fit.",
+        |c| c.truncated,
+    ),
+    (
+        "clusterset_dns_additional_trimmed_total",
+        "Responses whose Additional section was trimmed to fit (no TC).",
+        |c| c.additional_trimmed,
+    ),
+    (
+        "clusterset_dns_packets_dropped_total",
+        "Packets answered with nothing: shorter than a header, or responses.",
+        |c| c.dropped,
+    ),
+    (
+        "clusterset_dns_answer_cache_hits_total",
+        "Plain queries answered from pre-encoded responses.",
+        |c| c.cache_hits,
+    ),
+    (
+        "clusterset_dns_answer_cache_misses_total",
+        "Plain queries the response cache did not hold (answered by the general path).",
+        |c| c.cache_misses,
+    ),
+    (
+        "clusterset_dns_federated_fail_open_total",
+        "Federated answers that served the last-known union because every member was unhealthy.",
+        |c| c.fail_open,
+    ),
+    (
+        "clusterset_dns_stale_answers_total",
+        "Answers served from a cluster whose watch is broken.",
+        |c| c.stale,
+    ),
+];
 
-    /// Renders every metric in the Prometheus text format.
-    pub fn render(&self, snap: &Snapshot, ready: bool) -> String {
-        let mut out = String::with_capacity(4096);
+/// The DNS layer's counters.
+#[derive(Debug)]
+struct Dns(Arc<DnsStats>);
+
+impl Collector for Dns {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let c = self.0.read();
         family(
-            &mut out,
-            "clusterset_dns_queries_total",
-            "counter",
-            "DNS queries answered, by query type and response code.",
-        );
-        for (qi, row) in self.queries.iter().enumerate() {
-            let qtype = match qi {
-                OTHER => "other",
-                NONE => "none",
-                _ => QTYPES[qi].1,
-            };
-            for (ri, count) in row.iter().enumerate() {
-                let v = count.load(Ordering::Relaxed);
-                if v > 0 {
-                    let _ = writeln!(
-                        out,
-                        "clusterset_dns_queries_total{{qtype=\"{qtype}\",rcode=\"{}\"}} {v}",
-                        RCODES[ri].name()
-                    );
-                }
-            }
+            &mut enc,
+            (
+                "clusterset_dns_queries_total",
+                COUNTER,
+                "DNS queries answered, by query type and response code.",
+            ),
+            c.queries
+                .iter()
+                .map(|(qtype, rcode, n)| ([("qtype", *qtype), ("rcode", *rcode)], Num::Int(*n))),
+        )?;
+        for (name, help, get) in DNS_COUNTERS {
+            single(&mut enc, (name, COUNTER, help), get(&c))?;
         }
-        let counters: [(&str, &str, &AtomicU64); 13] = [
+        family(
+            &mut enc,
             (
-                "clusterset_dns_tls_handshake_failures_total",
-                "DNS-over-TLS handshakes that failed or did not finish within message-timeout.",
-                &self.tls_handshake_failures,
+                "clusterset_dns_answers_capped_total",
+                COUNTER,
+                "Answers that carried fewer records of their RRset than it has (too large for one answer, or above max-answer-records); successive queries get the others.",
             ),
+            c.capped
+                .iter()
+                .map(|(t, n)| ([("transport", t.label())], Num::Int(*n))),
+        )?;
+        family(
+            &mut enc,
             (
-                "clusterset_dns_tls_cert_reloads_total",
-                "DNS-over-TLS certificate reloads applied (the files changed).",
-                &self.tls_reloads,
+                "clusterset_dns_limit_hits_total",
+                COUNTER,
+                "Times a TCP/TLS resource limit was hit (see README, Limits).",
             ),
+            c.limit_hits
+                .iter()
+                .map(|(l, n)| ([("limit", l.label())], Num::Int(*n))),
+        )?;
+        family(
+            &mut enc,
             (
-                "clusterset_dns_tls_cert_reload_errors_total",
-                "DNS-over-TLS certificate reloads refused (unreadable or mismatched files); the previous certificate stays.",
-                &self.tls_reload_errors,
+                "clusterset_dns_connections_open",
+                GAUGE,
+                "TCP and DNS-over-TLS connections open now.",
             ),
+            c.connections_open
+                .iter()
+                .map(|(s, n)| ([("transport", s.label())], Num::Int(*n))),
+        )
+    }
+}
+
+/// What the server as a whole knows: the snapshot served, readiness and
+/// configuration reloads.
+#[derive(Debug)]
+struct Server(Arc<Shared>);
+
+impl Collector for Server {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let shared = &self.0;
+        let (applied, refused) = shared.config_reloads.read();
+        single(
+            &mut enc,
             (
                 "clusterset_dns_config_reloads_total",
+                COUNTER,
                 "Configuration file reloads applied (SIGHUP or a change of the file).",
-                &self.config_reloads,
             ),
+            applied,
+        )?;
+        single(
+            &mut enc,
             (
                 "clusterset_dns_config_reload_errors_total",
+                COUNTER,
                 "Configuration file reloads refused because the new file is invalid; the running configuration stays.",
-                &self.config_reload_errors,
             ),
-            (
-                "clusterset_dns_responses_truncated_total",
-                "UDP responses sent with TC=1 because the answer did not fit.",
-                &self.truncated,
-            ),
-            (
-                "clusterset_dns_additional_trimmed_total",
-                "Responses whose Additional section was trimmed to fit (no TC).",
-                &self.additional_trimmed,
-            ),
-            (
-                "clusterset_dns_packets_dropped_total",
-                "Packets answered with nothing: shorter than a header, or responses.",
-                &self.dropped,
-            ),
-            (
-                "clusterset_dns_answer_cache_hits_total",
-                "Plain queries answered from pre-encoded responses.",
-                &self.cache_hits,
-            ),
-            (
-                "clusterset_dns_answer_cache_misses_total",
-                "Plain queries the response cache did not hold (answered by the general path).",
-                &self.cache_misses,
-            ),
-            (
-                "clusterset_dns_federated_fail_open_total",
-                "Federated answers that served the last-known union because every member was unhealthy.",
-                &self.fail_open,
-            ),
-            (
-                "clusterset_dns_stale_answers_total",
-                "Answers served from a cluster whose watch is broken.",
-                &self.stale,
-            ),
-            (
-                "clusterset_dns_source_invalid_documents_total",
-                "Source documents that could not be used.",
-                &self.invalid_documents,
-            ),
-        ];
-        for (name, help, v) in counters {
-            family(&mut out, name, "counter", help);
-            let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
-        }
-        family(
-            &mut out,
-            "clusterset_dns_answers_capped_total",
-            "counter",
-            "Answers that carried fewer records of their RRset than it has (too large for one answer, or above max-answer-records); successive queries get the others.",
-        );
-        for t in Transport::ALL {
-            let _ = writeln!(
-                out,
-                "clusterset_dns_answers_capped_total{{transport=\"{}\"}} {}",
-                t.label(),
-                self.capped[t as usize].load(Ordering::Relaxed)
-            );
-        }
-        family(
-            &mut out,
-            "clusterset_dns_source_reload_errors_total",
-            "counter",
-            "Reloads of a cluster that failed and kept the previous data.",
-        );
-        if let Ok(m) = self.reload_errors.lock() {
-            for (cluster, v) in m.iter() {
-                let _ = writeln!(
-                    out,
-                    "clusterset_dns_source_reload_errors_total{{cluster=\"{cluster}\"}} {v}"
-                );
-            }
-        }
-        family(
-            &mut out,
-            "clusterset_dns_source_skipped_objects_total",
-            "counter",
-            "Source objects of kinds that are not read.",
-        );
-        if let Ok(m) = self.skipped_objects.lock() {
-            for (kind, v) in m.iter() {
-                let _ = writeln!(
-                    out,
-                    "clusterset_dns_source_skipped_objects_total{{kind=\"{kind}\"}} {v}"
-                );
-            }
-        }
-        family(
-            &mut out,
-            "clusterset_dns_limit_hits_total",
-            "counter",
-            "Times a TCP/TLS resource limit was hit (see README, Limits).",
-        );
-        for limit in Limit::ALL {
-            let _ = writeln!(
-                out,
-                "clusterset_dns_limit_hits_total{{limit=\"{}\"}} {}",
-                limit.label(),
-                self.limit_hits(limit)
-            );
-        }
-        family(
-            &mut out,
-            "clusterset_dns_connections_open",
-            "gauge",
-            "TCP and DNS-over-TLS connections open now.",
-        );
-        for (stream, name) in [(Stream::Tcp, "tcp"), (Stream::Tls, "tls")] {
-            let _ = writeln!(
-                out,
-                "clusterset_dns_connections_open{{transport=\"{name}\"}} {}",
-                self.connections_open[stream.index()].load(Ordering::Relaxed)
-            );
-        }
+            refused,
+        )?;
+        let snap = shared.snapshot.load();
+        let ready = shared.ready.load(Ordering::Acquire);
         let gauges = [
             (
                 "clusterset_dns_names",
@@ -450,24 +291,341 @@ impl Metrics {
                 u64::from(ready),
             ),
         ];
-        for (name, help, v) in gauges {
-            family(&mut out, name, "gauge", help);
-            let _ = writeln!(out, "{name} {v}");
+        for (name, help, n) in gauges {
+            single(&mut enc, (name, GAUGE, help), n)?;
         }
         family(
-            &mut out,
-            "clusterset_dns_cluster_synced",
-            "gauge",
-            "1 when the cluster has synced at least once.",
-        );
-        for c in snap.clusters.iter().flatten() {
-            let _ = writeln!(
-                out,
-                "clusterset_dns_cluster_synced{{cluster=\"{}\"}} {}",
-                c.name,
-                u8::from(c.synced)
-            );
+            &mut enc,
+            (
+                "clusterset_dns_cluster_synced",
+                GAUGE,
+                "1 when the cluster has synced at least once.",
+            ),
+            snap.clusters
+                .iter()
+                .flatten()
+                .map(|c| ([("cluster", &*c.name)], Num::Int(u64::from(c.synced)))),
+        )
+    }
+}
+
+/// A per-cluster value of a report at `now`; `None` leaves the cluster out.
+type Getter = fn(&ClusterReport, Instant) -> Option<Num>;
+
+/// The per-cluster families of the status board, each present only when
+/// some cluster has a value (`clusterset_dns_cluster_synced` comes from
+/// the snapshot).
+const CLUSTER_FAMILIES: [(&str, MetricType, &str, Getter); 12] = [
+    (
+        "clusterset_dns_cluster_sync_given_up",
+        GAUGE,
+        "1 when readiness stopped waiting for this cluster (--sync-timeout).",
+        |r, _| Some(Num::Int(u64::from(r.gave_up && !r.synced))),
+    ),
+    (
+        "clusterset_dns_cluster_stale_seconds",
+        GAUGE,
+        "How long the cluster's watch has been broken (0 when healthy).",
+        |r, now| {
+            let stale = r.stale_since().map(|b| now.saturating_duration_since(b));
+            Some(Num::Real(stale.unwrap_or_default().as_secs_f64()))
+        },
+    ),
+    (
+        "clusterset_dns_cluster_last_event_age_seconds",
+        GAUGE,
+        "Seconds since the last object event from the cluster.",
+        |r, now| {
+            r.last_event
+                .map(|t| Num::Real(now.saturating_duration_since(t).as_secs_f64()))
+        },
+    ),
+    (
+        "clusterset_dns_cluster_watch_restarts_total",
+        COUNTER,
+        "Watches that failed and were re-established.",
+        |r, _| Some(r.watch_restarts.into()),
+    ),
+    (
+        "clusterset_dns_cluster_skipped_objects_total",
+        COUNTER,
+        "Objects that could not be decoded or converted, skipped.",
+        |r, _| Some(r.skipped_objects.into()),
+    ),
+    (
+        "clusterset_dns_cluster_services",
+        GAUGE,
+        "Exported or federated Services held.",
+        |r, _| Some(r.counts.services.into()),
+    ),
+    (
+        "clusterset_dns_cluster_endpointslices",
+        GAUGE,
+        "EndpointSlices held.",
+        |r, _| Some(r.counts.slices.into()),
+    ),
+    (
+        "clusterset_dns_cluster_endpoints",
+        GAUGE,
+        "Endpoint addresses held.",
+        |r, _| Some(r.counts.endpoints.into()),
+    ),
+    (
+        "clusterset_dns_cluster_refused_services",
+        GAUGE,
+        "Exported services refused by the cluster's budget (their names answer SERVFAIL).",
+        |r, _| r.budget.as_ref().map(|b| b.refused.services.into()),
+    ),
+    (
+        "clusterset_dns_cluster_refused_endpoints",
+        GAUGE,
+        "Endpoints of the refused services, not held.",
+        |r, _| r.budget.as_ref().map(|b| b.refused.endpoints.into()),
+    ),
+    (
+        "clusterset_dns_gateway_alive",
+        GAUGE,
+        "Gateway probe: 1 alive, 0 dead, absent while unknown or without a probe.",
+        |r, _| {
+            let alive = r.probe.as_ref().and_then(|p| p.alive);
+            alive.map(|a| Num::Int(u64::from(a)))
+        },
+    ),
+    (
+        "clusterset_dns_gateway_probe_failures_total",
+        COUNTER,
+        "Gateway probes that failed.",
+        |r, _| r.probe.as_ref().map(|p| p.failures.into()),
+    ),
+];
+
+/// The sources: the file source's counters and every cluster's report.
+#[derive(Debug)]
+struct Sources(Arc<StatusBoard>);
+
+impl Collector for Sources {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let c = self.0.counters().read();
+        single(
+            &mut enc,
+            (
+                "clusterset_dns_source_invalid_documents_total",
+                COUNTER,
+                "Source documents that could not be used.",
+            ),
+            c.invalid_documents,
+        )?;
+        family(
+            &mut enc,
+            (
+                "clusterset_dns_source_reload_errors_total",
+                COUNTER,
+                "Reloads of a cluster that failed and kept the previous data.",
+            ),
+            c.reload_errors
+                .iter()
+                .map(|(cluster, n)| ([("cluster", &**cluster)], Num::Int(*n))),
+        )?;
+        family(
+            &mut enc,
+            (
+                "clusterset_dns_source_skipped_objects_total",
+                COUNTER,
+                "Source documents of kinds that are not read, by kind: Service, EndpointSlice or List of an apiVersion not read, else other.",
+            ),
+            c.skipped
+                .iter()
+                .map(|(kind, n)| ([("kind", kind.label())], Num::Int(*n))),
+        )?;
+        self.clusters(&mut enc)
+    }
+}
+
+impl Sources {
+    /// The per-cluster families (none before the first cluster).
+    fn clusters(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        let now = Instant::now();
+        let reports = self.0.snapshot();
+        if reports.is_empty() {
+            return Ok(());
         }
-        out
+        for (name, kind, help, get) in CLUSTER_FAMILIES {
+            let rows: Vec<_> = reports
+                .iter()
+                .filter_map(|(c, r)| get(r, now).map(|v| ([("cluster", &**c)], v)))
+                .collect();
+            if !rows.is_empty() {
+                family(enc, (name, kind, help), rows)?;
+            }
+        }
+        family(
+            enc,
+            (
+                "clusterset_dns_cluster_objects_adjusted_total",
+                COUNTER,
+                "Objects from the cluster skipped (not used) or clamped (used with a part left out), by reason (README, Admin endpoints and metrics). File mode: what the cluster's files hold as last loaded.",
+            ),
+            reports.iter().flat_map(|(c, r)| {
+                r.adjusted.iter().map(|((adjustment, reason), n)| {
+                    let labels = [
+                        ("cluster", &**c),
+                        ("reason", reason.label()),
+                        ("action", adjustment.label()),
+                    ];
+                    (labels, Num::Int(*n))
+                })
+            }),
+        )
+    }
+}
+
+/// The mirror controller, when it runs.
+#[derive(Debug)]
+struct Mirror(Arc<MirrorStats>);
+
+impl Collector for Mirror {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let stats = &self.0;
+        if !stats.is_enabled() {
+            return Ok(());
+        }
+        let (owned, unowned) = stats.objects();
+        let gauges = [
+            (
+                "clusterset_dns_mirror_leader",
+                "1 while this process holds the mirror lease and writes.",
+                u64::from(stats.is_leader()),
+            ),
+            (
+                "clusterset_dns_mirror_objects_owned",
+                "Services and EndpointSlices carrying our managed-by label.",
+                owned,
+            ),
+            (
+                "clusterset_dns_mirror_objects_not_owned",
+                "Wanted objects left alone because a same-named object without our label exists.",
+                unowned,
+            ),
+            (
+                "clusterset_dns_mirror_problems",
+                "Desired objects reported at the last computation: names shortened to 63 characters (full name kept in an annotation), name collisions.",
+                stats.problems(),
+            ),
+        ];
+        for (name, help, n) in gauges {
+            single(&mut enc, (name, GAUGE, help), n)?;
+        }
+        family(
+            &mut enc,
+            (
+                "clusterset_dns_mirror_writes_total",
+                COUNTER,
+                "Writes to the local cluster by kind, operation and outcome.",
+            ),
+            stats.writes().into_iter().map(|((kind, op, outcome), n)| {
+                let labels = [("kind", kind), ("op", op), ("outcome", outcome)];
+                (labels, Num::Int(n))
+            }),
+        )?;
+        let latency = stats.latency();
+        let m = enc.encode_descriptor(
+            "clusterset_dns_mirror_reconcile_seconds",
+            "Time from a model change to the local writes it caused.",
+            None,
+            latency.metric_type(),
+        )?;
+        latency.encode(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    use arc_swap::ArcSwap;
+    use openmetrics_parser::PrometheusValue;
+    use openmetrics_parser::prometheus::parse_prometheus;
+
+    use super::*;
+    use crate::dns::stats::Limit;
+    use crate::dns::wire::{Rcode, rtype};
+    use crate::model::{Settings, Snapshot};
+    use crate::vocab::name::ZoneName;
+
+    fn shared() -> Arc<Shared> {
+        let zone = ZoneName::new("clusterset.local").expect("zone");
+        let snap = Snapshot::empty(Arc::new(Settings::new(zone)));
+        Arc::new(Shared {
+            snapshot: Arc::new(ArcSwap::from_pointee(snap)),
+            dns: Arc::default(),
+            config_reloads: Arc::default(),
+            ready: AtomicBool::new(true),
+            mirror: Arc::default(),
+            board: Arc::default(),
+        })
+    }
+
+    #[test]
+    fn counters_keep_their_names_and_values_stay_integers() {
+        let shared = shared();
+        shared.dns.query(Some(rtype::A), Rcode::NoError);
+        shared.dns.limit_hit(Limit::InFlight);
+        shared.config_reloads.config_reload(false);
+        let text = Metrics::new(&shared).encode().expect("encode");
+        for line in [
+            "# TYPE clusterset_dns_queries_total counter",
+            "clusterset_dns_queries_total{qtype=\"A\",rcode=\"NOERROR\"} 1",
+            "clusterset_dns_limit_hits_total{limit=\"in_flight\"} 1",
+            "clusterset_dns_config_reload_errors_total 1",
+            "clusterset_dns_ready 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
+        assert!(!text.contains("_total_total"), "{text}");
+        assert!(
+            !text.contains("mirror"),
+            "no mirror families unless it runs"
+        );
+    }
+
+    #[test]
+    fn the_mirror_histogram_has_its_buckets_sum_and_count() {
+        let shared = shared();
+        shared.mirror.enable();
+        shared.mirror.write("Service", "create", "ok");
+        shared.mirror.observe_latency(Duration::from_millis(3));
+        shared.mirror.observe_latency(Duration::from_secs(9));
+        let text = Metrics::new(&shared).encode().expect("encode");
+        let name = "clusterset_dns_mirror_reconcile_seconds";
+        for line in [
+            format!("{name}_bucket{{le=\"0.001\"}} 0"),
+            format!("{name}_bucket{{le=\"0.005\"}} 1"),
+            format!("{name}_bucket{{le=\"5\"}} 1"),
+            format!("{name}_bucket{{le=\"+Inf\"}} 2"),
+            format!("{name}_count 2"),
+            "clusterset_dns_mirror_writes_total{kind=\"Service\",op=\"create\",outcome=\"ok\"} 1"
+                .to_owned(),
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
+        let parsed = parse_prometheus(&text).expect("parses");
+        let family = parsed.families.get(name).expect("histogram family");
+        let sample = family.iter_samples().next().expect("one sample");
+        match &sample.value {
+            PrometheusValue::Histogram(h) => assert_eq!(h.count, Some(2)),
+            other => panic!("not a histogram: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_label_value_cannot_break_out_of_its_quotes() {
+        let shared = shared();
+        let name: Arc<str> = "a\"} 1\nevil{x=\"y\\".into();
+        shared.board.register(&name, false, "test".to_owned());
+        let text = Metrics::new(&shared).encode().expect("encode");
+        let parsed = parse_prometheus(&text).expect("parses");
+        assert!(!parsed.families.contains_key("evil"), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("evil")), "{text}");
     }
 }

@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -18,8 +18,8 @@ use tracing::{error, info};
 use crate::config::Config;
 use crate::dns::Handler;
 use crate::dns::server::{ConnectionSlots, bind_dns, serve_tcp, serve_tls, serve_udp};
+use crate::dns::stats::DnsStats;
 use crate::dns::tls;
-use crate::metrics::Metrics;
 use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
 use crate::model::{ClusterSet, Epoch, Model, Settings, Snapshot};
@@ -34,14 +34,39 @@ use crate::source::watch::{self, FileSource};
 pub struct Shared {
     /// The snapshot queries are answered from.
     pub snapshot: Arc<ArcSwap<Snapshot>>,
-    /// Counters.
-    pub metrics: Arc<Metrics>,
+    /// The DNS layer's counters.
+    pub dns: Arc<DnsStats>,
+    /// Configuration reloads applied and refused.
+    pub config_reloads: Arc<ConfigReloads>,
     /// Every cluster has synced once.
     pub ready: AtomicBool,
     /// The mirror controller's counters (rendered only when it runs).
     pub mirror: Arc<MirrorStats>,
     /// Per-cluster status of the source.
     pub board: Arc<StatusBoard>,
+}
+
+/// Configuration reloads, counted by whoever reloads (the `serve` command).
+#[derive(Debug, Default)]
+pub struct ConfigReloads {
+    applied: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl ConfigReloads {
+    /// Counts a configuration reload that was applied (`ok`) or refused.
+    pub fn config_reload(&self, ok: bool) {
+        let counter = if ok { &self.applied } else { &self.refused };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reloads applied and refused so far.
+    pub fn read(&self) -> (u64, u64) {
+        (
+            self.applied.load(Ordering::Relaxed),
+            self.refused.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Pre-bound sockets for the server.
@@ -169,14 +194,15 @@ impl Server {
             None => None,
         };
 
-        let metrics = Arc::new(Metrics::default());
+        let stats = Arc::new(DnsStats::default());
         let model = Model::new(
             config.settings.clone(),
             Epoch::new(Instant::now(), SystemTime::now()),
         );
         let shared = Arc::new(Shared {
             snapshot: Arc::new(ArcSwap::new(model.snapshot())),
-            metrics: metrics.clone(),
+            dns: stats.clone(),
+            config_reloads: Arc::default(),
             ready: AtomicBool::new(false),
             board: Arc::new(StatusBoard::default()),
             mirror: Arc::new(MirrorStats::default()),
@@ -213,12 +239,8 @@ impl Server {
                     std::io::Error::new(std::io::ErrorKind::InvalidInput, "no zones directory")
                 })?;
                 let origin = format!("zones {}", zones.display());
-                let source = FileSource::new(
-                    zones,
-                    config.local_cluster.clone(),
-                    metrics.clone(),
-                    shared.board.clone(),
-                );
+                let source =
+                    FileSource::new(zones, config.local_cluster.clone(), shared.board.clone());
                 tasks.spawn(watch::run(
                     source,
                     tx,
@@ -242,7 +264,7 @@ impl Server {
         if let Some((udp, tcp)) = dns {
             let handler = Arc::new(Handler::new(
                 shared.snapshot.clone(),
-                metrics.clone(),
+                stats.clone(),
                 config.answer_cache_bytes,
             ));
             tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
@@ -258,7 +280,7 @@ impl Server {
                 let server_config = tls::server_config(store.clone()).map_err(|e| {
                     std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
                 })?;
-                let reloads = metrics.clone();
+                let reloads = stats.clone();
                 tasks.spawn(tls::watch(
                     store,
                     TLS_RELOAD_EVERY,

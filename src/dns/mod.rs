@@ -6,12 +6,14 @@
 //! limit (and store); count. It is synchronous and shared by the UDP
 //! workers (`udp`) and the TCP and TLS listeners (`server`). Name grammar
 //! is in `name`, answers in `answer`, bytes in `wire`, zone-file text in
-//! `zonefile`.
+//! `zonefile`, the counters in `stats` (read by the top-level `metrics`
+//! encoder; nothing here imports it).
 
 pub mod answer;
 pub mod cache;
 pub mod name;
 pub mod server;
+pub mod stats;
 pub mod tls;
 pub mod udp;
 pub mod wire;
@@ -23,11 +25,11 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
-use crate::metrics::Metrics;
 use crate::model::Snapshot;
 use answer::{Answered, Question, Room};
 pub use cache::Local;
 use cache::{AnswerCache, Echo, Lookup};
+use stats::DnsStats;
 use wire::{Answer, DecodeError, OPCODE_QUERY, Rcode, Request};
 
 /// The transport a query came over; it sets the response size limit.
@@ -68,20 +70,20 @@ impl Transport {
 #[derive(Debug)]
 pub struct Handler {
     snapshot: Arc<ArcSwap<Snapshot>>,
-    metrics: Arc<Metrics>,
+    stats: Arc<DnsStats>,
     cache: Option<AnswerCache>,
     /// Where the next stream connection's rotation starts.
     next_stream: AtomicUsize,
 }
 
 impl Handler {
-    /// A handler reading `snapshot` and counting into `metrics`, answering
+    /// A handler reading `snapshot` and counting into `stats`, answering
     /// plain queries from a response cache of about `cache_bytes` (0: every
     /// query takes the general path).
-    pub fn new(snapshot: Arc<ArcSwap<Snapshot>>, metrics: Arc<Metrics>, cache_bytes: u64) -> Self {
+    pub fn new(snapshot: Arc<ArcSwap<Snapshot>>, stats: Arc<DnsStats>, cache_bytes: u64) -> Self {
         Self {
             snapshot,
-            metrics,
+            stats,
             cache: (cache_bytes > 0).then(|| AnswerCache::new(cache_bytes)),
             next_stream: AtomicUsize::new(0),
         }
@@ -97,8 +99,8 @@ impl Handler {
     }
 
     /// The counters this handler writes to.
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
+    pub fn stats(&self) -> &DnsStats {
+        &self.stats
     }
 
     /// Handles one packet with the calling worker's `local` state. Writes
@@ -122,13 +124,13 @@ impl Handler {
         if let Some((cache, q)) = &plain {
             match cache.lookup(local, q, Echo::of(packet), &snap, rotation, out) {
                 Lookup::Hit(rcode, fit, note) => {
-                    self.metrics.cache_hit();
-                    self.metrics.query(Some(q.qtype), rcode);
-                    self.metrics.answered(fit, note, transport);
+                    self.stats.cache_hit();
+                    self.stats.query(Some(q.qtype), rcode);
+                    self.stats.answered(fit, note, transport);
                     return true;
                 }
                 Lookup::Miss(r) => {
-                    self.metrics.cache_miss();
+                    self.stats.cache_miss();
                     rotation = r;
                 }
             }
@@ -136,12 +138,12 @@ impl Handler {
         let req = match wire::decode(packet) {
             Ok(req) => req,
             Err(DecodeError::Drop(_)) => {
-                self.metrics.dropped();
+                self.stats.dropped();
                 return false;
             }
             Err(DecodeError::FormErr { header, edns, .. }) => {
                 wire::encode_error(&header, edns, Rcode::FormErr, out);
-                self.metrics.query(None, Rcode::FormErr);
+                self.stats.query(None, Rcode::FormErr);
                 return true;
             }
         };
@@ -150,8 +152,8 @@ impl Handler {
             .unwrap_or_else(|| req.udp_limit(snap.settings.max_udp_payload));
         let answered = respond(&snap, &req, (transport, limit), rotation);
         let fit = wire::encode(&req, &answered.answer, limit, out);
-        self.metrics.query(Some(req.qtype), answered.answer.rcode);
-        self.metrics.answered(fit, answered.note, transport);
+        self.stats.query(Some(req.qtype), answered.answer.rcode);
+        self.stats.answered(fit, answered.note, transport);
         if let Some((cache, q)) = &plain {
             cache.store(local, q, &snap, rotation, &answered, (out, fit));
         }

@@ -24,8 +24,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::stats::{DnsStats, Limit, Stream};
 use super::{Handler, Local, Transport, udp};
-use crate::metrics::{Limit, Metrics, Stream};
 
 /// Limits of the stream listeners (TCP and DNS over TLS), each counted
 /// in `clusterset_dns_limit_hits_total` when hit ([`Limit`]).
@@ -97,10 +97,10 @@ impl ConnectionSlots {
     }
 
     /// A slot for one more connection, or `None` (counted) when all are taken.
-    fn take(&self, metrics: &Metrics) -> Option<OwnedSemaphorePermit> {
+    fn take(&self, stats: &DnsStats) -> Option<OwnedSemaphorePermit> {
         let permit = self.0.clone().try_acquire_owned().ok();
         if permit.is_none() {
-            metrics.limit_hit(Limit::Connections);
+            stats.limit_hit(Limit::Connections);
         }
         permit
     }
@@ -111,14 +111,14 @@ struct Open(Arc<Handler>, Stream);
 
 impl Open {
     fn new(handler: Arc<Handler>, stream: Stream) -> Self {
-        handler.metrics().connection(stream, true);
+        handler.stats().connection(stream, true);
         Self(handler, stream)
     }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.metrics().connection(self.1, false);
+        self.0.stats().connection(self.1, false);
     }
 }
 
@@ -156,7 +156,7 @@ pub async fn serve_tls(
         move |stream: TcpStream, peer, handler: Arc<Handler>, shutdown: CancellationToken| {
             let acceptor = acceptor.clone();
             async move {
-                let metrics = handler.metrics();
+                let stats = handler.stats();
                 let handshake = tokio::select! {
                     r = tokio::time::timeout(limits.message_timeout, acceptor.accept(stream)) => r,
                     () = shutdown.cancelled() => return,
@@ -164,13 +164,13 @@ pub async fn serve_tls(
                 let tls = match handshake {
                     Ok(Ok(tls)) => tls,
                     Ok(Err(e)) => {
-                        metrics.tls_handshake_failed();
+                        stats.tls_handshake_failed();
                         debug!(%peer, error = %e, "tls handshake failed");
                         return;
                     }
                     Err(_) => {
-                        metrics.tls_handshake_failed();
-                        metrics.limit_hit(Limit::MessageTimeout);
+                        stats.tls_handshake_failed();
+                        stats.limit_hit(Limit::MessageTimeout);
                         debug!(%peer, "tls handshake timed out");
                         return;
                     }
@@ -213,7 +213,7 @@ async fn accept<F, Fut>(
             () = shutdown.cancelled() => break,
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
-        let Some(permit) = slots.take(handler.metrics()) else {
+        let Some(permit) = slots.take(handler.stats()) else {
             debug!(%peer, transport = ?stream, "connection refused: max-connections open");
             continue;
         };
@@ -272,7 +272,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let metrics = handler.metrics();
+    let stats = handler.stats();
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(512);
     let mut local = handler.stream_local();
@@ -286,7 +286,7 @@ where
                 Ok(Ok(buf)) => !buf.is_empty(),
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
-                    metrics.limit_hit(Limit::IdleTimeout);
+                    stats.limit_hit(Limit::IdleTimeout);
                     return Ok(());
                 }
             },
@@ -318,7 +318,7 @@ where
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(e),
             Err(_) => {
-                metrics.limit_hit(Limit::MessageTimeout);
+                stats.limit_hit(Limit::MessageTimeout);
                 return Ok(());
             }
         }
@@ -335,7 +335,7 @@ where
             Ok(Ok(false)) => {}
             Ok(Err(e)) => return Err(e),
             Err(_) => {
-                metrics.limit_hit(Limit::QueryTimeout);
+                stats.limit_hit(Limit::QueryTimeout);
                 return Ok(());
             }
         }
@@ -344,14 +344,14 @@ where
         let pipelined = !rd.buffer().is_empty();
         if waiting > 0 && (!pipelined || waiting >= limits.max_in_flight) {
             if pipelined {
-                metrics.limit_hit(Limit::InFlight);
+                stats.limit_hit(Limit::InFlight);
             }
             let deadline = oldest.unwrap_or(first_byte) + limits.query_timeout;
             match tokio::time::timeout_at(deadline.into(), wr.flush()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
-                    metrics.limit_hit(Limit::QueryTimeout);
+                    stats.limit_hit(Limit::QueryTimeout);
                     return Ok(());
                 }
             }

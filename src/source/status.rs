@@ -1,15 +1,19 @@
 //! Per-cluster status of the sources, for `/debug/clusters` and the
 //! per-cluster metrics: sync state, staleness, last event, watch restarts,
 //! objects held, objects skipped or clamped by reason, the gateway probe,
-//! and problems (missing credentials, a bad Link, invalid files).
+//! and problems (missing credentials, a bad Link, invalid files); plus the
+//! file source's counters that outlive a cluster ([`SourceCounters`]).
 //!
 //! Written by the live cluster tasks and the file source, read by the admin
-//! server. It must not drive
-//! any decision: health that changes answers travels as model events.
+//! server and the metrics encoder. It must not drive any decision (health
+//! that changes answers travels as model events), and must not name or
+//! encode metrics (the top-level `metrics` module does). Every value it
+//! hands out that can become a label comes from a fixed set or a validated
+//! cluster name, never from a document's text.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -117,6 +121,115 @@ impl ClusterReport {
 pub struct StatusBoard {
     clusters: Mutex<BTreeMap<Arc<str>, ClusterReport>>,
     problems: Mutex<Vec<String>>,
+    counters: SourceCounters,
+}
+
+/// A kind of document the file source does not read, as its metric label:
+/// the kinds it knows by name (a Service or EndpointSlice of another
+/// apiVersion, a List inside a List), every other kind as `other`. A zones
+/// file can hold any text as its `kind`; mapping it here keeps the label
+/// set fixed, so a document can neither add series nor forge them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkippedKind {
+    /// `kind: Service` of an apiVersion other than `v1`.
+    Service,
+    /// `kind: EndpointSlice` of an apiVersion other than
+    /// `discovery.k8s.io/v1`.
+    EndpointSlice,
+    /// `kind: List` where a List cannot be (inside a List), or of another
+    /// apiVersion.
+    List,
+    /// Any other kind.
+    Other,
+}
+
+impl SkippedKind {
+    /// Every kind, in label order.
+    pub const ALL: [SkippedKind; 4] = [
+        SkippedKind::Service,
+        SkippedKind::EndpointSlice,
+        SkippedKind::List,
+        SkippedKind::Other,
+    ];
+
+    /// The kind of a skipped document keyed as the file source keys them,
+    /// `"<apiVersion> <kind>"`.
+    pub fn of(api_version_kind: &str) -> Self {
+        let kind = api_version_kind
+            .split_once(' ')
+            .map_or(api_version_kind, |(_, kind)| kind);
+        match kind {
+            "Service" => SkippedKind::Service,
+            "EndpointSlice" => SkippedKind::EndpointSlice,
+            "List" => SkippedKind::List,
+            _ => SkippedKind::Other,
+        }
+    }
+
+    /// The `kind` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            SkippedKind::Service => "Service",
+            SkippedKind::EndpointSlice => "EndpointSlice",
+            SkippedKind::List => "List",
+            SkippedKind::Other => "other",
+        }
+    }
+}
+
+/// Counters of the file source that belong to no cluster's report: they
+/// keep counting across reloads and removed directories.
+#[derive(Debug, Default)]
+pub struct SourceCounters {
+    invalid_documents: AtomicU64,
+    skipped: [AtomicU64; SkippedKind::ALL.len()],
+    reload_errors: Mutex<BTreeMap<Arc<str>, u64>>,
+}
+
+/// One reading of [`SourceCounters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceCounts {
+    /// Documents that could not be used.
+    pub invalid_documents: u64,
+    /// Documents of kinds not read, every kind (zero included).
+    pub skipped: Vec<(SkippedKind, u64)>,
+    /// Failed reloads by cluster (validated cluster names only).
+    pub reload_errors: Vec<(Arc<str>, u64)>,
+}
+
+impl SourceCounters {
+    /// Counts documents that could not be used.
+    pub fn invalid_documents(&self, n: u64) {
+        self.invalid_documents.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts `n` documents of a kind not read, keyed `"<apiVersion> <kind>"`.
+    pub fn skipped(&self, api_version_kind: &str, n: u64) {
+        let kind = SkippedKind::of(api_version_kind);
+        self.skipped[kind as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a reload of `cluster` that failed and kept the old data.
+    pub fn reload_error(&self, cluster: &Arc<str>) {
+        *lock(&self.reload_errors)
+            .entry(cluster.clone())
+            .or_default() += 1;
+    }
+
+    /// Every counter now.
+    pub fn read(&self) -> SourceCounts {
+        SourceCounts {
+            invalid_documents: self.invalid_documents.load(Ordering::Relaxed),
+            skipped: SkippedKind::ALL
+                .iter()
+                .map(|k| (*k, self.skipped[*k as usize].load(Ordering::Relaxed)))
+                .collect(),
+            reload_errors: lock(&self.reload_errors)
+                .iter()
+                .map(|(c, n)| (c.clone(), *n))
+                .collect(),
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -129,6 +242,11 @@ fn secs(d: Duration) -> f64 {
 }
 
 impl StatusBoard {
+    /// The file source's counters.
+    pub fn counters(&self) -> &SourceCounters {
+        &self.counters
+    }
+
     /// Updates (or creates) a cluster's report.
     pub fn update(&self, name: &Arc<str>, f: impl FnOnce(&mut ClusterReport)) {
         let mut map = lock(&self.clusters);
@@ -252,118 +370,6 @@ impl StatusBoard {
             "problems": lock(&self.problems).clone(),
         })
     }
-
-    /// Per-cluster Prometheus families, appended to `out`.
-    pub fn render_metrics(&self, out: &mut String) {
-        let now = Instant::now();
-        let reports = self.snapshot();
-        if reports.is_empty() {
-            return;
-        }
-        type Getter = fn(&ClusterReport, Instant) -> Option<f64>;
-        // `clusterset_dns_cluster_synced` comes from the snapshot (metrics.rs).
-        let families: [(&str, &str, &str, Getter); 12] = [
-            (
-                "clusterset_dns_cluster_sync_given_up",
-                "gauge",
-                "1 when readiness stopped waiting for this cluster (--sync-timeout).",
-                |r, _| Some(f64::from(u8::from(r.gave_up && !r.synced))),
-            ),
-            (
-                "clusterset_dns_cluster_stale_seconds",
-                "gauge",
-                "How long the cluster's watch has been broken (0 when healthy).",
-                |r, now| {
-                    Some(
-                        r.stale_since()
-                            .map_or(0.0, |b| now.saturating_duration_since(b).as_secs_f64()),
-                    )
-                },
-            ),
-            (
-                "clusterset_dns_cluster_last_event_age_seconds",
-                "gauge",
-                "Seconds since the last object event from the cluster.",
-                |r, now| {
-                    r.last_event
-                        .map(|t| now.saturating_duration_since(t).as_secs_f64())
-                },
-            ),
-            (
-                "clusterset_dns_cluster_watch_restarts_total",
-                "counter",
-                "Watches that failed and were re-established.",
-                |r, _| Some(r.watch_restarts as f64),
-            ),
-            (
-                "clusterset_dns_cluster_skipped_objects_total",
-                "counter",
-                "Objects that could not be decoded or converted, skipped.",
-                |r, _| Some(r.skipped_objects as f64),
-            ),
-            (
-                "clusterset_dns_cluster_services",
-                "gauge",
-                "Exported or federated Services held.",
-                |r, _| Some(r.counts.services as f64),
-            ),
-            (
-                "clusterset_dns_cluster_endpointslices",
-                "gauge",
-                "EndpointSlices held.",
-                |r, _| Some(r.counts.slices as f64),
-            ),
-            (
-                "clusterset_dns_cluster_endpoints",
-                "gauge",
-                "Endpoint addresses held.",
-                |r, _| Some(r.counts.endpoints as f64),
-            ),
-            (
-                "clusterset_dns_cluster_refused_services",
-                "gauge",
-                "Exported services refused by the cluster's budget (their names answer SERVFAIL).",
-                |r, _| r.budget.as_ref().map(|b| b.refused.services as f64),
-            ),
-            (
-                "clusterset_dns_cluster_refused_endpoints",
-                "gauge",
-                "Endpoints of the refused services, not held.",
-                |r, _| r.budget.as_ref().map(|b| b.refused.endpoints as f64),
-            ),
-            (
-                "clusterset_dns_gateway_alive",
-                "gauge",
-                "Gateway probe: 1 alive, 0 dead, absent while unknown or without a probe.",
-                |r, _| {
-                    r.probe
-                        .as_ref()
-                        .and_then(|p| p.alive)
-                        .map(|a| f64::from(u8::from(a)))
-                },
-            ),
-            (
-                "clusterset_dns_gateway_probe_failures_total",
-                "counter",
-                "Gateway probes that failed.",
-                |r, _| r.probe.as_ref().map(|p| p.failures as f64),
-            ),
-        ];
-        for (name, kind, help, get) in families {
-            let rows: Vec<(&Arc<str>, f64)> = reports
-                .iter()
-                .filter_map(|(c, r)| get(r, now).map(|v| (c, v)))
-                .collect();
-            if rows.is_empty() {
-                continue;
-            }
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (c, v) in rows {
-                let _ = writeln!(out, "{name}{{cluster=\"{c}\"}} {v}");
-            }
-        }
-        render_adjusted(&reports, out);
-    }
 }
 
 /// `{"skipped": {"<reason>": n, ...}, "clamped": {...}}`, each action
@@ -379,22 +385,29 @@ fn adjusted_json(counts: &AdjustedCounts) -> serde_json::Value {
     serde_json::Value::Object(by_action)
 }
 
-/// The adjusted objects family: one row per cluster, reason and action
-/// that happened (label values from fixed sets only).
-fn render_adjusted(reports: &BTreeMap<Arc<str>, ClusterReport>, out: &mut String) {
-    const NAME: &str = "clusterset_dns_cluster_objects_adjusted_total";
-    let _ = writeln!(
-        out,
-        "# HELP {NAME} Objects from the cluster skipped (not used) or clamped (used with a part left out), by reason (README, Admin endpoints and metrics). File mode: what the cluster's files hold as last loaded.\n# TYPE {NAME} counter"
-    );
-    for (c, r) in reports {
-        for ((adjustment, reason), n) in &r.adjusted {
-            let _ = writeln!(
-                out,
-                "{NAME}{{cluster=\"{c}\",reason=\"{}\",action=\"{}\"}} {n}",
-                reason.label(),
-                adjustment.label()
-            );
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_kinds_from_any_document_fall_into_a_fixed_set() {
+        let counters = SourceCounters::default();
+        counters.skipped("v2 Service", 1);
+        counters.skipped("discovery.k8s.io/v1beta1 EndpointSlice", 2);
+        counters.skipped("v1 List", 1);
+        counters.skipped("apps/v1 Deployment", 3);
+        counters.skipped("v1 Foo\"} 1\nevil_metric{x=\"y", 1);
+        for i in 0..300 {
+            counters.skipped(&format!("v1 Bogus{i}"), 1);
         }
+        assert_eq!(
+            counters.read().skipped,
+            vec![
+                (SkippedKind::Service, 1),
+                (SkippedKind::EndpointSlice, 2),
+                (SkippedKind::List, 1),
+                (SkippedKind::Other, 304),
+            ]
+        );
     }
 }

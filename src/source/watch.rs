@@ -26,7 +26,6 @@ use super::file::{
 use super::state::{BudgetReport, Counts, REFUSED_LISTED};
 use super::status::StatusBoard;
 use crate::filewatch::{Compare, FileWatch};
-use crate::metrics::Metrics;
 use crate::model::budget::Budget;
 use crate::model::objects::ObjectKey;
 use crate::model::{Event, Settings};
@@ -71,7 +70,6 @@ pub struct FileSource {
     announced: bool,
     /// What each cluster but the local one may make us hold.
     budget: Budget,
-    metrics: Arc<Metrics>,
     board: Arc<StatusBoard>,
 }
 
@@ -86,14 +84,9 @@ fn log_problem(p: &Problem) {
 const MAX_LISTED_PROBLEMS: usize = 20;
 
 impl FileSource {
-    /// A source for `root`, reporting per cluster to `board`; nothing is
-    /// read yet.
-    pub fn new(
-        root: PathBuf,
-        local: Option<String>,
-        metrics: Arc<Metrics>,
-        board: Arc<StatusBoard>,
-    ) -> Self {
+    /// A source for `root`, reporting per cluster and counting to `board`;
+    /// nothing is read yet.
+    pub fn new(root: PathBuf, local: Option<String>, board: Arc<StatusBoard>) -> Self {
         Self {
             root,
             local,
@@ -102,7 +95,6 @@ impl FileSource {
             root_error: false,
             announced: false,
             budget: Budget::default(),
-            metrics,
             board,
         }
     }
@@ -116,9 +108,10 @@ impl FileSource {
             .iter()
             .filter(|p| p.severity == Severity::Error)
             .count();
-        self.metrics.invalid_documents(invalid as u64);
+        let counters = self.board.counters();
+        counters.invalid_documents(invalid as u64);
         for (kind, n) in &load.skipped {
-            self.metrics.skipped(kind, *n);
+            counters.skipped(kind, *n);
         }
     }
 
@@ -295,7 +288,7 @@ impl FileSource {
         };
         known.fingerprint = fp;
         let events = if load.has_errors() {
-            self.metrics.reload_error(&dir.name);
+            self.board.counters().reload_error(&dir.name);
             error!(cluster = %dir.name, "cluster files have errors; keeping the previous data until they are fixed");
             self.report(&load, &within_budget(&known.objects, &known.refused), true);
             Vec::new()

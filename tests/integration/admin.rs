@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
-use clusterset_dns::metrics::Metrics;
 use clusterset_dns::model::{Settings, Snapshot};
 use clusterset_dns::runtime::Shared;
 use clusterset_dns::vocab::name::ZoneName;
@@ -22,7 +21,8 @@ async fn ready_is_503_until_loaded() {
     ));
     let shared = Arc::new(Shared {
         snapshot: Arc::new(ArcSwap::new(Arc::new(Snapshot::empty(settings)))),
-        metrics: Arc::new(Metrics::default()),
+        dns: Arc::default(),
+        config_reloads: Arc::default(),
         ready: AtomicBool::new(false),
         board: Arc::default(),
         mirror: Arc::default(),

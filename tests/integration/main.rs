@@ -25,6 +25,7 @@ mod limits;
 mod live;
 mod live_conformance;
 mod live_demo;
+mod metrics_scrape;
 mod mirror;
 mod mirror_equivalence;
 mod rbac;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 
 use super::*;
-use crate::metrics::Metrics;
+use crate::dns::stats::DnsStats;
 use crate::model::{Settings, Snapshot};
 use crate::vocab::name::ZoneName;
 
@@ -19,7 +19,7 @@ fn handler() -> Arc<Handler> {
     let snap = Snapshot::empty(Arc::new(Settings::new(zone)));
     Arc::new(Handler::new(
         Arc::new(ArcSwap::from_pointee(snap)),
-        Arc::new(Metrics::default()),
+        Arc::new(DnsStats::default()),
         1 << 20,
     ))
 }

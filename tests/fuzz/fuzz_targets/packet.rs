@@ -39,7 +39,7 @@ use libfuzzer_sys::fuzz_target;
 
 use clusterset_dns::config::{Config, ZoneArgs};
 use clusterset_dns::dns::{Handler, Local, Transport};
-use clusterset_dns::metrics::Metrics;
+use clusterset_dns::dns::stats::DnsStats;
 use clusterset_dns::model::{Epoch, Event, Health, Model, Settings};
 use clusterset_dns::source::file::{initial_events, load_dir};
 
@@ -135,7 +135,7 @@ fn server(max_udp_payload: u16, state: State) -> Server {
     );
     model.clusters_known(now);
     let snapshot = Arc::new(ArcSwap::new(model.snapshot()));
-    let handler = |cache| Handler::new(snapshot.clone(), Arc::new(Metrics::default()), cache);
+    let handler = |cache| Handler::new(snapshot.clone(), Arc::new(DnsStats::default()), cache);
     Server {
         max_udp_payload,
         general: handler(0),
