@@ -16,6 +16,7 @@ pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod dns;
+pub mod k8s;
 pub mod metrics;
 pub mod mirror;
 pub mod model;
