@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::dns::Handler;
 use crate::dns::server::{ConnectionSlots, bind_dns, serve_tcp, serve_tls, serve_udp};
 use crate::dns::tls;
+use crate::k8s::layer::DEFAULT_MAX_INFLIGHT;
 use crate::metrics::Metrics;
 use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
@@ -225,8 +226,14 @@ impl Server {
                 origin
             }
             SourceSetup::Live(live_config) => {
+                // The test harness builds the live source without options.
+                let max_inflight = config
+                    .live
+                    .as_ref()
+                    .map_or(DEFAULT_MAX_INFLIGHT, |l| l.max_inflight_per_cluster);
                 tasks.spawn(live::run(
                     live_config,
+                    max_inflight,
                     tx,
                     shared.board.clone(),
                     settings_rx.clone(),

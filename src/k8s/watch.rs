@@ -120,7 +120,6 @@ pub fn guarded_watch<K>(
 ) -> impl Stream<Item = Delivery<K>> + Send + 'static
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    K::DynamicType: Clone + Default + Send + Sync,
 {
     watcher::watcher(api, config)
         .backoff(backoff())
@@ -138,7 +137,6 @@ pub async fn guarded_list<K>(
 ) -> Result<(Vec<K>, Vec<(String, String)>), kube::Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug,
-    K::DynamicType: Default,
 {
     let mut params = params.clone();
     let mut items = Vec::new();

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::binary::http_get;
 use crate::kubesim_api::{client, sim};
-use crate::support::{Links, Live, Options, Proto, ask, create_object, q, start_live};
+use crate::support::{Links, Live, Options, Proto, ask, create_object, eventually, q, start_live};
 
 const NS: &str = "prod";
 
@@ -56,20 +56,16 @@ async fn until(
     want: &[&str],
     limit: Duration,
 ) -> Duration {
-    let start = Instant::now();
     let want = ips(want);
-    let mut last = (ResponseCode::NoError, BTreeSet::new());
-    for _ in 0..100_000 {
-        last = a(dns, name).await;
+    eventually(&format!("{name}: {rcode:?} {want:?}"), limit, || async {
+        let last = a(dns, name).await;
         if last.0 == rcode && last.1 == want {
-            return start.elapsed();
+            Ok(())
+        } else {
+            Err(format!("last answer {last:?}"))
         }
-        if start.elapsed() > limit {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("{name}: wanted {rcode:?} {want:?} within {limit:?}, last answer {last:?}");
+    })
+    .await
 }
 
 /// A flat-mode (remote-discovery) service `name` with one slice of `addrs`.
@@ -294,7 +290,25 @@ async fn links_and_secrets_start_stop_and_rotate_clusters() {
     // watches are cut. Until the Secret is updated, east's last data is served.
     east.rotate_admin_token().expect("rotate");
     east.drop_watches();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Positive evidence the cut was seen: east's re-watch is refused, so it
+    // is reported broken (with the refusal), and its last data still answers.
+    let admin = server.admin;
+    eventually(
+        "east reported broken after its token rotation",
+        10 * SECOND,
+        || async {
+            let r = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
+                .await
+                .map_err(|e| e.to_string())?;
+            if r["state"] == "broken" && r["lastError"].as_str().is_some_and(|e| e.contains("401"))
+            {
+                Ok(())
+            } else {
+                Err(format!("{r:#}"))
+            }
+        },
+    )
+    .await;
     assert_eq!(
         a(dns, &fqdn("api-east")).await,
         (ResponseCode::NoError, ips(&["10.1.0.1"]))
@@ -544,16 +558,18 @@ async fn an_api_restart_mid_watch_resumes_and_misses_nothing() {
     )
     .await;
     // Every watch of east reconnects (each on its own backoff).
-    let start = Instant::now();
-    loop {
-        let (_, body) = http_get(server.admin, "/debug/clusters");
-        if !body.contains("\"state\": \"broken\"") {
-            assert!(body.contains("\"watchRestarts\": "), "{body}");
-            break;
+    let admin = server.admin;
+    eventually("east healthy again", 15 * SECOND, || async {
+        let r = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
+            .await
+            .map_err(|e| e.to_string())?;
+        if r["state"] == "synced" && r["watchRestarts"].as_u64().is_some_and(|n| n > 0) {
+            Ok(())
+        } else {
+            Err(format!("{r:#}"))
         }
-        assert!(start.elapsed() < 15 * SECOND, "east still broken: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     server.server.stop().await;
 }
 
@@ -855,16 +871,20 @@ async fn a_hostile_slice_is_clamped_and_counted_and_the_rest_answers() {
     )
     .await;
     let admin = server.admin;
-    let deadline = Instant::now() + 5 * SECOND;
-    let report = loop {
+    eventually("east holds 1,002 endpoints", 5 * SECOND, || async {
         let r = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
             .await
-            .expect("join");
-        if r["endpoints"] == 1002 || Instant::now() > deadline {
-            break r;
+            .map_err(|e| e.to_string())?;
+        if r["endpoints"] == 1002 {
+            Ok(())
+        } else {
+            Err(format!("{r:#}"))
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    })
+    .await;
+    let report = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
+        .await
+        .expect("join");
     assert_eq!(
         report["endpoints"], 1002,
         "api's 2 and big's first 1,000: {report:#}"

@@ -78,12 +78,16 @@ fn sync(st: &mut ClusterState, services: [Vec<K8sService>; 3], slices: Vec<K8sSl
     let mut out = Output::default();
     for (w, items) in services.into_iter().enumerate() {
         st.service_init(w);
-        st.service_page(w, items, &mut out);
+        for s in items {
+            st.service_apply(w, &s, &mut out);
+        }
         st.service_init_done(w, &mut out);
     }
     assert!(st.services_listed());
     st.slice_init();
-    st.slice_page(slices, &mut out);
+    for s in slices {
+        st.slice_apply(&s, &mut out);
+    }
     st.slice_init_done(&mut out);
     // The end of the shell's batch: the budget judges, slices go out.
     st.settle(&mut out);
@@ -243,11 +247,11 @@ fn restart_serves_old_data_until_the_new_watches_confirm_it() {
     assert!(st.synced(), "a restarted cluster keeps serving");
     let mut out = Output::default();
     st.service_init(0);
-    st.service_page(0, vec![gateway_mode("web")], &mut out);
+    st.service_apply(0, &gateway_mode("web"), &mut out);
     assert!(summary(&out).is_empty(), "unchanged objects send nothing");
     st.service_init_done(0, &mut out);
     st.slice_init();
-    st.slice_page(vec![slice("web-1", "web", &["10.1.0.1"])], &mut out);
+    st.slice_apply(&slice("web-1", "web", &["10.1.0.1"]), &mut out);
     st.slice_init_done(&mut out);
     st.settle(&mut out);
     assert_eq!(
@@ -284,7 +288,7 @@ fn a_bad_object_is_skipped_and_the_last_good_version_kept() {
     );
     // A relist that still holds the bad version does not delete the good one.
     st.slice_init();
-    st.slice_page(vec![bad], &mut out);
+    st.slice_apply(&bad, &mut out);
     st.slice_init_done(&mut out);
     assert!(out.events.is_empty(), "{:?}", summary(&out));
     assert_eq!(st.counts().slices, 1);
@@ -301,7 +305,7 @@ fn local_mirrors_and_gateway_service() {
     for w in 0..4 {
         st.service_init(w);
         if w == 3 {
-            st.service_page(w, vec![mirror.clone()], &mut out);
+            st.service_apply(w, &mirror, &mut out);
         }
         st.service_init_done(w, &mut out);
     }
