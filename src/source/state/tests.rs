@@ -482,3 +482,72 @@ fn a_slice_relabelled_to_a_service_not_exported_leaves() {
     assert_eq!(summary(&out), ["-slice prod/web-1"]);
     assert_eq!(st.counts().slices, 0);
 }
+
+fn merge(into: &mut Output, o: Output) {
+    into.events.extend(o.events);
+    into.actions.extend(o.actions);
+    into.adjusted.extend(o.adjusted);
+}
+
+#[test]
+fn watcher_events_drive_the_state_and_a_relist_is_a_streamed_reset() {
+    use kube::runtime::watcher::Event as E;
+    let mut st = remote();
+    let mut out = Output::default();
+    for w in 0..3 {
+        merge(&mut out, st.watched(Watch::Services(w), E::Init));
+        if w == 0 {
+            let web = Object::service(gateway_mode("web"));
+            merge(&mut out, st.watched(Watch::Services(0), E::InitApply(web)));
+        }
+        merge(&mut out, st.watched(Watch::Services(w), E::InitDone));
+    }
+    assert!(st.services_listed());
+    merge(&mut out, st.watched(Watch::Slices, E::Init));
+    let web1 = Object::slice(slice("web-1", "web", &["10.1.0.1"]));
+    merge(&mut out, st.watched(Watch::Slices, E::InitApply(web1)));
+    // An object of the wrong kind for the watch changes nothing.
+    let stray = Object::service(gateway_mode("stray"));
+    merge(&mut out, st.watched(Watch::Slices, E::InitApply(stray)));
+    merge(&mut out, st.watched(Watch::Slices, E::InitDone));
+    st.settle(&mut out);
+    assert_eq!(summary(&out), ["+svc prod/web", "+slice prod/web-1 (1)"]);
+    assert!(st.synced());
+
+    // A relist that no longer holds the slice deletes it.
+    let mut out = st.watched(Watch::Slices, E::Init);
+    merge(&mut out, st.watched(Watch::Slices, E::InitDone));
+    assert_eq!(summary(&out), ["-slice prod/web-1"]);
+
+    // The service deleted; a slice of it arriving later is not held.
+    let gone = Object::service(gateway_mode("web"));
+    let mut out = st.watched(Watch::Services(0), E::Delete(gone));
+    let late = Object::slice(slice("web-2", "web", &["10.1.0.2"]));
+    merge(&mut out, st.watched(Watch::Slices, E::Apply(late)));
+    st.settle(&mut out);
+    assert_eq!(summary(&out), ["-svc prod/web"]);
+    assert_eq!(st.counts().slices, 0);
+}
+
+#[test]
+fn a_targeted_list_is_taken_through_listed() {
+    use kube::runtime::watcher::Event as E;
+    let mut st = remote();
+    sync(&mut st, [vec![], vec![], vec![]], vec![]);
+    // Exported after the slice watch started: the state asks for a list.
+    let web = Object::service(gateway_mode("web"));
+    let mut out = st.watched(Watch::Services(0), E::Apply(web));
+    assert_eq!(
+        out.actions,
+        [Action::ListSlices(ObjectKey::new("prod", "web"))]
+    );
+    merge(
+        &mut out,
+        st.listed(
+            &ObjectKey::new("prod", "web"),
+            vec![slice("web-1", "web", &["10.1.0.1"])],
+        ),
+    );
+    st.settle(&mut out);
+    assert_eq!(summary(&out), ["+svc prod/web", "+slice prod/web-1 (1)"]);
+}
