@@ -370,6 +370,11 @@ impl Runner {
 
     /// Starts the watches (or reports why there are none) and the gateway.
     fn start(&mut self) {
+        if let Some(w) = &self.watches {
+            let stats = w.client.stats.clone();
+            self.board
+                .update(&self.run.name, |rep| rep.api = Some(stats));
+        }
         let Some(w) = self.watches.as_mut() else {
             let e = match &self.run.client {
                 Err(e) => e.clone(),

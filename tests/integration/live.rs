@@ -338,9 +338,13 @@ async fn links_and_secrets_start_stop_and_rotate_clusters() {
         "\"name\": \"east\"",
         "\"origin\": \"Link linkerd-multicluster/east\"",
         "\"state\": \"synced\"",
+        // The default bound on east's requests in flight.
+        "\"apiMaxInFlight\": 16",
     ] {
         assert!(body.contains(want), "missing {want} in {body}");
     }
+    let east = cluster_report(server.admin, "east");
+    assert!(east["secondsSinceApiAnswered"].is_number(), "{east:#}");
     assert!(!body.contains("\"name\": \"north\""), "{body}");
     server.server.stop().await;
 }
