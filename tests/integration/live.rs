@@ -911,3 +911,68 @@ async fn a_hostile_slice_is_clamped_and_counted_and_the_rest_answers() {
     }
     server.server.stop().await;
 }
+
+/// A selector-change storm: many services become exported at once on a
+/// slow cluster, each needing a targeted slice list. The lists queue behind
+/// the cluster's in-flight bound (16 by default) instead of all hitting its
+/// API server at once, and every service is served in the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_newly_exported_services_stays_within_the_in_flight_bound() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const N: usize = 60;
+    let (sim, _dir, server) = two_remotes(|_| {}, |_| {}).await;
+    let dns = server.dns;
+    let east = sim.cluster("east").expect("east").clone();
+    let ec = client(&east).await;
+    let lists_before = east.request_count("list", "endpointslices.discovery.k8s.io");
+    east.set_latency(Duration::from_millis(300));
+    let admin = server.admin;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut most = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let r = cluster_report(admin, "east");
+                most = most.max(r["apiRequestsInFlight"].as_u64().unwrap_or(0));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            most
+        })
+    };
+    let names: Vec<String> = (0..N).map(|i| format!("burst-{i}")).collect();
+    let addrs: Vec<String> = (0..N).map(|i| format!("10.9.0.{}", i + 1)).collect();
+    futures_util::future::join_all(
+        names
+            .iter()
+            .zip(&addrs)
+            .map(|(n, a)| async { export(&ec, n, &[a.as_str()]).await }),
+    )
+    .await;
+    eventually("every new service's slices listed", 30 * SECOND, || async {
+        let lists = east.request_count("list", "endpointslices.discovery.k8s.io") - lists_before;
+        if lists >= N as u64 {
+            Ok(())
+        } else {
+            Err(format!("{lists} targeted lists"))
+        }
+    })
+    .await;
+    until(
+        dns,
+        &fqdn(&format!("burst-{}-east", N - 1)),
+        ResponseCode::NoError,
+        &[&format!("10.9.0.{N}")],
+        30 * SECOND,
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let most = sampler.join().expect("sampler");
+    assert!(most <= 16, "{most} requests in flight to east");
+    assert!(
+        most >= 8,
+        "the lists ran side by side: at most {most} in flight"
+    );
+    server.server.stop().await;
+}
