@@ -70,6 +70,10 @@ impl ApiStats {
 
     /// Whether a watch of the collection at `path` (as
     /// [`kube::Api::resource_url`] gives it) was accepted after `since`.
+    /// Watches of one collection under different selectors share the
+    /// answer: they fail and recover together (one server, one resource,
+    /// one set of permissions), and keying by selector would tie this to
+    /// kube's query encoding.
     pub fn watch_accepted_since(&self, path: &str, since: Instant) -> bool {
         self.watches
             .lock()
