@@ -292,21 +292,12 @@ async fn links_and_secrets_start_stop_and_rotate_clusters() {
     east.drop_watches();
     // Positive evidence the cut was seen: east's re-watch is refused, so it
     // is reported broken (with the refusal), and its last data still answers.
-    let admin = server.admin;
-    eventually(
+    until_report(
+        server.admin,
+        "east",
         "east reported broken after its token rotation",
         10 * SECOND,
-        || async {
-            let r = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
-                .await
-                .map_err(|e| e.to_string())?;
-            if r["state"] == "broken" && r["lastError"].as_str().is_some_and(|e| e.contains("401"))
-            {
-                Ok(())
-            } else {
-                Err(format!("{r:#}"))
-            }
-        },
+        |r| r["state"] == "broken" && r["lastError"].as_str().is_some_and(|e| e.contains("401")),
     )
     .await;
     assert_eq!(
@@ -453,15 +444,25 @@ async fn clusters_file_without_the_link_crd() {
     .await;
     // A broken file keeps what is linked, and says why.
     std::fs::write(&file, "- name: east\n  kubeconfg: typo\n").expect("write");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let admin = server.admin;
+    eventually(
+        "the problem names the bad key",
+        10 * SECOND,
+        || async move {
+            let (_, body) = tokio::task::spawn_blocking(move || http_get(admin, "/debug/clusters"))
+                .await
+                .map_err(|e| e.to_string())?;
+            if body.contains("kubeconfg") {
+                Ok(())
+            } else {
+                Err(body)
+            }
+        },
+    )
+    .await;
     assert_eq!(
         a(dns, &fqdn("api-south")).await,
         (ResponseCode::NoError, ips(&["10.3.0.1"]))
-    );
-    let (_, body) = http_get(server.admin, "/debug/clusters");
-    assert!(
-        body.contains("kubeconfg"),
-        "the problem names the bad key: {body}"
     );
     // The Link API was never asked for.
     assert_eq!(
@@ -538,8 +539,16 @@ async fn an_api_restart_mid_watch_resumes_and_misses_nothing() {
     let dns = server.dns;
     let east = sim.cluster("east").expect("east").clone();
     east.stop();
-    // Served from last-known data meanwhile, TTL capped.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Served from last-known data meanwhile, TTL capped, once east is
+    // known broken.
+    until_report(
+        server.admin,
+        "east",
+        "east reported broken",
+        10 * SECOND,
+        |r| r["state"] == "broken",
+    )
+    .await;
     assert_eq!(
         a(dns, &fqdn("api-east")).await,
         (ResponseCode::NoError, ips(&["10.1.0.1"]))
@@ -562,17 +571,13 @@ async fn an_api_restart_mid_watch_resumes_and_misses_nothing() {
     )
     .await;
     // Every watch of east reconnects (each on its own backoff).
-    let admin = server.admin;
-    eventually("east healthy again", 15 * SECOND, || async {
-        let r = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
-            .await
-            .map_err(|e| e.to_string())?;
-        if r["state"] == "synced" && r["watchRestarts"].as_u64().is_some_and(|n| n > 0) {
-            Ok(())
-        } else {
-            Err(format!("{r:#}"))
-        }
-    })
+    until_report(
+        server.admin,
+        "east",
+        "east healthy again",
+        15 * SECOND,
+        |r| r["state"] == "synced" && r["watchRestarts"].as_u64().is_some_and(|n| n > 0),
+    )
     .await;
     server.server.stop().await;
 }
@@ -643,16 +648,40 @@ async fn bursts_of_500_and_429_back_off_and_recover() {
     let ec = client(&east).await;
     east.fail_next(20);
     east.drop_watches();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_report(
+        server.admin,
+        "east",
+        "east's re-watches get 500",
+        10 * SECOND,
+        |r| r["lastError"].as_str().is_some_and(|e| e.contains("500")),
+    )
+    .await;
+    east.fail_next(0);
+    let requests = || east.counters().iter().map(|(_, n)| n).sum::<u64>();
+    let before = requests();
     east.throttle_next(20, 1);
     east.drop_watches();
+    // The client waits out each 429 and asks again: every throttled answer
+    // is used up by east's re-watches.
+    eventually(
+        "east's re-watches use up 20 throttled answers",
+        15 * SECOND,
+        || async {
+            let n = requests() - before;
+            if n >= 20 {
+                Ok(())
+            } else {
+                Err(format!("{n} requests since the throttle"))
+            }
+        },
+    )
+    .await;
     // Last-known data is served throughout.
     assert_eq!(
         a(dns, &fqdn("api-east")).await,
         (ResponseCode::NoError, ips(&["10.1.0.1"]))
     );
     // The faults end; the change lands. The test client has retries too.
-    tokio::time::sleep(Duration::from_millis(500)).await;
     east.fail_next(0);
     east.throttle_next(0, 0);
     set_endpoints(&ec, "api", &["10.1.0.7"]).await;
@@ -678,7 +707,14 @@ async fn a_slow_cluster_does_not_delay_another() {
     // so it is busy re-listing.
     east.set_latency(Duration::from_secs(2));
     east.drop_watches();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    until_report(
+        server.admin,
+        "east",
+        "east's re-watches wait on it",
+        5 * SECOND,
+        |r| r["apiRequestsInFlight"].as_u64().is_some_and(|n| n > 0),
+    )
+    .await;
     for (i, ip) in ["10.2.0.2", "10.2.0.3", "10.2.0.4"].into_iter().enumerate() {
         set_endpoints(&nc, "api", &[ip]).await;
         let took = until(
@@ -816,6 +852,32 @@ async fn only_exported_services_and_their_slices_are_held() {
 }
 
 /// `/debug/clusters`' report of `cluster`.
+/// Polls `/debug/clusters` until `cluster`'s report passes `check`, at
+/// most `limit`; returns that report.
+async fn until_report(
+    admin: SocketAddr,
+    cluster: &'static str,
+    what: &str,
+    limit: Duration,
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let report = || async move {
+        tokio::task::spawn_blocking(move || cluster_report(admin, cluster))
+            .await
+            .map_err(|e| e.to_string())
+    };
+    eventually(what, limit, || async {
+        let r = report().await?;
+        if check(&r) {
+            Ok(())
+        } else {
+            Err(format!("{r:#}"))
+        }
+    })
+    .await;
+    report().await.expect("report")
+}
+
 fn cluster_report(admin: SocketAddr, cluster: &str) -> serde_json::Value {
     let (_, body) = http_get(admin, "/debug/clusters");
     let v: serde_json::Value = serde_json::from_str(&body).expect("json");
@@ -874,21 +936,14 @@ async fn a_hostile_slice_is_clamped_and_counted_and_the_rest_answers() {
         5 * SECOND,
     )
     .await;
-    let admin = server.admin;
-    eventually("east holds 1,002 endpoints", 5 * SECOND, || async {
-        let r = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
-            .await
-            .map_err(|e| e.to_string())?;
-        if r["endpoints"] == 1002 {
-            Ok(())
-        } else {
-            Err(format!("{r:#}"))
-        }
-    })
+    let report = until_report(
+        server.admin,
+        "east",
+        "east holds 1,002 endpoints",
+        5 * SECOND,
+        |r| r["endpoints"] == 1002,
+    )
     .await;
-    let report = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
-        .await
-        .expect("join");
     assert_eq!(
         report["endpoints"], 1002,
         "api's 2 and big's first 1,000: {report:#}"
@@ -900,7 +955,7 @@ async fn a_hostile_slice_is_clamped_and_counted_and_the_rest_answers() {
                            "too_many_endpoints": 1}}),
         "{report:#}"
     );
-    let (_, metrics) = tokio::task::spawn_blocking(move || http_get(admin, "/metrics"))
+    let (_, metrics) = tokio::task::spawn_blocking(move || http_get(server.admin, "/metrics"))
         .await
         .expect("join");
     for reason in ["address_not_ip", "too_many_endpoints"] {
