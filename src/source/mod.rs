@@ -4,7 +4,7 @@
 //! APIs (clients, watches, the in-flight bound) is [`crate::k8s`]'s.
 //!
 //! The file source:
-//! - [`file`]: reading and diffing the zones directory (pure but for file reads);
+//! - [`file`](mod@file): reading and diffing the zones directory (pure but for file reads);
 //! - [`watch`]: the task that keeps the file source current.
 //!
 //! The live source:
