@@ -125,6 +125,13 @@ pub struct ServeArgs {
     /// Readiness stops waiting for a cluster's first sync after this long [default: 60s].
     #[arg(long, env = "CLUSTERSET_DNS_SYNC_TIMEOUT", value_name = "DURATION")]
     pub sync_timeout: Option<String>,
+    /// Most requests in flight to one cluster's API server; more wait (a watch counts until the server accepts it) [default: 16].
+    #[arg(
+        long,
+        env = "CLUSTERSET_DNS_MAX_INFLIGHT_PER_CLUSTER",
+        value_name = "N"
+    )]
+    pub max_inflight_per_cluster: Option<usize>,
     /// Live mode: also run the mirror controller (writes mirror Services and EndpointSlices locally).
     #[arg(long, env = "CLUSTERSET_DNS_MIRROR")]
     pub mirror: bool,
@@ -238,6 +245,8 @@ pub struct FileConfig {
     pub federated_grace: Option<String>,
     /// `sync-timeout`.
     pub sync_timeout: Option<String>,
+    /// `max-inflight-per-cluster`.
+    pub max_inflight_per_cluster: Option<usize>,
     /// `mirror`.
     pub mirror: Option<bool>,
     /// `linkerd-flat-compat`.
@@ -338,6 +347,8 @@ pub struct LiveOptions {
     pub link_namespace: String,
     /// Readiness stops waiting for a cluster after this long.
     pub sync_timeout: Duration,
+    /// Most requests in flight to one cluster's API server.
+    pub max_inflight_per_cluster: usize,
 }
 
 /// Mirror controller options.
@@ -602,6 +613,7 @@ impl FileConfig {
             max_stale,
             federated_grace,
             sync_timeout,
+            max_inflight_per_cluster,
             mirror,
             linkerd_flat_compat,
             cluster_domain,
@@ -630,6 +642,7 @@ impl FileConfig {
                 clusters,
                 link_namespace,
                 sync_timeout,
+                max_inflight_per_cluster,
             },
             mirror: FileMirror {
                 mirror,
@@ -668,6 +681,7 @@ struct FileLive {
     clusters: Option<PathBuf>,
     link_namespace: Option<String>,
     sync_timeout: Option<String>,
+    max_inflight_per_cluster: Option<usize>,
 }
 
 /// Live mode's options, or `None` in file mode. `(file_mode, local_named)`:
@@ -725,6 +739,11 @@ fn live_options(
                 .or(file.sync_timeout.as_deref()),
         )?
         .unwrap_or(DEFAULT_SYNC_TIMEOUT),
+        max_inflight_per_cluster: args
+            .max_inflight_per_cluster
+            .or(file.max_inflight_per_cluster)
+            .unwrap_or(crate::k8s::layer::DEFAULT_MAX_INFLIGHT)
+            .max(1),
     }))
 }
 

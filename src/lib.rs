@@ -27,6 +27,7 @@ pub mod cli;
 pub mod config;
 pub mod dns;
 pub mod filewatch;
+pub mod k8s;
 pub mod metrics;
 pub mod mirror;
 pub mod model;

@@ -20,6 +20,7 @@ use crate::dns::Handler;
 use crate::dns::server::{ConnectionSlots, bind_dns, serve_tcp, serve_tls, serve_udp};
 use crate::dns::stats::DnsStats;
 use crate::dns::tls;
+use crate::k8s::layer::DEFAULT_MAX_INFLIGHT;
 use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
 use crate::model::{ClusterSet, Epoch, Model, Settings, Snapshot};
@@ -250,8 +251,14 @@ impl Server {
                 origin
             }
             SourceSetup::Live(live_config) => {
+                // The test harness builds the live source without options.
+                let max_inflight = config
+                    .live
+                    .as_ref()
+                    .map_or(DEFAULT_MAX_INFLIGHT, |l| l.max_inflight_per_cluster);
                 tasks.spawn(live::run(
                     live_config,
+                    max_inflight,
                     tx,
                     shared.board.clone(),
                     settings_rx.clone(),

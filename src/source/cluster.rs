@@ -1,35 +1,46 @@
-//! One cluster's watch task: runs the list+watch loops a cluster needs,
-//! feeds their deliveries through [`ClusterState`], and sends the model the
-//! resulting events and health.
+//! One cluster's watch task: thin glue between kube-runtime watchers and
+//! the pure [`ClusterState`]. It pumps each watcher's deliveries into the
+//! state, runs the targeted slice lists the state asks for, and sends the
+//! model what comes out, with the cluster's health.
 //!
 //! Owns the watch set (one Service watch per distinct export selector, the
 //! mirror Services in the local cluster, the remote gateway Service when no
 //! gateway is declared, the EndpointSlice watch once Services are listed),
-//! targeted slice lists, gateway hostname resolution, the gateway probe,
-//! the sync timeout and the health it reports (synced, broken since, gateway
-//! alive). Interpretation of objects stays in `source::state`.
+//! batching (the budget judges a batch at its end), gateway hostname
+//! resolution and the gateway probe, the sync timeout, and the health it
+//! reports: broken when a watch fails, healthy again when each failed
+//! watch delivers again or the cluster's API server accepts it anew (which
+//! the client's [`crate::k8s::layer::ApiLayer`] records: a re-watch after an
+//! error delivers nothing by itself). Interpretation of objects stays in
+//! `source::state`; retries and relists are kube-runtime's.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Service as K8sService;
+use futures_util::StreamExt as _;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
-use kube::Client;
+use kube::Api;
+use kube::api::ListParams;
+use kube::core::DeserializeGuard;
+use kube::runtime::watcher::{self, Event as WatchEvent};
 use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, info, warn};
 
 use super::SourceMsg;
-use super::api::{Backoff, MAX_BACKOFF, WatchMsg, WatchTarget, list_watch};
 use super::convert::{Adjustment, Reason};
 use super::feed::FeedTx;
 use super::probe::{self, ProbeReport};
 use super::selector::Selectors;
 use super::spec::{GatewayAddr, GatewaySource, GatewaySpec};
-use super::state::{Action, BudgetReport, ClusterState, Output};
+use super::state::{Action, BudgetReport, ClusterState, Object, Output, Watch};
 use super::status::{ProbeStatus, StatusBoard};
+use crate::k8s::client::BoundedClient;
+use crate::k8s::watch::{
+    Delivery, MAX_BACKOFF, PAGE, SLICE_PAGE, backoff, config, guarded_list, guarded_watch,
+};
 use crate::model::budget::Budget;
 use crate::model::objects::{Gateway, ObjectKey};
 use crate::model::{Event, Health, Settings};
@@ -41,6 +52,8 @@ pub const RESOLVE_PERIOD: Duration = Duration::from_secs(60);
 /// Most events gathered from the watches before the budget judges them and
 /// they go to the feed.
 const BATCH: usize = 1000;
+/// Most messages handled in one batch.
+const BATCH_MESSAGES: usize = 256;
 
 /// What a cluster task watches.
 #[derive(Clone)]
@@ -50,7 +63,7 @@ pub struct ClusterRun {
     /// The local cluster (also watches mirror Services).
     pub local: bool,
     /// The API client; `Err` says why there is none.
-    pub client: Result<Client, String>,
+    pub client: Result<BoundedClient, String>,
     /// Export selectors.
     pub selectors: Selectors,
     /// The gateway.
@@ -63,103 +76,155 @@ pub struct ClusterRun {
 }
 
 impl ClusterRun {
-    /// The Service watches, in the order their indices are used.
-    pub fn service_targets(&self) -> Vec<WatchTarget> {
-        let mut out: Vec<WatchTarget> = self
+    /// The label selectors of the Service watches, in the order of their
+    /// [`Watch::Services`] indices.
+    pub fn service_selectors(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
             .selectors
             .distinct()
             .into_iter()
-            .map(|s| services(Some(s.to_query())))
+            .map(|s| s.to_query())
             .collect();
         if self.local {
-            out.push(services(Some(format!("{LABEL_MIRRORED}=true"))));
+            out.push(format!("{LABEL_MIRRORED}=true"));
         }
         out
     }
 }
 
-fn services(label_selector: Option<String>) -> WatchTarget {
-    WatchTarget {
-        path: "/api/v1/services".into(),
-        label_selector,
-        field_selector: None,
-    }
-}
-
-fn slice_target(namespace: Option<&str>, service: Option<&str>) -> WatchTarget {
-    WatchTarget {
-        path: match namespace {
-            Some(ns) => format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"),
-            None => "/apis/discovery.k8s.io/v1/endpointslices".into(),
-        },
-        label_selector: Some(match service {
-            Some(s) => format!("{LABEL_SERVICE_NAME}={s}"),
-            None => LABEL_SERVICE_NAME.to_owned(),
-        }),
-        field_selector: None,
-    }
-}
-
 enum Msg {
-    Service(usize, WatchMsg<K8sService>),
-    Slice(WatchMsg<K8sSlice>),
-    Gateway(WatchMsg<K8sService>),
-    Listed(ObjectKey, Vec<K8sSlice>),
+    Watch(Watch, Delivery<Object>),
+    /// A targeted slice list: the slices, and those that did not decode.
+    Listed(ObjectKey, Vec<K8sSlice>, Vec<(String, String)>),
     Resolved(Vec<IpAddr>),
     Probe(ProbeReport),
 }
 
-/// Watch ids for health: services are `0..n`, then these.
-const SLICE_WATCH: usize = usize::MAX - 1;
-const GATEWAY_WATCH: usize = usize::MAX;
-
-fn forward<K: Send + 'static>(
-    mut rx: mpsc::Receiver<WatchMsg<K>>,
-    tx: mpsc::Sender<Msg>,
-    wrap: impl Fn(WatchMsg<K>) -> Msg + Send + 'static,
-) {
-    tokio::spawn(async move {
-        while let Some(m) = rx.recv().await {
-            if tx.send(wrap(m)).await.is_err() {
-                return;
-            }
-        }
-    });
+/// `d` with its objects wrapped as [`Object`]s.
+fn lift<K>(d: Delivery<K>, wrap: fn(K) -> Object) -> Delivery<Object> {
+    match d {
+        Delivery::Event(e) => Delivery::Event(match e {
+            WatchEvent::Init => WatchEvent::Init,
+            WatchEvent::InitApply(k) => WatchEvent::InitApply(wrap(k)),
+            WatchEvent::Apply(k) => WatchEvent::Apply(wrap(k)),
+            WatchEvent::Delete(k) => WatchEvent::Delete(wrap(k)),
+            WatchEvent::InitDone => WatchEvent::InitDone,
+        }),
+        Delivery::Undecodable { object, error } => Delivery::Undecodable { object, error },
+        Delivery::Failed(e) => Delivery::Failed(e),
+    }
 }
 
-fn spawn_watch<K>(
-    client: &Client,
-    target: WatchTarget,
-    tx: &mpsc::Sender<Msg>,
-    shutdown: &CancellationToken,
-    wrap: impl Fn(WatchMsg<K>) -> Msg + Send + 'static,
-) where
-    K: serde::de::DeserializeOwned + Send + 'static,
-{
-    let (wtx, wrx) = mpsc::channel(64);
-    tokio::spawn(list_watch(client.clone(), target, wtx, shutdown.clone()));
-    forward(wrx, tx.clone(), wrap);
+/// The cluster's watches and lists: where they send, and what stops them.
+struct Watches {
+    client: BoundedClient,
+    tx: mpsc::Sender<Msg>,
+    token: CancellationToken,
+    /// Each watch's collection path, to ask the client's layer whether the
+    /// API server accepted it again.
+    paths: HashMap<Watch, String>,
+}
+
+impl Watches {
+    /// Starts watch `w` of `api`, pumping its deliveries into the task's
+    /// queue until the task ends.
+    fn spawn<K>(
+        &mut self,
+        w: Watch,
+        api: Api<DeserializeGuard<K>>,
+        config: watcher::Config,
+        wrap: fn(K) -> Object,
+    ) where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + 'static,
+    {
+        self.paths.insert(w, api.resource_url().to_owned());
+        let tx = self.tx.clone();
+        let token = self.token.clone();
+        tokio::spawn(async move {
+            let stream = guarded_watch(api, config);
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                let next = tokio::select! {
+                    d = stream.next() => d,
+                    () = token.cancelled() => return,
+                };
+                let Some(d) = next else { return };
+                if tx.send(Msg::Watch(w, lift(d, wrap))).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    fn services(&mut self, n: usize, selector: &str) {
+        let api = Api::all(self.client.client.clone());
+        self.spawn(
+            Watch::Services(n),
+            api,
+            config(PAGE).labels(selector),
+            Object::service,
+        );
+    }
+
+    fn slices(&mut self) {
+        let api = Api::all(self.client.client.clone());
+        self.spawn(
+            Watch::Slices,
+            api,
+            config(SLICE_PAGE).labels(LABEL_SERVICE_NAME),
+            Object::slice,
+        );
+    }
+
+    fn gateway(&mut self) {
+        let api = Api::namespaced(self.client.client.clone(), GATEWAY_NAMESPACE);
+        self.spawn(
+            Watch::Gateway,
+            api,
+            config(PAGE).fields(&format!("metadata.name={GATEWAY_NAME}")),
+            Object::service,
+        );
+    }
+
+    /// Lists one service's slices in the background. The client's layer
+    /// bounds how many such lists reach the API server at once.
+    fn list_slices(&self, key: ObjectKey) {
+        let api = Api::namespaced(self.client.client.clone(), &key.namespace);
+        tokio::spawn(list_slices(api, key, self.tx.clone(), self.token.clone()));
+    }
 }
 
 /// Lists one service's slices, retrying until it succeeds or is cancelled.
 async fn list_slices(
-    client: Client,
+    api: Api<DeserializeGuard<K8sSlice>>,
     key: ObjectKey,
     tx: mpsc::Sender<Msg>,
     shutdown: CancellationToken,
 ) {
-    let target = slice_target(Some(&key.namespace), Some(&key.name));
-    let mut backoff = Backoff::new(MAX_BACKOFF);
+    let params = ListParams::default()
+        .labels(&format!("{LABEL_SERVICE_NAME}={}", key.name))
+        .limit(SLICE_PAGE);
+    let mut delays = backoff();
     loop {
-        match super::api::list_once::<K8sSlice>(&client, &target).await {
-            Ok(items) => {
-                let _ = tx.send(Msg::Listed(key, items)).await;
+        let listed = tokio::select! {
+            l = guarded_list(&api, &params) => l,
+            () = shutdown.cancelled() => return,
+        };
+        match listed {
+            Ok((items, bad)) => {
+                let _ = tx.send(Msg::Listed(key, items, bad)).await;
                 return;
             }
             Err(e) => {
                 debug!(service = %key, error = %e, "slice list failed; retrying");
+                let delay = delays.next().unwrap_or(MAX_BACKOFF);
                 tokio::select! {
-                    () = tokio::time::sleep(backoff.next_delay()) => {}
+                    () = tokio::time::sleep(delay) => {}
                     () = shutdown.cancelled() => return,
                 }
             }
@@ -176,8 +241,7 @@ async fn resolve_gateway(
     shutdown: CancellationToken,
 ) {
     let mut last: Option<Vec<IpAddr>> = None;
-    let mut known: std::collections::HashMap<String, Vec<IpAddr>> =
-        std::collections::HashMap::new();
+    let mut known: HashMap<String, Vec<IpAddr>> = HashMap::new();
     loop {
         let mut ips = BTreeSet::new();
         for a in &addrs {
@@ -216,12 +280,29 @@ async fn resolve_gateway(
     }
 }
 
+/// A declared gateway: its resolved addresses go to the probe.
+struct DeclaredGateway {
+    spec: GatewaySpec,
+    addrs: watch::Sender<Vec<IpAddr>>,
+    probe_started: bool,
+}
+
 struct Runner {
     run: ClusterRun,
     state: ClusterState,
     tx: FeedTx,
     board: Arc<StatusBoard>,
-    failing: HashSet<usize>,
+    /// `None` when the cluster has no client.
+    watches: Option<Watches>,
+    /// The queue every watch, list, resolver and probe sends to.
+    queue: mpsc::Sender<Msg>,
+    /// Stops the watches when the task ends.
+    _stop: DropGuard,
+    stop: CancellationToken,
+    slice_watch_started: bool,
+    declared: Option<DeclaredGateway>,
+    /// Failed watches, and when they last failed.
+    failing: HashMap<Watch, Instant>,
     broken_since: Option<Instant>,
     gateway_alive: Option<bool>,
     gave_up: bool,
@@ -231,6 +312,125 @@ struct Runner {
 }
 
 impl Runner {
+    fn new(
+        run: ClusterRun,
+        state: ClusterState,
+        tx: FeedTx,
+        board: Arc<StatusBoard>,
+        shutdown: &CancellationToken,
+    ) -> (Self, mpsc::Receiver<Msg>) {
+        let (queue, rx) = mpsc::channel::<Msg>(256);
+        let stop = shutdown.child_token();
+        let watches = run.client.as_ref().ok().map(|c| Watches {
+            client: c.clone(),
+            tx: queue.clone(),
+            token: stop.clone(),
+            paths: HashMap::new(),
+        });
+        let declared = match &run.gateway {
+            GatewaySource::Spec(spec) => Some(DeclaredGateway {
+                spec: spec.clone(),
+                addrs: watch::Sender::new(Vec::new()),
+                probe_started: false,
+            }),
+            _ => None,
+        };
+        let r = Self {
+            run,
+            state,
+            tx,
+            board,
+            watches,
+            queue,
+            _stop: stop.clone().drop_guard(),
+            stop,
+            slice_watch_started: false,
+            declared,
+            failing: HashMap::new(),
+            broken_since: None,
+            gateway_alive: None,
+            gave_up: false,
+            last_health: None,
+            last_budget: None,
+            pending: Vec::new(),
+        };
+        (r, rx)
+    }
+
+    /// The budget for `settings`: the local cluster's exports are our own,
+    /// only linked ones are held to a budget.
+    fn set_budget(&mut self, settings: &Settings) {
+        let budget = if self.run.local {
+            Budget::UNLIMITED
+        } else {
+            settings.budget
+        };
+        self.state.set_budget(budget);
+    }
+
+    /// Starts the watches (or reports why there are none) and the gateway.
+    fn start(&mut self) {
+        if let Some(w) = &self.watches {
+            let stats = w.client.stats.clone();
+            self.board
+                .update(&self.run.name, |rep| rep.api = Some(stats));
+        }
+        let Some(w) = self.watches.as_mut() else {
+            let e = match &self.run.client {
+                Err(e) => e.clone(),
+                Ok(_) => String::new(),
+            };
+            warn!(cluster = %self.run.name, problem = %e, "cluster cannot be watched");
+            self.board
+                .update(&self.run.name, |rep| rep.problem = Some(e));
+            return;
+        };
+        let selectors = self.run.service_selectors();
+        for (n, s) in selectors.iter().enumerate() {
+            w.services(n, s);
+        }
+        match &self.run.gateway {
+            GatewaySource::RemoteService => {
+                self.state.set_gateway_watch(true);
+                w.gateway();
+            }
+            GatewaySource::Spec(spec) => {
+                self.state.set_gateway_watch(false);
+                tokio::spawn(resolve_gateway(
+                    spec.addresses.clone(),
+                    self.queue.clone(),
+                    self.stop.clone(),
+                ));
+                if spec.probe.is_some() {
+                    self.board.update(&self.run.name, |rep| {
+                        rep.probe = Some(ProbeStatus::default())
+                    });
+                }
+            }
+            GatewaySource::None => {
+                self.state.set_gateway_watch(false);
+                self.pending.push(Event::GatewayApplied {
+                    cluster: self.run.name.clone(),
+                    gateway: None,
+                });
+            }
+        }
+        // Nothing exported by selector: the slice watch has nothing to
+        // serve, but it still marks the cluster synced.
+        if selectors.is_empty() {
+            self.start_slice_watch();
+        }
+    }
+
+    fn start_slice_watch(&mut self) {
+        if let Some(w) = self.watches.as_mut()
+            && !self.slice_watch_started
+        {
+            self.slice_watch_started = true;
+            w.slices();
+        }
+    }
+
     fn health(&self) -> Health {
         Health {
             synced: self.state.synced(),
@@ -269,16 +469,38 @@ impl Runner {
         self.tx.send(SourceMsg::Events(batch)).await.is_ok()
     }
 
-    fn connected(&mut self, id: usize) {
-        self.failing.remove(&id);
+    /// Watch `w` delivered: it works.
+    fn delivered(&mut self, w: Watch) {
+        if self.failing.remove(&w).is_some() {
+            self.maybe_healthy();
+        }
+    }
+
+    /// The cluster's API server answered: failed watches it accepted again
+    /// since their failure work again.
+    fn answered(&mut self) {
+        let Some(watches) = &self.watches else {
+            return;
+        };
+        let stats = &watches.client.stats;
+        self.failing.retain(|w, since| {
+            !watches
+                .paths
+                .get(w)
+                .is_some_and(|p| stats.watch_accepted_since(p, *since))
+        });
+        self.maybe_healthy();
+    }
+
+    fn maybe_healthy(&mut self) {
         if self.failing.is_empty() && self.broken_since.is_some() {
             info!(cluster = %self.run.name, "watches healthy again");
             self.broken_since = None;
         }
     }
 
-    fn failed(&mut self, id: usize, error: String) {
-        if self.failing.insert(id) {
+    fn failed(&mut self, w: Watch, error: String) {
+        if self.failing.insert(w, Instant::now()).is_none() {
             self.board.update(&self.run.name, |r| r.watch_restarts += 1);
         }
         if self.broken_since.is_none() {
@@ -289,7 +511,9 @@ impl Runner {
             .update(&self.run.name, |r| r.last_error = Some(error));
     }
 
-    fn took(&mut self, out: Output) -> Vec<Action> {
+    /// Takes what a delivery produced: events queue for the feed,
+    /// adjustments are logged and counted, actions run.
+    fn took(&mut self, out: Output) {
         if !out.adjusted.is_empty() {
             for a in &out.adjusted {
                 for w in &a.warnings {
@@ -315,28 +539,132 @@ impl Runner {
                 .update(&self.run.name, |r| r.last_event = Some(Instant::now()));
         }
         self.pending.extend(out.events);
-        out.actions
+        for Action::ListSlices(key) in out.actions {
+            if let Some(w) = &self.watches {
+                w.list_slices(key);
+            }
+        }
     }
 
     /// Applies the budget to what the last messages changed, and reports it.
-    fn settle(&mut self) -> Vec<Action> {
+    fn settle(&mut self) {
         let mut out = Output::default();
         self.state.settle(&mut out);
         let report = self.state.budget_report();
         self.board
             .budget(&self.run.name, self.last_budget.as_ref(), &report);
         self.last_budget = Some(report);
-        self.took(out)
+        self.took(out);
     }
 
-    fn undecodable(&mut self, object: Option<String>, error: &str) {
-        warn!(cluster = %self.run.name, object = object.as_deref().unwrap_or("?"), %error, "object skipped: cannot decode");
+    fn undecodable(&mut self, object: &str, error: &str) {
+        warn!(cluster = %self.run.name, object, %error, "object skipped: cannot decode");
         self.board.update(&self.run.name, |r| {
             r.skipped_objects += 1;
             *r.adjusted
                 .entry((Adjustment::Skipped, Reason::Undecodable))
                 .or_default() += 1;
         });
+    }
+
+    /// One message.
+    fn handle(&mut self, msg: Msg) {
+        let out = match msg {
+            Msg::Watch(w, Delivery::Event(e)) => {
+                // `Init` comes before the list is asked for: no evidence.
+                if !matches!(e, WatchEvent::Init) {
+                    self.delivered(w);
+                }
+                self.state.watched(w, e)
+            }
+            Msg::Watch(_, Delivery::Undecodable { object, error }) => {
+                self.undecodable(&object, &error);
+                return;
+            }
+            Msg::Watch(w, Delivery::Failed(e)) => {
+                self.failed(w, e);
+                return;
+            }
+            Msg::Listed(key, items, bad) => {
+                for (object, error) in bad {
+                    self.undecodable(&object, &error);
+                }
+                self.state.listed(&key, items)
+            }
+            Msg::Resolved(ips) => self.resolved(ips),
+            Msg::Probe(report) => {
+                self.probed(&report);
+                return;
+            }
+        };
+        self.took(out);
+        if self.state.services_listed() {
+            self.start_slice_watch();
+        }
+    }
+
+    /// The declared gateway's addresses changed: the model gets them, and
+    /// the probe (started with the first addresses) probes them.
+    fn resolved(&mut self, ips: Vec<IpAddr>) -> Output {
+        let mut out = Output::default();
+        let Some(d) = self.declared.as_mut() else {
+            return out;
+        };
+        info!(cluster = %self.run.name, addresses = ?ips, "gateway addresses");
+        d.addrs.send_replace(ips.clone());
+        if let Some(p) = d.spec.probe.clone().filter(|_| !d.probe_started) {
+            d.probe_started = true;
+            let queue = self.queue.clone();
+            tokio::spawn(probe::run(
+                p,
+                d.addrs.subscribe(),
+                move |report| {
+                    // A full queue drops a report; the next one carries the state.
+                    let _ = queue.try_send(Msg::Probe(report));
+                },
+                self.stop.clone(),
+            ));
+        }
+        self.board
+            .update(&self.run.name, |rep| rep.gateway = ips.clone());
+        out.events.push(Event::GatewayApplied {
+            cluster: self.run.name.clone(),
+            gateway: Some(Gateway {
+                addresses: ips,
+                port: d.spec.port,
+                identity: d.spec.identity.clone(),
+            }),
+        });
+        out
+    }
+
+    fn probed(&mut self, report: &ProbeReport) {
+        self.gateway_alive = report.alive;
+        self.board.update(&self.run.name, |rep| {
+            let p = rep.probe.get_or_insert_with(ProbeStatus::default);
+            p.alive = report.alive;
+            p.consecutive_failures = report.consecutive_failures;
+            if report.success {
+                p.successes += 1;
+                p.last_latency = report.latency;
+            } else {
+                p.failures += 1;
+                p.last_error.clone_from(&report.error);
+            }
+        });
+    }
+
+    /// Handles `first` and whatever else is queued, up to a batch.
+    fn batch(&mut self, first: Msg, rx: &mut mpsc::Receiver<Msg>) {
+        let mut next = Some(first);
+        let mut handled = 0;
+        while let Some(msg) = next.take() {
+            handled += 1;
+            self.handle(msg);
+            if handled < BATCH_MESSAGES && self.pending.len() < BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
     }
 }
 
@@ -349,231 +677,47 @@ pub async fn run(
     board: Arc<StatusBoard>,
     shutdown: CancellationToken,
 ) -> ClusterState {
-    let (mtx, mut mrx) = mpsc::channel::<Msg>(256);
-    let targets = run.service_targets();
-    let mut r = Runner {
-        state,
-        tx,
-        board,
-        failing: HashSet::new(),
-        broken_since: None,
-        gateway_alive: None,
-        gave_up: false,
-        last_health: None,
-        last_budget: None,
-        pending: Vec::new(),
-        run,
-    };
-    let mut settings = r.run.settings.clone();
-    // The local cluster's exports are our own: only linked ones are held
-    // to a budget.
-    let local = r.run.local;
-    let budget_of = move |s: &Settings| {
-        if local { Budget::UNLIMITED } else { s.budget }
-    };
-    let budget = budget_of(&settings.borrow_and_update());
-    r.state.set_budget(budget);
-    let watches = shutdown.child_token();
-    let _stop_watches = watches.clone().drop_guard();
-    let mut slice_watch_started = false;
-    let mut probe_started = false;
-
-    let client = match &r.run.client {
-        Ok(c) => Some(c.clone()),
-        Err(e) => {
-            warn!(cluster = %r.run.name, problem = %e, "cluster cannot be watched");
-            let e = e.clone();
-            r.board.update(&r.run.name, |rep| rep.problem = Some(e));
-            None
-        }
-    };
-    let (addr_tx, addr_rx) = watch::channel(Vec::<IpAddr>::new());
-    if let Some(client) = &client {
-        for (w, t) in targets.iter().enumerate() {
-            spawn_watch(client, t.clone(), &mtx, &watches, move |m| {
-                Msg::Service(w, m)
-            });
-        }
-        match &r.run.gateway {
-            GatewaySource::RemoteService => {
-                r.state.set_gateway_watch(true);
-                spawn_watch(
-                    client,
-                    WatchTarget {
-                        path: format!("/api/v1/namespaces/{GATEWAY_NAMESPACE}/services"),
-                        label_selector: None,
-                        field_selector: Some(format!("metadata.name={GATEWAY_NAME}")),
-                    },
-                    &mtx,
-                    &watches,
-                    Msg::Gateway,
-                );
-            }
-            GatewaySource::Spec(spec) => {
-                r.state.set_gateway_watch(false);
-                tokio::spawn(resolve_gateway(
-                    spec.addresses.clone(),
-                    mtx.clone(),
-                    watches.clone(),
-                ));
-                if spec.probe.is_some() {
-                    r.board
-                        .update(&r.run.name, |rep| rep.probe = Some(ProbeStatus::default()));
-                }
-            }
-            GatewaySource::None => {
-                r.state.set_gateway_watch(false);
-                r.pending.push(Event::GatewayApplied {
-                    cluster: r.run.name.clone(),
-                    gateway: None,
-                });
-            }
-        }
-        if targets.is_empty() {
-            // Nothing exported by selector: the slice watch has nothing to
-            // serve either, but it still marks the cluster synced.
-            slice_watch_started = true;
-            spawn_watch(client, slice_target(None, None), &mtx, &watches, Msg::Slice);
-        }
-    }
+    let mut settings = run.settings.clone();
+    let sync_timeout = run.sync_timeout;
+    let (mut r, mut rx) = Runner::new(run, state, tx, board, &shutdown);
+    r.set_budget(&settings.borrow_and_update());
+    r.start();
+    // Without a client nothing ever answers; the sender stays so the
+    // branch below just waits.
+    let (_no_client, no_answers) = watch::channel(None);
+    let mut answered = r
+        .watches
+        .as_ref()
+        .map_or(no_answers, |w| w.client.stats.subscribe());
     if !r.flush().await {
         return r.state;
     }
-
-    let sync_deadline = tokio::time::sleep(r.run.sync_timeout);
+    let sync_deadline = tokio::time::sleep(sync_timeout);
     tokio::pin!(sync_deadline);
-    let gateway_spec: Option<GatewaySpec> = match &r.run.gateway {
-        GatewaySource::Spec(s) => Some(s.clone()),
-        _ => None,
-    };
-    let list = |key: ObjectKey| {
-        if let Some(c) = &client {
-            tokio::spawn(list_slices(c.clone(), key, mtx.clone(), watches.clone()));
-        }
-    };
     loop {
         let msg = tokio::select! {
-            m = mrx.recv() => match m { Some(m) => m, None => break },
+            m = rx.recv() => match m { Some(m) => m, None => break },
             () = &mut sync_deadline, if !r.gave_up && !r.state.synced() => {
-                warn!(cluster = %r.run.name, timeout = ?r.run.sync_timeout, "not synced within the sync timeout; readiness stops waiting for it");
+                warn!(cluster = %r.run.name, timeout = ?sync_timeout, "not synced within the sync timeout; readiness stops waiting for it");
                 r.gave_up = true;
                 if !r.flush().await { break; }
                 continue;
             }
             Ok(()) = settings.changed() => {
-                let budget = budget_of(&settings.borrow_and_update());
-                r.state.set_budget(budget);
-                for Action::ListSlices(key) in r.settle() {
-                    list(key);
-                }
+                r.set_budget(&settings.borrow_and_update());
+                r.settle();
+                if !r.flush().await { break; }
+                continue;
+            }
+            Ok(()) = answered.changed(), if !r.failing.is_empty() => {
+                r.answered();
                 if !r.flush().await { break; }
                 continue;
             }
             () = shutdown.cancelled() => break,
         };
-        let mut next = Some(msg);
-        let mut handled = 0;
-        while let Some(msg) = next.take() {
-            handled += 1;
-            let mut out = Output::default();
-            match msg {
-                Msg::Service(w, m) => match m {
-                    WatchMsg::Init => r.state.service_init(w),
-                    WatchMsg::Page(items) => r.state.service_page(w, items, &mut out),
-                    WatchMsg::InitDone => r.state.service_init_done(w, &mut out),
-                    WatchMsg::Apply(s) => r.state.service_apply(w, &s, &mut out),
-                    WatchMsg::Delete(s) => r.state.service_delete(w, &s, &mut out),
-                    WatchMsg::Connected => r.connected(w),
-                    WatchMsg::Failed(e) => r.failed(w, e),
-                    WatchMsg::Undecodable { object, error } => r.undecodable(object, &error),
-                },
-                Msg::Slice(m) => match m {
-                    WatchMsg::Init => r.state.slice_init(),
-                    WatchMsg::Page(items) => r.state.slice_page(items, &mut out),
-                    WatchMsg::InitDone => r.state.slice_init_done(&mut out),
-                    WatchMsg::Apply(s) => r.state.slice_apply(&s, &mut out),
-                    WatchMsg::Delete(s) => r.state.slice_delete(&s, &mut out),
-                    WatchMsg::Connected => r.connected(SLICE_WATCH),
-                    WatchMsg::Failed(e) => r.failed(SLICE_WATCH, e),
-                    WatchMsg::Undecodable { object, error } => r.undecodable(object, &error),
-                },
-                Msg::Gateway(m) => match m {
-                    WatchMsg::Init => r.state.gateway_init(),
-                    WatchMsg::Page(items) => {
-                        for s in items {
-                            r.state.gateway_apply(&s, &mut out);
-                        }
-                    }
-                    WatchMsg::InitDone => r.state.gateway_init_done(&mut out),
-                    WatchMsg::Apply(s) => r.state.gateway_apply(&s, &mut out),
-                    WatchMsg::Delete(_) => r.state.gateway_delete(&mut out),
-                    WatchMsg::Connected => r.connected(GATEWAY_WATCH),
-                    WatchMsg::Failed(e) => r.failed(GATEWAY_WATCH, e),
-                    WatchMsg::Undecodable { object, error } => r.undecodable(object, &error),
-                },
-                Msg::Listed(key, items) => r.state.slices_listed(&key, items, &mut out),
-                Msg::Resolved(ips) => {
-                    if let Some(spec) = &gateway_spec {
-                        info!(cluster = %r.run.name, addresses = ?ips, "gateway addresses");
-                        let _ = addr_tx.send(ips.clone());
-                        // The first probe waits for addresses to probe.
-                        if let Some(p) = spec.probe.clone().filter(|_| !probe_started) {
-                            probe_started = true;
-                            let ptx = mtx.clone();
-                            tokio::spawn(probe::run(
-                                p,
-                                addr_rx.clone(),
-                                move |report| {
-                                    // A full queue drops a report; the next one carries the state.
-                                    let _ = ptx.try_send(Msg::Probe(report));
-                                },
-                                watches.clone(),
-                            ));
-                        }
-                        r.board.update(&r.run.name, |rep| rep.gateway = ips.clone());
-                        out.events.push(Event::GatewayApplied {
-                            cluster: r.run.name.clone(),
-                            gateway: Some(Gateway {
-                                addresses: ips,
-                                port: spec.port,
-                                identity: spec.identity.clone(),
-                            }),
-                        });
-                    }
-                }
-                Msg::Probe(report) => {
-                    r.gateway_alive = report.alive;
-                    r.board.update(&r.run.name, |rep| {
-                        let p = rep.probe.get_or_insert_with(ProbeStatus::default);
-                        p.alive = report.alive;
-                        p.consecutive_failures = report.consecutive_failures;
-                        if report.success {
-                            p.successes += 1;
-                            p.last_latency = report.latency;
-                        } else {
-                            p.failures += 1;
-                            p.last_error.clone_from(&report.error);
-                        }
-                    });
-                }
-            }
-            for Action::ListSlices(key) in r.took(out) {
-                list(key);
-            }
-            if !slice_watch_started
-                && r.state.services_listed()
-                && let Some(c) = &client
-            {
-                slice_watch_started = true;
-                spawn_watch(c, slice_target(None, None), &mtx, &watches, Msg::Slice);
-            }
-            if handled < 256 && r.pending.len() < BATCH {
-                next = mrx.try_recv().ok();
-            }
-        }
-        for Action::ListSlices(key) in r.settle() {
-            list(key);
-        }
+        r.batch(msg, &mut rx);
+        r.settle();
         if !r.flush().await {
             break;
         }

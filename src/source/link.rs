@@ -126,73 +126,27 @@ pub fn parse_link(obj: &Value) -> Result<Link, LinkError> {
         _ => return Err(LinkError::MissingName { namespace }),
     };
     let link = format!("{namespace}/{name}");
+    let mut warnings = Vec::new();
+    let created = created(meta, &mut warnings);
+    let spec = raw_spec(obj, &link)?;
     let field = |field: &str, reason: String| LinkError::Field {
         link: link.clone(),
         field: field.to_owned(),
         reason,
     };
-    let mut warnings = Vec::new();
-
-    let created = match meta.and_then(|m| m.get("creationTimestamp")) {
-        None | Some(Value::Null) => i64::MAX,
-        Some(v) => match Time::deserialize(v) {
-            Ok(t) => t.0.as_second(),
-            Err(e) => {
-                // The API always writes a valid one; a bad one only costs the
-                // Link its place in tie-breaks.
-                warnings.push(format!(
-                    "metadata.creationTimestamp: {e}; treated as newest"
-                ));
-                i64::MAX
-            }
-        },
-    };
-
-    let spec_value = match obj.get("spec") {
-        Some(v @ Value::Object(_)) => v,
-        Some(other) => {
-            return Err(field(
-                "spec",
-                format!("expected an object, found {}", json_kind(other)),
-            ));
-        }
-        None => return Err(field("spec", "missing".to_owned())),
-    };
-    let spec: RawSpec = serde_path_to_error::deserialize(spec_value)
-        .map_err(|e| field(&format!("spec.{}", e.path()), e.into_inner().to_string()))?;
-
-    let cluster = non_empty(spec.target_cluster_name)
+    let cluster = non_empty(spec.target_cluster_name.clone())
         .ok_or_else(|| field("spec.targetClusterName", "missing or empty".to_owned()))?;
     check_cluster_name(&cluster).map_err(|source| LinkError::ClusterName {
         link: link.clone(),
         source,
     })?;
-    let secret = non_empty(spec.cluster_credentials_secret).ok_or_else(|| {
+    let secret = non_empty(spec.cluster_credentials_secret.clone()).ok_or_else(|| {
         field(
             "spec.clusterCredentialsSecret",
             "missing or empty".to_owned(),
         )
     })?;
-
-    let selector = |field: &'static str, sel: Option<&LabelSelector>| {
-        Selector::from_k8s(sel).map_err(|source| LinkError::Selector {
-            link: link.clone(),
-            field,
-            source,
-        })
-    };
-    let selectors = Selectors {
-        gateway: selector("selector", spec.selector.as_ref())?,
-        remote_discovery: selector(
-            "remoteDiscoverySelector",
-            spec.remote_discovery_selector.as_ref(),
-        )?,
-        federated: selector(
-            "federatedServiceSelector",
-            spec.federated_service_selector.as_ref(),
-        )?,
-    };
-
+    let selectors = selectors(&link, &spec)?;
     let gateway = match non_empty(spec.gateway_address) {
         // Linkerd's link-gen leaves gatewayAddress out with --gateway=false:
         // the cluster is reachable only in flat mode, so the port, identity
@@ -205,7 +159,6 @@ pub fn parse_link(obj: &Value) -> Result<Link, LinkError> {
             probe: probe(spec.probe_spec.unwrap_or_default(), &mut warnings),
         }),
     };
-
     Ok(Link {
         namespace,
         name,
@@ -215,6 +168,68 @@ pub fn parse_link(obj: &Value) -> Result<Link, LinkError> {
         selectors,
         gateway,
         warnings,
+    })
+}
+
+/// `metadata.creationTimestamp` in seconds; a Link without a valid one
+/// counts as the newest.
+fn created(meta: Option<&Value>, warnings: &mut Vec<String>) -> i64 {
+    match meta.and_then(|m| m.get("creationTimestamp")) {
+        None | Some(Value::Null) => i64::MAX,
+        Some(v) => match Time::deserialize(v) {
+            Ok(t) => t.0.as_second(),
+            Err(e) => {
+                // The API always writes a valid one; a bad one only costs the
+                // Link its place in tie-breaks.
+                warnings.push(format!(
+                    "metadata.creationTimestamp: {e}; treated as newest"
+                ));
+                i64::MAX
+            }
+        },
+    }
+}
+
+/// `spec`, decoded; the error names the field that does not.
+fn raw_spec(obj: &Value, link: &str) -> Result<RawSpec, LinkError> {
+    let field = |field: &str, reason: String| LinkError::Field {
+        link: link.to_owned(),
+        field: field.to_owned(),
+        reason,
+    };
+    let spec_value = match obj.get("spec") {
+        Some(v @ Value::Object(_)) => v,
+        Some(other) => {
+            return Err(field(
+                "spec",
+                format!("expected an object, found {}", json_kind(other)),
+            ));
+        }
+        None => return Err(field("spec", "missing".to_owned())),
+    };
+    serde_path_to_error::deserialize(spec_value)
+        .map_err(|e| field(&format!("spec.{}", e.path()), e.into_inner().to_string()))
+}
+
+/// The Link's three export selectors.
+fn selectors(link: &str, spec: &RawSpec) -> Result<Selectors, LinkError> {
+    let selector = |field: &'static str, sel: Option<&LabelSelector>| {
+        Selector::from_k8s(sel).map_err(|source| LinkError::Selector {
+            link: link.to_owned(),
+            field,
+            source,
+        })
+    };
+    Ok(Selectors {
+        gateway: selector("selector", spec.selector.as_ref())?,
+        remote_discovery: selector(
+            "remoteDiscoverySelector",
+            spec.remote_discovery_selector.as_ref(),
+        )?,
+        federated: selector(
+            "federatedServiceSelector",
+            spec.federated_service_selector.as_ref(),
+        )?,
     })
 }
 

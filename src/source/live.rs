@@ -5,24 +5,29 @@
 //! Owns the supervisor (a Link added starts that cluster alone; a changed
 //! Link or Secret restarts it while its old data keeps being served; a
 //! deleted Link removes its names), the choice of the Link API version the
-//! local cluster serves, and the pure rule from Links and Secrets to linked
-//! clusters ([`desired_from_links`]). Watching one cluster is
-//! `source::cluster`.
+//! local cluster serves (asked through `kube::discovery`), the Link and
+//! Secret watches (guarded kube-runtime watchers), each cluster's bounded
+//! client ([`crate::k8s::client`]), and the pure rule from Links and
+//! Secrets to linked clusters ([`desired_from_links`]). Watching one
+//! cluster is `source::cluster`. It builds no request by hand.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
-use kube::Client;
-use tokio::sync::{mpsc, watch};
+use kube::api::{ApiResource, DynamicObject};
+use kube::core::DeserializeGuard;
+use kube::runtime::watcher::Event as WatchEvent;
+use kube::{Api, Client};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::SourceMsg;
-use super::api::{self, WatchMsg, WatchTarget, list_watch};
 use super::cluster::{self, ClusterRun};
 use super::clusters_file::load_clusters_file;
 use super::feed::FeedTx;
@@ -31,10 +36,14 @@ use super::selector::Selectors;
 use super::spec::{GatewaySource, LinkedCluster};
 use super::state::ClusterState;
 use super::status::StatusBoard;
+use crate::k8s::client::{self, BoundedClient};
+use crate::k8s::watch::{Delivery, PAGE, config, guarded_watch};
 use crate::model::{Event, Settings};
 
 /// The Secret key holding the kubeconfig (Linkerd's `k8s.ConfigKeyName`).
 pub const SECRET_KEY: &str = "kubeconfig";
+/// The Link API group.
+pub const LINK_GROUP: &str = "multicluster.linkerd.io";
 /// Link API versions, newest first.
 pub const LINK_VERSIONS: [&str; 3] = ["v1alpha3", "v1alpha2", "v1alpha1"];
 /// How often the clusters file (and the kubeconfigs it names) is checked.
@@ -59,7 +68,8 @@ pub enum Links {
 pub struct LiveConfig {
     /// The local cluster's name.
     pub local: Arc<str>,
-    /// The local cluster's client.
+    /// The local cluster's client (shared with the mirror controller; the
+    /// live source puts its own in-flight bound on top).
     pub local_client: Client,
     /// Where linked clusters come from.
     pub links: Links,
@@ -142,6 +152,34 @@ pub fn secret_kubeconfig(secret: &Secret) -> Result<String, String> {
 /// belong to no cluster. `None` until the first complete read.
 type Desired = Option<(Vec<LinkedCluster>, Vec<String>)>;
 
+/// Waits until the local cluster serves the Link CRD, reporting its
+/// absence meanwhile; `None` when shut down.
+async fn wait_for_links(
+    client: &Client,
+    out: &watch::Sender<Desired>,
+    shutdown: &CancellationToken,
+) -> Option<(&'static str, ApiResource)> {
+    loop {
+        let retry = match link_resource(client).await {
+            Ok(Some(found)) => return Some(found),
+            Ok(None) => {
+                let p = "the Link CRD (links.multicluster.linkerd.io) is not installed in the local cluster; no linked clusters (looking again every 30 s)".to_owned();
+                warn!("{p}");
+                out.send_replace(Some((Vec::new(), vec![p])));
+                CRD_RECHECK
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot read the Link API group; retrying");
+                Duration::from_secs(2)
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(retry) => {}
+            () = shutdown.cancelled() => return None,
+        }
+    }
+}
+
 /// Watches Links and Secrets in `namespace` and publishes linked clusters.
 async fn watch_links(
     client: Client,
@@ -150,68 +188,32 @@ async fn watch_links(
     out: watch::Sender<Desired>,
     shutdown: CancellationToken,
 ) {
-    let version = loop {
-        match link_version(&client).await {
-            Ok(Some(v)) => break v,
-            Ok(None) => {
-                let p = "the Link CRD (links.multicluster.linkerd.io) is not installed in the local cluster; no linked clusters (looking again every 30 s)".to_owned();
-                warn!("{p}");
-                out.send_replace(Some((Vec::new(), vec![p])));
-                tokio::select! {
-                    () = tokio::time::sleep(CRD_RECHECK) => continue,
-                    () = shutdown.cancelled() => return,
-                }
-            }
-            Err(e) => {
-                warn!(error = %e, "cannot read the Link API group; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs(2)) => continue,
-                    () = shutdown.cancelled() => return,
-                }
-            }
-        }
+    let Some((version, resource)) = wait_for_links(&client, &out, &shutdown).await else {
+        return;
     };
     info!(%version, %namespace, "watching Links");
-    let (ltx, mut lrx) = mpsc::channel::<WatchMsg<serde_json::Value>>(64);
-    let (stx, mut srx) = mpsc::channel::<WatchMsg<Secret>>(64);
-    tokio::spawn(list_watch(
-        client.clone(),
-        WatchTarget {
-            path: format!("/apis/multicluster.linkerd.io/{version}/namespaces/{namespace}/links"),
-            label_selector: None,
-            field_selector: None,
-        },
-        ltx,
-        shutdown.clone(),
-    ));
-    tokio::spawn(list_watch(
-        client,
-        WatchTarget {
-            path: format!("/api/v1/namespaces/{namespace}/secrets"),
-            label_selector: None,
-            field_selector: None,
-        },
-        stx,
-        shutdown.clone(),
-    ));
+    let link_api: Api<DeserializeGuard<DynamicObject>> =
+        Api::namespaced_with(client.clone(), &namespace, &resource);
+    let secret_api: Api<DeserializeGuard<Secret>> = Api::namespaced(client, &namespace);
+    let mut link_events = std::pin::pin!(guarded_watch(link_api, config(PAGE)));
+    let mut secret_events = std::pin::pin!(guarded_watch(secret_api, config(PAGE)));
     let mut links: NamedCache<Result<Link, String>> = NamedCache::default();
     let mut secrets: NamedCache<Result<String, String>> = NamedCache::default();
-    let link_name = |v: &serde_json::Value| -> String {
-        v.pointer("/metadata/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or("")
-            .to_owned()
+    let link_name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
+    let link = |o: &DynamicObject| {
+        serde_json::to_value(o)
+            .map_err(|e| e.to_string())
+            .and_then(|v| parse_link(&v).map_err(|e| e.to_string()))
     };
-    let link = |v: &serde_json::Value| parse_link(v).map_err(|e| e.to_string());
     let secret_name = |s: &Secret| s.metadata.name.clone().unwrap_or_default();
     loop {
         let changed = tokio::select! {
-            m = lrx.recv() => match m {
-                Some(m) => links.update(m, "Link", link_name, link),
+            d = link_events.next() => match d {
+                Some(d) => links.update(d, "Link", link_name, link),
                 None => return,
             },
-            m = srx.recv() => match m {
-                Some(m) => secrets.update(m, "Secret", secret_name, secret_kubeconfig),
+            d = secret_events.next() => match d {
+                Some(d) => secrets.update(d, "Secret", secret_name, secret_kubeconfig),
                 None => return,
             },
             () = shutdown.cancelled() => return,
@@ -256,70 +258,69 @@ impl<V> Default for NamedCache<V> {
 }
 
 impl<V> NamedCache<V> {
-    /// Applies one message; true when the set may have changed.
+    /// Applies one delivery; true when the set may have changed.
     fn update<K>(
         &mut self,
-        msg: WatchMsg<K>,
+        delivery: Delivery<K>,
         what: &str,
         name: impl Fn(&K) -> String,
         convert: impl Fn(&K) -> V,
     ) -> bool {
-        match msg {
-            WatchMsg::Init => {
+        match delivery {
+            Delivery::Event(WatchEvent::Init) => {
                 self.seen = Some(Vec::new());
                 false
             }
-            WatchMsg::Page(objects) => {
-                for o in objects {
-                    let n = name(&o);
-                    if let Some(seen) = self.seen.as_mut() {
-                        seen.push(n.clone());
-                    }
-                    self.items.insert(n, convert(&o));
+            Delivery::Event(WatchEvent::InitApply(o)) => {
+                let n = name(&o);
+                if let Some(seen) = self.seen.as_mut() {
+                    seen.push(n.clone());
                 }
+                self.items.insert(n, convert(&o));
                 false
             }
-            WatchMsg::InitDone => {
+            Delivery::Event(WatchEvent::InitDone) => {
                 if let Some(seen) = self.seen.take() {
                     self.items.retain(|k, _| seen.contains(k));
                 }
                 self.listed = true;
                 true
             }
-            WatchMsg::Apply(o) => {
+            Delivery::Event(WatchEvent::Apply(o)) => {
                 self.items.insert(name(&o), convert(&o));
                 true
             }
-            WatchMsg::Delete(o) => self.items.remove(&name(&o)).is_some(),
-            WatchMsg::Connected => false,
-            WatchMsg::Failed(e) => {
+            Delivery::Event(WatchEvent::Delete(o)) => self.items.remove(&name(&o)).is_some(),
+            Delivery::Failed(e) => {
                 warn!(error = %e, "{what} watch failed; retrying");
                 false
             }
-            WatchMsg::Undecodable { object, error } => {
-                warn!(object = object.as_deref().unwrap_or("?"), %error, "{what} skipped: cannot decode");
+            Delivery::Undecodable { object, error } => {
+                warn!(%object, %error, "{what} skipped: cannot decode");
                 false
             }
         }
     }
 }
 
-/// The newest Link version the local cluster serves; `None` when the CRD is
-/// not installed.
-async fn link_version(client: &Client) -> Result<Option<&'static str>, String> {
-    let req = http::Request::get("/apis/multicluster.linkerd.io")
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    match client
-        .request::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup>(req)
-        .await
-    {
-        Ok(group) => Ok(LINK_VERSIONS
+/// The newest Link version the local cluster serves and its resource;
+/// `None` when the CRD is not installed. Asked through kube's discovery.
+async fn link_resource(client: &Client) -> Result<Option<(&'static str, ApiResource)>, String> {
+    let group = match kube::discovery::group(client, LINK_GROUP).await {
+        Ok(g) => g,
+        Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
+            return Ok(None);
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    Ok(LINK_VERSIONS.into_iter().find_map(|v| {
+        group
+            .versioned_resources(v)
             .into_iter()
-            .find(|v| group.versions.iter().any(|g| g.version == *v))),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(e.to_string()),
-    }
+            .find(|(r, _)| r.kind == "Link")
+            .map(|(r, _)| (v, r))
+    }))
 }
 
 /// Reads the clusters file and its kubeconfigs when one of them changes
@@ -434,17 +435,19 @@ struct Running {
     handle: JoinHandle<ClusterState>,
 }
 
-async fn client_for(spec: &LinkedCluster) -> Result<Client, String> {
+async fn client_for(spec: &LinkedCluster, max_inflight: usize) -> Result<BoundedClient, String> {
     let text = spec.kubeconfig.clone()?;
-    api::client_from_kubeconfig(&text, spec.context.as_deref())
+    client::bounded_from_kubeconfig(&text, spec.context.as_deref(), max_inflight)
         .await
         .map_err(|e| e.to_string())
 }
 
 /// Runs live mode until `shutdown`: the local cluster, the linked clusters,
-/// and the supervisor that keeps them in step with Links or the file.
+/// and the supervisor that keeps them in step with Links or the file. Each
+/// cluster's requests in flight are bounded by `max_inflight`.
 pub async fn run(
     config: LiveConfig,
+    max_inflight: usize,
     tx: FeedTx,
     board: Arc<StatusBoard>,
     settings: watch::Receiver<Arc<Settings>>,
@@ -462,16 +465,17 @@ pub async fn run(
         return;
     }
     board.register(&local, true, "--kubeconfig / in-cluster".into());
+    let local_client = client::bound(config.local_client.clone(), max_inflight);
     let local_run = ClusterRun {
         name: local.clone(),
         local: true,
-        client: Ok(config.local_client.clone()),
+        client: Ok(local_client.clone()),
         selectors: Selectors::linkerd_defaults(),
         gateway: GatewaySource::None,
         sync_timeout: config.sync_timeout,
         settings: settings.clone(),
     };
-    let n = local_run.service_targets().len();
+    let n = local_run.service_selectors().len();
     let local_task = tokio::spawn(cluster::run(
         local_run,
         ClusterState::new(local.clone(), true, Selectors::linkerd_defaults(), n),
@@ -480,11 +484,11 @@ pub async fn run(
         shutdown.child_token(),
     ));
 
-    let (dtx, mut drx) = watch::channel::<Desired>(None);
+    let (dtx, drx) = watch::channel::<Desired>(None);
     match &config.links {
         Links::Linkerd { namespace } => {
             tokio::spawn(watch_links(
-                config.local_client.clone(),
+                local_client.client,
                 local.clone(),
                 namespace.clone(),
                 dtx,
@@ -500,7 +504,28 @@ pub async fn run(
             ));
         }
     }
+    let cx = Supervisor {
+        config: &config,
+        max_inflight,
+        tx: &tx,
+        board: &board,
+        settings: &settings,
+        shutdown: &shutdown,
+    };
+    supervise(&cx, drx).await;
+    let _ = local_task.await;
+}
 
+/// Keeps the linked clusters' tasks in step with what `drx` publishes until
+/// shutdown, then stops them.
+async fn supervise(cx: &Supervisor<'_>, mut drx: watch::Receiver<Desired>) {
+    let Supervisor {
+        config,
+        tx,
+        board,
+        shutdown,
+        ..
+    } = *cx;
     let mut running: BTreeMap<Arc<str>, Running> = BTreeMap::new();
     let mut initial_sent = false;
     let initial_deadline = tokio::time::sleep(config.sync_timeout);
@@ -520,14 +545,7 @@ pub async fn run(
             continue;
         };
         board.set_problems(problems);
-        let cx = Supervisor {
-            config: &config,
-            tx: &tx,
-            board: &board,
-            settings: &settings,
-            shutdown: &shutdown,
-        };
-        if !apply_desired(&cx, &desired, &mut running).await {
+        if !apply_desired(cx, &desired, &mut running).await {
             break;
         }
         if !initial_sent {
@@ -541,12 +559,12 @@ pub async fn run(
         r.token.cancel();
         let _ = r.handle.await;
     }
-    let _ = local_task.await;
 }
 
 /// What the supervisor hands every cluster task it starts.
 struct Supervisor<'a> {
     config: &'a LiveConfig,
+    max_inflight: usize,
     tx: &'a FeedTx,
     board: &'a Arc<StatusBoard>,
     settings: &'a watch::Receiver<Arc<Settings>>,
@@ -560,34 +578,8 @@ async fn apply_desired(
     desired: &[LinkedCluster],
     running: &mut BTreeMap<Arc<str>, Running>,
 ) -> bool {
-    let Supervisor {
-        config,
-        tx,
-        board,
-        shutdown,
-        ..
-    } = *cx;
-    let gone: Vec<Arc<str>> = running
-        .keys()
-        .filter(|k| !desired.iter().any(|d| &d.name == *k))
-        .cloned()
-        .collect();
-    for name in gone {
-        if let Some(r) = running.remove(&name) {
-            info!(cluster = %name, "unlinked");
-            r.token.cancel();
-            let _ = r.handle.await;
-            board.remove(&name);
-            if tx
-                .send(SourceMsg::Events(vec![Event::ClusterDown {
-                    cluster: name,
-                }]))
-                .await
-                .is_err()
-            {
-                return false;
-            }
-        }
+    if !stop_unlinked(cx, desired, running).await {
+        return false;
     }
     // Every new cluster is announced before any of them starts, so none of
     // their names is NXDOMAIN while another one syncs.
@@ -599,7 +591,7 @@ async fn apply_desired(
             local: false,
         })
         .collect();
-    if !new.is_empty() && tx.send(SourceMsg::Events(new)).await.is_err() {
+    if !new.is_empty() && cx.tx.send(SourceMsg::Events(new)).await.is_err() {
         return false;
     }
     for spec in desired {
@@ -618,39 +610,80 @@ async fn apply_desired(
                 None
             }
         };
-        board.register(&spec.name, false, spec.origin.clone());
-        let run = ClusterRun {
-            name: spec.name.clone(),
-            local: false,
-            client: client_for(spec).await,
-            selectors: spec.selectors.clone(),
-            gateway: spec.gateway.clone(),
-            sync_timeout: config.sync_timeout,
-            settings: cx.settings.clone(),
-        };
-        let n = run.service_targets().len();
-        let state = match previous {
-            Some(s) => s.restart(spec.selectors.clone(), n),
-            None => ClusterState::new(spec.name.clone(), false, spec.selectors.clone(), n),
-        };
-        let token = shutdown.child_token();
-        let handle = tokio::spawn(cluster::run(
-            run,
-            state,
-            tx.clone(),
-            board.clone(),
-            token.clone(),
-        ));
-        running.insert(
-            spec.name.clone(),
-            Running {
-                spec: spec.clone(),
-                token,
-                handle,
-            },
-        );
+        let started = start_cluster(cx, spec, previous).await;
+        running.insert(spec.name.clone(), started);
     }
     true
+}
+
+/// Stops the tasks of clusters no longer linked and removes their names.
+/// Returns false when the model is gone.
+async fn stop_unlinked(
+    cx: &Supervisor<'_>,
+    desired: &[LinkedCluster],
+    running: &mut BTreeMap<Arc<str>, Running>,
+) -> bool {
+    let gone: Vec<Arc<str>> = running
+        .keys()
+        .filter(|k| !desired.iter().any(|d| &d.name == *k))
+        .cloned()
+        .collect();
+    for name in gone {
+        if let Some(r) = running.remove(&name) {
+            info!(cluster = %name, "unlinked");
+            r.token.cancel();
+            let _ = r.handle.await;
+            cx.board.remove(&name);
+            if cx
+                .tx
+                .send(SourceMsg::Events(vec![Event::ClusterDown {
+                    cluster: name,
+                }]))
+                .await
+                .is_err()
+            {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Starts the task of linked cluster `spec`, carrying over the state of its
+/// previous task when it is a restart.
+async fn start_cluster(
+    cx: &Supervisor<'_>,
+    spec: &LinkedCluster,
+    previous: Option<ClusterState>,
+) -> Running {
+    cx.board.register(&spec.name, false, spec.origin.clone());
+    let run = ClusterRun {
+        name: spec.name.clone(),
+        local: false,
+        client: client_for(spec, cx.max_inflight).await,
+        selectors: spec.selectors.clone(),
+        gateway: spec.gateway.clone(),
+        sync_timeout: cx.config.sync_timeout,
+        settings: cx.settings.clone(),
+    };
+    let n = run.service_selectors().len();
+    let state = match previous {
+        Some(s) => s.restart(spec.selectors.clone(), n),
+        None => ClusterState::new(spec.name.clone(), false, spec.selectors.clone(), n),
+    };
+    let token = cx.shutdown.child_token();
+    let handle = tokio::spawn(cluster::run(
+        run,
+        state,
+        cx.tx.clone(),
+        cx.board.clone(),
+        token.clone(),
+    ));
+    Running {
+        spec: spec.clone(),
+        token,
+        handle,
+    }
 }
 
 #[cfg(test)]

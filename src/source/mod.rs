@@ -1,9 +1,24 @@
 //! Sources of cluster state. Each turns what it reads into
 //! [`crate::model::Event`]s; all of them classify Kubernetes objects through
-//! [`convert`], so they agree on what is exported.
+//! [`convert`], so they agree on what is exported. Talking to Kubernetes
+//! APIs (clients, watches, the in-flight bound) is [`crate::k8s`]'s.
 //!
-//! - [`file`]: reading and diffing the zones directory (pure but for file reads);
+//! The file source:
+//! - [`file`](mod@file): reading and diffing the zones directory (pure but for file reads);
 //! - [`watch`]: the task that keeps the file source current.
+//!
+//! The live source:
+//! - [`live`]: which clusters are linked (Links and Secrets, or
+//!   [`clusters_file`]) and the supervisor of their tasks;
+//! - [`link`], [`spec`]: what a Link says and what a linked cluster is;
+//! - [`cluster`]: one cluster's task, thin glue around [`state`], the pure
+//!   core that turns watcher events into model events;
+//! - [`probe`]: the gateway liveness probe;
+//! - [`feed`]: the coalescing queue from every cluster to the model;
+//! - [`status`]: what `/debug/clusters` and `/metrics` report per cluster.
+//!
+//! Shared: [`convert`] and [`selector`] (what is exported), and [`api`],
+//! names kept for callers still moving to [`crate::k8s`].
 
 pub mod api;
 pub mod cluster;

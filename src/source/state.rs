@@ -9,13 +9,22 @@
 //! the cluster's budget (a refused service is announced refused and its
 //! slices are counted, not held; admitted again, they are listed anew), and
 //! carrying state across a restart (new credentials or selectors) so the
-//! old data is served until the new watches have listed. It must not do I/O.
+//! old data is served until the new watches have listed.
+//!
+//! Its entry points follow kube-runtime's watcher events, kubert-style:
+//! [`ClusterState::watched`] takes one event of one [`Watch`] and returns
+//! the [`Output`] (model events, adjusted objects, targeted lists to run);
+//! under it, [`ClusterState::apply`], [`ClusterState::delete`] and a reset
+//! streamed as [`ClusterState::reset_begin`] … [`ClusterState::reset_done`].
+//! [`ClusterState::listed`] takes a targeted list, [`ClusterState::settle`]
+//! ends a batch. It must not do I/O or read the clock.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
+use kube::runtime::watcher::Event as WatchEvent;
 
 use super::convert::{
     Adjustment, ConvertError, ServiceKind, Warning, convert_service, convert_slice,
@@ -26,11 +35,45 @@ use crate::model::budget::{Admission, Budget, Refused};
 use crate::model::objects::ObjectKey;
 use crate::vocab::linkerd::LABEL_SERVICE_NAME;
 
+/// Which of a cluster's watches delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Watch {
+    /// Service watch `n` (one per distinct export selector, then the
+    /// mirror Services in the local cluster).
+    Services(usize),
+    /// The EndpointSlice watch (every slice with a service-name label).
+    Slices,
+    /// The remote `linkerd-gateway` Service.
+    Gateway,
+}
+
+/// A delivered object (boxed: API objects are large, and they travel
+/// through queues).
+#[derive(Debug, Clone)]
+pub enum Object {
+    /// A Service (from [`Watch::Services`] or [`Watch::Gateway`]).
+    Service(Box<K8sService>),
+    /// An EndpointSlice (from [`Watch::Slices`]).
+    Slice(Box<K8sSlice>),
+}
+
+impl Object {
+    /// A Service.
+    pub fn service(s: K8sService) -> Self {
+        Self::Service(Box::new(s))
+    }
+
+    /// An EndpointSlice.
+    pub fn slice(s: K8sSlice) -> Self {
+        Self::Slice(Box::new(s))
+    }
+}
+
 /// Something the shell must do for the state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// List the EndpointSlices of this service (it became exported after the
-    /// slice watch started) and hand them to [`ClusterState::slices_listed`].
+    /// slice watch started) and hand them to [`ClusterState::listed`].
     ListSlices(ObjectKey),
 }
 
@@ -220,6 +263,70 @@ impl ClusterState {
         self.service_lists_done.iter().all(|d| *d)
     }
 
+    /// One watcher event of watch `w`: `Init`, `InitApply`... `InitDone` is
+    /// a [`Self::reset_begin`], [`Self::apply`]s and a [`Self::reset_done`].
+    pub fn watched(&mut self, w: Watch, event: WatchEvent<Object>) -> Output {
+        let mut out = Output::default();
+        match event {
+            WatchEvent::Init => self.reset_begin(w),
+            WatchEvent::InitApply(o) | WatchEvent::Apply(o) => self.apply(w, &o, &mut out),
+            WatchEvent::Delete(o) => self.delete(w, &o, &mut out),
+            WatchEvent::InitDone => self.reset_done(w, &mut out),
+        }
+        out
+    }
+
+    /// Watch `w` lists anew. The reset is streamed, not handed over whole:
+    /// the objects come as [`Self::apply`]s and [`Self::reset_done`] ends it
+    /// (a cluster's slices can be hundreds of megabytes as API objects, and
+    /// only their slim conversions are held).
+    pub fn reset_begin(&mut self, w: Watch) {
+        match w {
+            Watch::Services(n) => self.service_init(n),
+            Watch::Slices => self.slice_init(),
+            Watch::Gateway => self.gateway_init(),
+        }
+    }
+
+    /// Watch `w`'s list is complete: what it held and the list did not is
+    /// gone.
+    pub fn reset_done(&mut self, w: Watch, out: &mut Output) {
+        match w {
+            Watch::Services(n) => self.service_init_done(n, out),
+            Watch::Slices => self.slice_init_done(out),
+            Watch::Gateway => self.gateway_init_done(out),
+        }
+    }
+
+    /// Watch `w` saw `obj` added or changed (or listed it). An object of
+    /// the wrong kind for `w` is ignored.
+    pub fn apply(&mut self, w: Watch, obj: &Object, out: &mut Output) {
+        match (w, obj) {
+            (Watch::Services(n), Object::Service(s)) => self.service_apply(n, s, out),
+            (Watch::Slices, Object::Slice(s)) => self.slice_apply(s, out),
+            (Watch::Gateway, Object::Service(s)) => self.gateway_apply(s, out),
+            _ => {}
+        }
+    }
+
+    /// Watch `w` saw `obj` deleted (or leave its selector).
+    pub fn delete(&mut self, w: Watch, obj: &Object, out: &mut Output) {
+        match (w, obj) {
+            (Watch::Services(n), Object::Service(s)) => self.service_delete(n, s, out),
+            (Watch::Slices, Object::Slice(s)) => self.slice_delete(s, out),
+            (Watch::Gateway, Object::Service(_)) => self.gateway_delete(out),
+            _ => {}
+        }
+    }
+
+    /// The targeted list of [`Action::ListSlices`] for `service` returned
+    /// `items`.
+    pub fn listed(&mut self, service: &ObjectKey, items: Vec<K8sSlice>) -> Output {
+        let mut out = Output::default();
+        self.slices_listed(service, items, &mut out);
+        out
+    }
+
     /// Counts of what is held (kept as they change: asked after every
     /// batch, so it must not walk the cluster).
     pub fn counts(&self) -> Counts {
@@ -372,21 +479,14 @@ impl ClusterState {
     // ---- Services ---------------------------------------------------------
 
     /// Service watch `w` starts a list.
-    pub fn service_init(&mut self, w: usize) {
+    fn service_init(&mut self, w: usize) {
         if let Some(r) = self.service_relists.get_mut(w) {
             *r = Some(HashSet::new());
         }
     }
 
-    /// One page of Service watch `w`'s list.
-    pub fn service_page(&mut self, w: usize, items: Vec<K8sService>, out: &mut Output) {
-        for svc in items {
-            self.service_apply(w, &svc, out);
-        }
-    }
-
     /// Service watch `w`'s list is complete.
-    pub fn service_init_done(&mut self, w: usize, out: &mut Output) {
+    fn service_init_done(&mut self, w: usize, out: &mut Output) {
         let Some(seen) = self.service_relists.get_mut(w).and_then(Option::take) else {
             return;
         };
@@ -458,7 +558,7 @@ impl ClusterState {
     }
 
     /// Service watch `w` saw `svc` added or changed.
-    pub fn service_apply(&mut self, w: usize, svc: &K8sService, out: &mut Output) {
+    fn service_apply(&mut self, w: usize, svc: &K8sService, out: &mut Output) {
         let Some(kind) = self.convert_delivered(w, svc, out) else {
             return;
         };
@@ -539,7 +639,7 @@ impl ClusterState {
     }
 
     /// Service watch `w` saw `svc` deleted (or leave its selector).
-    pub fn service_delete(&mut self, w: usize, svc: &K8sService, out: &mut Output) {
+    fn service_delete(&mut self, w: usize, svc: &K8sService, out: &mut Output) {
         if let Some(key) = meta_key(
             svc.metadata.namespace.as_deref(),
             svc.metadata.name.as_deref(),
@@ -612,20 +712,13 @@ impl ClusterState {
     // ---- EndpointSlices ---------------------------------------------------
 
     /// The slice watch starts a list.
-    pub fn slice_init(&mut self) {
+    fn slice_init(&mut self) {
         self.slice_started = true;
         self.slice_relist = Some(HashSet::new());
     }
 
-    /// One page of the slice list.
-    pub fn slice_page(&mut self, items: Vec<K8sSlice>, out: &mut Output) {
-        for s in items {
-            self.slice_apply(&s, out);
-        }
-    }
-
     /// The slice list is complete.
-    pub fn slice_init_done(&mut self, out: &mut Output) {
+    fn slice_init_done(&mut self, out: &mut Output) {
         let Some(seen) = self.slice_relist.take() else {
             return;
         };
@@ -645,7 +738,7 @@ impl ClusterState {
     /// The slice watch saw `slice` added or changed. Problems are reported
     /// only for slices of exported services: the watch sees every slice of
     /// the cluster, and the others are none of our business.
-    pub fn slice_apply(&mut self, slice: &K8sSlice, out: &mut Output) {
+    fn slice_apply(&mut self, slice: &K8sSlice, out: &mut Output) {
         let meta = &slice.metadata;
         let ours = meta
             .labels
@@ -758,7 +851,7 @@ impl ClusterState {
     }
 
     /// The slice watch saw `slice` deleted.
-    pub fn slice_delete(&mut self, slice: &K8sSlice, out: &mut Output) {
+    fn slice_delete(&mut self, slice: &K8sSlice, out: &mut Output) {
         let Some(key) = meta_key_any(slice) else {
             return;
         };
@@ -800,7 +893,7 @@ impl ClusterState {
 
     /// The targeted list for `service` returned `items`. Slices the watch
     /// touched since the list was asked for are newer there and kept.
-    pub fn slices_listed(&mut self, service: &ObjectKey, items: Vec<K8sSlice>, out: &mut Output) {
+    fn slices_listed(&mut self, service: &ObjectKey, items: Vec<K8sSlice>, out: &mut Output) {
         let Some(touched) = self.pending.remove(service) else {
             return;
         };
@@ -826,12 +919,12 @@ impl ClusterState {
     // ---- Gateway ----------------------------------------------------------
 
     /// The gateway watch starts a list.
-    pub fn gateway_init(&mut self) {
+    fn gateway_init(&mut self) {
         self.gateway_seen = false;
     }
 
     /// The gateway watch saw the `linkerd-gateway` Service.
-    pub fn gateway_apply(&mut self, svc: &K8sService, out: &mut Output) {
+    fn gateway_apply(&mut self, svc: &K8sService, out: &mut Output) {
         let object = || "gateway Service".to_owned();
         match convert_service(svc, false, &self.selectors) {
             Ok(c) => {
@@ -856,7 +949,7 @@ impl ClusterState {
     }
 
     /// The gateway Service was deleted.
-    pub fn gateway_delete(&mut self, out: &mut Output) {
+    fn gateway_delete(&mut self, out: &mut Output) {
         if self.has_gateway {
             self.has_gateway = false;
             out.events.push(Event::GatewayApplied {
@@ -867,7 +960,7 @@ impl ClusterState {
     }
 
     /// The gateway list is complete.
-    pub fn gateway_init_done(&mut self, out: &mut Output) {
+    fn gateway_init_done(&mut self, out: &mut Output) {
         if !self.gateway_seen {
             self.gateway_delete(out);
         }

@@ -1,8 +1,10 @@
 //! Per-cluster status of the sources, for `/debug/clusters` and the
 //! per-cluster metrics: sync state, staleness, last event, watch restarts,
 //! objects held, objects skipped or clamped by reason, the gateway probe,
-//! and problems (missing credentials, a bad Link, invalid files); plus the
-//! file source's counters that outlive a cluster ([`SourceCounters`]).
+//! what the cluster's API client layer sees (its last answer, requests in
+//! flight against the bound), and problems (missing credentials, a bad
+//! Link, invalid files); plus the file source's counters that outlive a
+//! cluster ([`SourceCounters`]).
 //!
 //! Written by the live cluster tasks and the file source, read by the admin
 //! server and the metrics encoder. It must not drive any decision (health
@@ -21,6 +23,7 @@ use serde_json::json;
 
 use super::convert::{Adjustment, Reason};
 use super::state::{BudgetReport, Counts};
+use crate::k8s::layer::ApiStats;
 
 /// Objects skipped or clamped, by what was done and why. Both keys come
 /// from fixed sets, so they can be metric labels.
@@ -82,6 +85,8 @@ pub struct ClusterReport {
     pub files: Option<Vec<String>>,
     /// Its budget and what it refuses (`None` until first judged).
     pub budget: Option<BudgetReport>,
+    /// What the cluster's client layer sees (live clusters with a client).
+    pub api: Option<Arc<ApiStats>>,
 }
 
 impl ClusterReport {
@@ -111,6 +116,7 @@ impl ClusterReport {
             problem: None,
             files: None,
             budget: None,
+            api: None,
         }
     }
 }
@@ -264,6 +270,8 @@ impl StatusBoard {
                 r.origin = origin;
                 r.started = Instant::now();
                 r.problem = None;
+                // A restarted cluster's task brings its new client's.
+                r.api = None;
             }
             None => {
                 map.insert(name.clone(), ClusterReport::new(local, origin));
@@ -353,6 +361,9 @@ impl StatusBoard {
                         "lastLatencySeconds": p.last_latency.map(secs),
                         "lastError": p.last_error,
                     })),
+                    "secondsSinceApiAnswered": r.api.as_ref().and_then(|a| a.last_answered()).map(|t| secs(now.saturating_duration_since(t))),
+                    "apiRequestsInFlight": r.api.as_ref().map(|a| a.in_flight()),
+                    "apiMaxInFlight": r.api.as_ref().map(|a| a.max_in_flight()),
                     "problem": r.problem,
                     "fileProblems": r.files,
                     "budget": r.budget.as_ref().map(|b| json!({

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clusterset_dns::model::budget::Budget;
 use hickory_proto::op::ResponseCode;
@@ -16,7 +16,7 @@ use hickory_proto::rr::RecordType;
 use serde_json::json;
 
 use crate::binary::{http_get, serve_args};
-use crate::support::{Options, Proto, ask, q, start};
+use crate::support::{Options, Proto, ask, eventually, q, start};
 
 /// Writes `count` federated flat services `svc-<i>` with `endpoints` ready
 /// endpoints each into `dir/<cluster>/`, created `i` seconds after a fixed
@@ -144,11 +144,12 @@ async fn over_budget_the_newest_services_answer_servfail_and_are_reported() {
     let mut settings = (*handle.get()).clone();
     settings.budget = Budget::default();
     handle.set(Arc::new(settings));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while a(dns, &name("svc-29-east")).await != (ResponseCode::NoError, 10) {
-        assert!(Instant::now() < deadline, "the raised budget admits svc-29");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the raised budget admits svc-29",
+        Duration::from_secs(10),
+        || async { a(dns, &name("svc-29-east")).await == (ResponseCode::NoError, 10) },
+    )
+    .await;
     assert_eq!(
         a(dns, &name("svc-29-federated")).await,
         (ResponseCode::NoError, 12)

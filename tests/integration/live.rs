@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::binary::http_get;
 use crate::kubesim_api::{client, sim};
-use crate::support::{Links, Live, Options, Proto, ask, create_object, q, start_live};
+use crate::support::{Links, Live, Options, Proto, ask, create_object, eventually, q, start_live};
 
 const NS: &str = "prod";
 
@@ -56,20 +56,16 @@ async fn until(
     want: &[&str],
     limit: Duration,
 ) -> Duration {
-    let start = Instant::now();
     let want = ips(want);
-    let mut last = (ResponseCode::NoError, BTreeSet::new());
-    for _ in 0..100_000 {
-        last = a(dns, name).await;
+    eventually(&format!("{name}: {rcode:?} {want:?}"), limit, || async {
+        let last = a(dns, name).await;
         if last.0 == rcode && last.1 == want {
-            return start.elapsed();
+            Ok(())
+        } else {
+            Err(format!("last answer {last:?}"))
         }
-        if start.elapsed() > limit {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("{name}: wanted {rcode:?} {want:?} within {limit:?}, last answer {last:?}");
+    })
+    .await
 }
 
 /// A flat-mode (remote-discovery) service `name` with one slice of `addrs`.
@@ -294,7 +290,16 @@ async fn links_and_secrets_start_stop_and_rotate_clusters() {
     // watches are cut. Until the Secret is updated, east's last data is served.
     east.rotate_admin_token().expect("rotate");
     east.drop_watches();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Positive evidence the cut was seen: east's re-watch is refused, so it
+    // is reported broken (with the refusal), and its last data still answers.
+    until_report(
+        server.admin,
+        "east",
+        "east reported broken after its token rotation",
+        10 * SECOND,
+        |r| r["state"] == "broken" && r["lastError"].as_str().is_some_and(|e| e.contains("401")),
+    )
+    .await;
     assert_eq!(
         a(dns, &fqdn("api-east")).await,
         (ResponseCode::NoError, ips(&["10.1.0.1"]))
@@ -324,9 +329,13 @@ async fn links_and_secrets_start_stop_and_rotate_clusters() {
         "\"name\": \"east\"",
         "\"origin\": \"Link linkerd-multicluster/east\"",
         "\"state\": \"synced\"",
+        // The default bound on east's requests in flight.
+        "\"apiMaxInFlight\": 16",
     ] {
         assert!(body.contains(want), "missing {want} in {body}");
     }
+    let east = cluster_report(server.admin, "east");
+    assert!(east["secondsSinceApiAnswered"].is_number(), "{east:#}");
     assert!(!body.contains("\"name\": \"north\""), "{body}");
     server.server.stop().await;
 }
@@ -435,15 +444,25 @@ async fn clusters_file_without_the_link_crd() {
     .await;
     // A broken file keeps what is linked, and says why.
     std::fs::write(&file, "- name: east\n  kubeconfg: typo\n").expect("write");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let admin = server.admin;
+    eventually(
+        "the problem names the bad key",
+        10 * SECOND,
+        || async move {
+            let (_, body) = tokio::task::spawn_blocking(move || http_get(admin, "/debug/clusters"))
+                .await
+                .map_err(|e| e.to_string())?;
+            if body.contains("kubeconfg") {
+                Ok(())
+            } else {
+                Err(body)
+            }
+        },
+    )
+    .await;
     assert_eq!(
         a(dns, &fqdn("api-south")).await,
         (ResponseCode::NoError, ips(&["10.3.0.1"]))
-    );
-    let (_, body) = http_get(server.admin, "/debug/clusters");
-    assert!(
-        body.contains("kubeconfg"),
-        "the problem names the bad key: {body}"
     );
     // The Link API was never asked for.
     assert_eq!(
@@ -520,8 +539,16 @@ async fn an_api_restart_mid_watch_resumes_and_misses_nothing() {
     let dns = server.dns;
     let east = sim.cluster("east").expect("east").clone();
     east.stop();
-    // Served from last-known data meanwhile, TTL capped.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Served from last-known data meanwhile, TTL capped, once east is
+    // known broken.
+    until_report(
+        server.admin,
+        "east",
+        "east reported broken",
+        10 * SECOND,
+        |r| r["state"] == "broken",
+    )
+    .await;
     assert_eq!(
         a(dns, &fqdn("api-east")).await,
         (ResponseCode::NoError, ips(&["10.1.0.1"]))
@@ -544,16 +571,14 @@ async fn an_api_restart_mid_watch_resumes_and_misses_nothing() {
     )
     .await;
     // Every watch of east reconnects (each on its own backoff).
-    let start = Instant::now();
-    loop {
-        let (_, body) = http_get(server.admin, "/debug/clusters");
-        if !body.contains("\"state\": \"broken\"") {
-            assert!(body.contains("\"watchRestarts\": "), "{body}");
-            break;
-        }
-        assert!(start.elapsed() < 15 * SECOND, "east still broken: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_report(
+        server.admin,
+        "east",
+        "east healthy again",
+        15 * SECOND,
+        |r| r["state"] == "synced" && r["watchRestarts"].as_u64().is_some_and(|n| n > 0),
+    )
+    .await;
     server.server.stop().await;
 }
 
@@ -623,16 +648,40 @@ async fn bursts_of_500_and_429_back_off_and_recover() {
     let ec = client(&east).await;
     east.fail_next(20);
     east.drop_watches();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_report(
+        server.admin,
+        "east",
+        "east's re-watches get 500",
+        10 * SECOND,
+        |r| r["lastError"].as_str().is_some_and(|e| e.contains("500")),
+    )
+    .await;
+    east.fail_next(0);
+    let requests = || east.counters().iter().map(|(_, n)| n).sum::<u64>();
+    let before = requests();
     east.throttle_next(20, 1);
     east.drop_watches();
+    // The client waits out each 429 and asks again: every throttled answer
+    // is used up by east's re-watches.
+    eventually(
+        "east's re-watches use up 20 throttled answers",
+        15 * SECOND,
+        || async {
+            let n = requests() - before;
+            if n >= 20 {
+                Ok(())
+            } else {
+                Err(format!("{n} requests since the throttle"))
+            }
+        },
+    )
+    .await;
     // Last-known data is served throughout.
     assert_eq!(
         a(dns, &fqdn("api-east")).await,
         (ResponseCode::NoError, ips(&["10.1.0.1"]))
     );
     // The faults end; the change lands. The test client has retries too.
-    tokio::time::sleep(Duration::from_millis(500)).await;
     east.fail_next(0);
     east.throttle_next(0, 0);
     set_endpoints(&ec, "api", &["10.1.0.7"]).await;
@@ -658,7 +707,14 @@ async fn a_slow_cluster_does_not_delay_another() {
     // so it is busy re-listing.
     east.set_latency(Duration::from_secs(2));
     east.drop_watches();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    until_report(
+        server.admin,
+        "east",
+        "east's re-watches wait on it",
+        5 * SECOND,
+        |r| r["apiRequestsInFlight"].as_u64().is_some_and(|n| n > 0),
+    )
+    .await;
     for (i, ip) in ["10.2.0.2", "10.2.0.3", "10.2.0.4"].into_iter().enumerate() {
         set_endpoints(&nc, "api", &[ip]).await;
         let took = until(
@@ -796,6 +852,32 @@ async fn only_exported_services_and_their_slices_are_held() {
 }
 
 /// `/debug/clusters`' report of `cluster`.
+/// Polls `/debug/clusters` until `cluster`'s report passes `check`, at
+/// most `limit`; returns that report.
+async fn until_report(
+    admin: SocketAddr,
+    cluster: &'static str,
+    what: &str,
+    limit: Duration,
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let report = || async move {
+        tokio::task::spawn_blocking(move || cluster_report(admin, cluster))
+            .await
+            .map_err(|e| e.to_string())
+    };
+    eventually(what, limit, || async {
+        let r = report().await?;
+        if check(&r) {
+            Ok(())
+        } else {
+            Err(format!("{r:#}"))
+        }
+    })
+    .await;
+    report().await.expect("report")
+}
+
 fn cluster_report(admin: SocketAddr, cluster: &str) -> serde_json::Value {
     let (_, body) = http_get(admin, "/debug/clusters");
     let v: serde_json::Value = serde_json::from_str(&body).expect("json");
@@ -854,17 +936,14 @@ async fn a_hostile_slice_is_clamped_and_counted_and_the_rest_answers() {
         5 * SECOND,
     )
     .await;
-    let admin = server.admin;
-    let deadline = Instant::now() + 5 * SECOND;
-    let report = loop {
-        let r = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
-            .await
-            .expect("join");
-        if r["endpoints"] == 1002 || Instant::now() > deadline {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let report = until_report(
+        server.admin,
+        "east",
+        "east holds 1,002 endpoints",
+        5 * SECOND,
+        |r| r["endpoints"] == 1002,
+    )
+    .await;
     assert_eq!(
         report["endpoints"], 1002,
         "api's 2 and big's first 1,000: {report:#}"
@@ -876,7 +955,7 @@ async fn a_hostile_slice_is_clamped_and_counted_and_the_rest_answers() {
                            "too_many_endpoints": 1}}),
         "{report:#}"
     );
-    let (_, metrics) = tokio::task::spawn_blocking(move || http_get(admin, "/metrics"))
+    let (_, metrics) = tokio::task::spawn_blocking(move || http_get(server.admin, "/metrics"))
         .await
         .expect("join");
     for reason in ["address_not_ip", "too_many_endpoints"] {
@@ -885,5 +964,70 @@ async fn a_hostile_slice_is_clamped_and_counted_and_the_rest_answers() {
         );
         assert!(metrics.contains(&row), "missing {row:?} in:\n{metrics}");
     }
+    server.server.stop().await;
+}
+
+/// A selector-change storm: many services become exported at once on a
+/// slow cluster, each needing a targeted slice list. The lists queue behind
+/// the cluster's in-flight bound (16 by default) instead of all hitting its
+/// API server at once, and every service is served in the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_newly_exported_services_stays_within_the_in_flight_bound() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const N: usize = 60;
+    let (sim, _dir, server) = two_remotes(|_| {}, |_| {}).await;
+    let dns = server.dns;
+    let east = sim.cluster("east").expect("east").clone();
+    let ec = client(&east).await;
+    let lists_before = east.request_count("list", "endpointslices.discovery.k8s.io");
+    east.set_latency(Duration::from_millis(300));
+    let admin = server.admin;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut most = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let r = cluster_report(admin, "east");
+                most = most.max(r["apiRequestsInFlight"].as_u64().unwrap_or(0));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            most
+        })
+    };
+    let names: Vec<String> = (0..N).map(|i| format!("burst-{i}")).collect();
+    let addrs: Vec<String> = (0..N).map(|i| format!("10.9.0.{}", i + 1)).collect();
+    futures_util::future::join_all(
+        names
+            .iter()
+            .zip(&addrs)
+            .map(|(n, a)| async { export(&ec, n, &[a.as_str()]).await }),
+    )
+    .await;
+    eventually("every new service's slices listed", 30 * SECOND, || async {
+        let lists = east.request_count("list", "endpointslices.discovery.k8s.io") - lists_before;
+        if lists >= N as u64 {
+            Ok(())
+        } else {
+            Err(format!("{lists} targeted lists"))
+        }
+    })
+    .await;
+    until(
+        dns,
+        &fqdn(&format!("burst-{}-east", N - 1)),
+        ResponseCode::NoError,
+        &[&format!("10.9.0.{N}")],
+        30 * SECOND,
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let most = sampler.join().expect("sampler");
+    assert!(most <= 16, "{most} requests in flight to east");
+    assert!(
+        most >= 8,
+        "the lists ran side by side: at most {most} in flight"
+    );
     server.server.stop().await;
 }

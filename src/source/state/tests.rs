@@ -78,12 +78,16 @@ fn sync(st: &mut ClusterState, services: [Vec<K8sService>; 3], slices: Vec<K8sSl
     let mut out = Output::default();
     for (w, items) in services.into_iter().enumerate() {
         st.service_init(w);
-        st.service_page(w, items, &mut out);
+        for s in items {
+            st.service_apply(w, &s, &mut out);
+        }
         st.service_init_done(w, &mut out);
     }
     assert!(st.services_listed());
     st.slice_init();
-    st.slice_page(slices, &mut out);
+    for s in slices {
+        st.slice_apply(&s, &mut out);
+    }
     st.slice_init_done(&mut out);
     // The end of the shell's batch: the budget judges, slices go out.
     st.settle(&mut out);
@@ -243,11 +247,11 @@ fn restart_serves_old_data_until_the_new_watches_confirm_it() {
     assert!(st.synced(), "a restarted cluster keeps serving");
     let mut out = Output::default();
     st.service_init(0);
-    st.service_page(0, vec![gateway_mode("web")], &mut out);
+    st.service_apply(0, &gateway_mode("web"), &mut out);
     assert!(summary(&out).is_empty(), "unchanged objects send nothing");
     st.service_init_done(0, &mut out);
     st.slice_init();
-    st.slice_page(vec![slice("web-1", "web", &["10.1.0.1"])], &mut out);
+    st.slice_apply(&slice("web-1", "web", &["10.1.0.1"]), &mut out);
     st.slice_init_done(&mut out);
     st.settle(&mut out);
     assert_eq!(
@@ -284,7 +288,7 @@ fn a_bad_object_is_skipped_and_the_last_good_version_kept() {
     );
     // A relist that still holds the bad version does not delete the good one.
     st.slice_init();
-    st.slice_page(vec![bad], &mut out);
+    st.slice_apply(&bad, &mut out);
     st.slice_init_done(&mut out);
     assert!(out.events.is_empty(), "{:?}", summary(&out));
     assert_eq!(st.counts().slices, 1);
@@ -301,7 +305,7 @@ fn local_mirrors_and_gateway_service() {
     for w in 0..4 {
         st.service_init(w);
         if w == 3 {
-            st.service_page(w, vec![mirror.clone()], &mut out);
+            st.service_apply(w, &mirror, &mut out);
         }
         st.service_init_done(w, &mut out);
     }
@@ -477,4 +481,73 @@ fn a_slice_relabelled_to_a_service_not_exported_leaves() {
     st.settle(&mut out);
     assert_eq!(summary(&out), ["-slice prod/web-1"]);
     assert_eq!(st.counts().slices, 0);
+}
+
+fn merge(into: &mut Output, o: Output) {
+    into.events.extend(o.events);
+    into.actions.extend(o.actions);
+    into.adjusted.extend(o.adjusted);
+}
+
+#[test]
+fn watcher_events_drive_the_state_and_a_relist_is_a_streamed_reset() {
+    use kube::runtime::watcher::Event as E;
+    let mut st = remote();
+    let mut out = Output::default();
+    for w in 0..3 {
+        merge(&mut out, st.watched(Watch::Services(w), E::Init));
+        if w == 0 {
+            let web = Object::service(gateway_mode("web"));
+            merge(&mut out, st.watched(Watch::Services(0), E::InitApply(web)));
+        }
+        merge(&mut out, st.watched(Watch::Services(w), E::InitDone));
+    }
+    assert!(st.services_listed());
+    merge(&mut out, st.watched(Watch::Slices, E::Init));
+    let web1 = Object::slice(slice("web-1", "web", &["10.1.0.1"]));
+    merge(&mut out, st.watched(Watch::Slices, E::InitApply(web1)));
+    // An object of the wrong kind for the watch changes nothing.
+    let stray = Object::service(gateway_mode("stray"));
+    merge(&mut out, st.watched(Watch::Slices, E::InitApply(stray)));
+    merge(&mut out, st.watched(Watch::Slices, E::InitDone));
+    st.settle(&mut out);
+    assert_eq!(summary(&out), ["+svc prod/web", "+slice prod/web-1 (1)"]);
+    assert!(st.synced());
+
+    // A relist that no longer holds the slice deletes it.
+    let mut out = st.watched(Watch::Slices, E::Init);
+    merge(&mut out, st.watched(Watch::Slices, E::InitDone));
+    assert_eq!(summary(&out), ["-slice prod/web-1"]);
+
+    // The service deleted; a slice of it arriving later is not held.
+    let gone = Object::service(gateway_mode("web"));
+    let mut out = st.watched(Watch::Services(0), E::Delete(gone));
+    let late = Object::slice(slice("web-2", "web", &["10.1.0.2"]));
+    merge(&mut out, st.watched(Watch::Slices, E::Apply(late)));
+    st.settle(&mut out);
+    assert_eq!(summary(&out), ["-svc prod/web"]);
+    assert_eq!(st.counts().slices, 0);
+}
+
+#[test]
+fn a_targeted_list_is_taken_through_listed() {
+    use kube::runtime::watcher::Event as E;
+    let mut st = remote();
+    sync(&mut st, [vec![], vec![], vec![]], vec![]);
+    // Exported after the slice watch started: the state asks for a list.
+    let web = Object::service(gateway_mode("web"));
+    let mut out = st.watched(Watch::Services(0), E::Apply(web));
+    assert_eq!(
+        out.actions,
+        [Action::ListSlices(ObjectKey::new("prod", "web"))]
+    );
+    merge(
+        &mut out,
+        st.listed(
+            &ObjectKey::new("prod", "web"),
+            vec![slice("web-1", "web", &["10.1.0.1"])],
+        ),
+    );
+    st.settle(&mut out);
+    assert_eq!(summary(&out), ["+svc prod/web", "+slice prod/web-1 (1)"]);
 }

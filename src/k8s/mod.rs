@@ -1,0 +1,19 @@
+//! The Kubernetes glue that belongs to no one source: clients (from a
+//! kubeconfig or in-cluster), the tower layer that bounds each cluster's
+//! requests in flight and records when its API server last answered, and
+//! guarded watches over `kube::runtime::watcher`.
+//!
+//! Layering: above [`crate::model`] and [`crate::vocab`], below
+//! [`crate::source`] and [`crate::mirror`], which both use it. It must not
+//! interpret objects or know what a source does with them.
+//!
+//! - [`client`]: building clients, bounded or not;
+//! - [`layer`]: the in-flight bound and [`layer::ApiStats`];
+//! - [`watch`]: [`watch::guarded_watch`] and [`watch::guarded_list`];
+//! - [`legacy`]: the hand-written list+watch the mirror controller still
+//!   uses (removed once the mirror is off it).
+
+pub mod client;
+pub mod layer;
+pub mod legacy;
+pub mod watch;
