@@ -155,7 +155,12 @@ async fn create_409_on_someone_elses_object_leaves_it_and_warns_once_with_an_eve
     assert_eq!(c.create(d.clone()).await, not_owned);
     mock::finished(server).await;
     // Planned again, nothing is written for it.
-    let ops = plan(std::slice::from_ref(&d), c.cache.actual(), &c.unowned, |_| false);
+    let ops = plan(
+        std::slice::from_ref(&d),
+        c.cache.actual(),
+        &c.unowned,
+        |_| false,
+    );
     assert!(ops.is_empty(), "{ops:?}");
 }
 
