@@ -54,7 +54,7 @@ impl LeaseConfig {
 
 /// What one attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Attempt {
+enum Attempt {
     /// We hold the Lease (created, renewed or taken over).
     Held,
     /// Someone else holds it.
@@ -63,7 +63,7 @@ pub enum Attempt {
 
 /// Why an attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LeaseError {
+enum LeaseError {
     /// The API answered with an error status (409: someone wrote the Lease
     /// since we read it).
     #[error("{code} {reason}: {message}")]
@@ -96,12 +96,12 @@ impl From<kube::Error> for LeaseError {
 /// The holder and renewTime of someone else's Lease as we last saw them,
 /// and when (by our clock) we saw them change.
 #[derive(Debug, Clone, Default)]
-pub struct Observed(Option<(String, String, Instant)>);
+struct Observed(Option<(String, String, Instant)>);
 
 impl Observed {
-    /// As if `holder` had renewed to `renew` at `at` (for tests that need
-    /// a Lease seen long ago).
-    pub fn seen(holder: &str, renew: &str, at: Instant) -> Self {
+    /// As if `holder` had renewed to `renew` at `at`: a Lease seen long ago.
+    #[cfg(test)]
+    fn seen(holder: &str, renew: &str, at: Instant) -> Self {
         Self(Some((holder.to_owned(), renew.to_owned(), at)))
     }
 }
@@ -185,7 +185,7 @@ pub async fn run(
 /// take it over if it is free or expired. A replace carries the
 /// resourceVersion we read, so of two replicas taking over at once one
 /// gets 409 and stays a follower.
-pub async fn try_once(
+async fn try_once(
     api: &Api<Lease>,
     c: &LeaseConfig,
     observed: &mut Observed,
