@@ -207,3 +207,6 @@ fn held_links(leases: impl Iterator<Item = Lease>) -> Vec<Arc<str>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
