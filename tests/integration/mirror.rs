@@ -415,7 +415,21 @@ async fn a_users_object_survives_and_an_unlinked_cluster_takes_exactly_its_objec
             && !endpoints_of(c, "db-federated").await.is_empty()
     })
     .await;
-    // Untouched: same resourceVersion, no label of ours, and reported.
+    // Reported: the controller met the user's web-east and left it (an
+    // Event, the gauge), and the reconcile that did so is over.
+    eventually("web-east reported", Duration::from_secs(5), || async {
+        let events = items(c, &format!("/apis/events.k8s.io/v1/namespaces/{NS}/events")).await;
+        let reported = events
+            .iter()
+            .any(|e| e["reason"] == "NotOwned" && e["regarding"]["name"] == "web-east");
+        let gauge = metric(server.admin, "clusterset_dns_mirror_objects_not_owned");
+        if !reported || gauge != Some(1.0) {
+            return Err(format!("not_owned gauge {gauge:?}, events {events:?}"));
+        }
+        reconciled(c, server.admin).await
+    })
+    .await;
+    // Untouched: same resourceVersion, no label of ours.
     let after = get(c, &svc_path("web-east")).await.expect("still there");
     assert_eq!(
         after["metadata"]["resourceVersion"],
@@ -427,18 +441,6 @@ async fn a_users_object_survives_and_an_unlinked_cluster_takes_exactly_its_objec
         slices_of(c, "web-east").await.is_empty(),
         "{:?}",
         slices_of(c, "web-east").await
-    );
-    let events = items(c, &format!("/apis/events.k8s.io/v1/namespaces/{NS}/events")).await;
-    assert!(
-        events
-            .iter()
-            .any(|e| e["reason"] == "NotOwned" && e["regarding"]["name"] == "web-east"),
-        "{events:?}"
-    );
-    let metrics = http_get(server.admin, "/metrics").1;
-    assert!(
-        metrics.contains("clusterset_dns_mirror_objects_not_owned 1"),
-        "{metrics}"
     );
 
     // North unlinked: its mirrors go, its federated membership goes, east's stay.
@@ -683,11 +685,15 @@ async fn a_cluster_linkerd_already_mirrors_is_left_to_linkerd() {
     let c = &s.local;
     let server = serve(&s, MirrorSetup::new("a"), |_| {}).await;
     eventually(
-        "north mirrored and federated written",
+        "north mirrored and federated written, that reconcile over",
         Duration::from_secs(10),
         || async {
-            get(c, &svc_path("api-north")).await.is_some()
-                && !endpoints_of(c, "db-federated").await.is_empty()
+            if get(c, &svc_path("api-north")).await.is_none()
+                || endpoints_of(c, "db-federated").await.is_empty()
+            {
+                return Err("not written yet".to_owned());
+            }
+            reconciled(c, server.admin).await
         },
     )
     .await;
