@@ -57,3 +57,44 @@ async fn an_undecodable_object_is_skipped_and_counted_and_the_list_goes_on() {
     assert_eq!(got, ["init", "item \"good\"", "done"]);
     assert!(undecodable() > before, "the bad one is counted");
 }
+
+#[tokio::test]
+async fn linkerd_managed_clusters_come_from_foreign_mirrors_and_held_leases() {
+    let (client, handle) = mock::client();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let lease = |link: &str, holder: &str, renew: &str| {
+        json!({"metadata": {"name": format!("service-mirror-write-{link}"), "namespace": "lm"},
+               "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": renew}})
+    };
+    let server = mock::serve(
+        handle,
+        vec![
+            Step::new("GET", "/api/v1/services")
+                .query(&[
+                    (
+                        "labelSelector",
+                        "mirror.linkerd.io%2Fmirrored-service%3Dtrue%2Capp.kubernetes.io%2Fmanaged-by%21%3Dclusterset-dns",
+                    ),
+                    ("limit", "500"),
+                ])
+                .ok(json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                           "metadata": {},
+                           "items": [{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                                      "metadata": {"name": "web-east", "namespace": "prod",
+                                                   "labels": {"mirror.linkerd.io/cluster-name": "east"}}}]})),
+            Step::new("GET", "/apis/coordination.k8s.io/v1/namespaces/lm/leases")
+                .query(&[("limit", "500")])
+                .ok(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "LeaseList",
+                           "metadata": {},
+                           "items": [lease("north", "linkerd-sm", &now),
+                                     lease("south", "", &now),
+                                     lease("west", "linkerd-sm", "2001-01-01T00:00:00Z")]})),
+        ],
+    );
+    let got = linkerd_managed(&client, Some("lm")).await;
+    mock::finished(server).await;
+    let got: Vec<&str> = got.iter().map(|c| &**c).collect();
+    // east by its mirror Services; north by its held, fresh Lease; south's
+    // Lease has no holder, west's was last renewed long ago.
+    assert_eq!(got, ["east", "north"]);
+}
