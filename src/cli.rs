@@ -16,13 +16,13 @@ use tracing::{error, info, warn};
 use crate::config::{Config, LiveOptions, LogFormat, MirrorOptions, ServeArgs, ZoneArgs};
 use crate::dns::zonefile;
 use crate::filewatch::FileWatch;
+use crate::k8s::client as k8s_client;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
 use crate::model::budget::Budget;
 use crate::model::objects::{Endpoint, ObjectKey, Service};
 use crate::model::{Entry, Epoch, Model, Origin, Snapshot};
 use crate::runtime::{ConfigReloads, Server, SettingsHandle, Sockets, SourceSetup};
-use crate::source::api;
 use crate::source::clusters_file::load_clusters_file;
 use crate::source::file::{
     ClusterLoad, ClusterObjects, DirLoad, Severity, admission, initial_events_of, load_dir,
@@ -186,7 +186,7 @@ async fn live_config(config: &Config, live: &LiveOptions) -> anyhow::Result<Live
         .as_deref()
         .context("--local-cluster is required in live mode")?
         .into();
-    let local_client = api::local_client(live.kubeconfig.as_deref(), live.context.as_deref())
+    let local_client = k8s_client::local(live.kubeconfig.as_deref(), live.context.as_deref())
         .await
         .context("connecting to the local cluster")?;
     if let Some(path) = &live.clusters {

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterset_dns::config::Config;
+use clusterset_dns::k8s::client as k8s_client;
 use clusterset_dns::mirror::run::MirrorConfig;
 use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
-use clusterset_dns::source::api;
 use clusterset_dns::source::live::{Links, LiveConfig};
 use clusterset_dns::vocab::name::ZoneName;
 use futures_util::{StreamExt, stream};
@@ -625,7 +625,7 @@ pub(crate) async fn start_in_process(
         limits: Default::default(),
         tls: None,
     };
-    let local_client = api::local_client(Some(kubeconfig), None)
+    let local_client = k8s_client::local(Some(kubeconfig), None)
         .await
         .expect("local client");
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");

@@ -10,10 +10,7 @@
 //! - [`client`]: building clients, bounded or not;
 //! - [`layer`]: the in-flight bound and [`layer::ApiStats`];
 //! - [`watch`]: [`watch::guarded_watch`] and [`watch::guarded_list`];
-//! - [`legacy`]: the hand-written list+watch the mirror controller still
-//!   uses (removed once the mirror is off it).
 
 pub mod client;
 pub mod layer;
-pub mod legacy;
 pub mod watch;

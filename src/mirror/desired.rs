@@ -387,23 +387,7 @@ fn cluster_units(
             // discovery); the pod IPs are for everyone else (kube-proxy,
             // Ingress, CoreDNS), unless asked for Linkerd's exact shape.
             if !settings.linkerd_flat_compat {
-                for slice in c.slices_of(&svc.key) {
-                    for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
-                        // Headless: the pod's own hostname, else the
-                        // dashed IP our DNS serves (DESIGN.md decision 3),
-                        // written out: CoreDNS dashes a bare address its own
-                        // way (`fd00:5::` → `fd00-5--`, ours `fd00-5--0`).
-                        let hostname = svc.headless.then(|| pod_hostname(ep));
-                        unit.endpoints.add(
-                            &slice.ports,
-                            Ep {
-                                addr: ep.addr,
-                                hostname,
-                                ready: true,
-                            },
-                        );
-                    }
-                }
+                add_pod_endpoints(c, svc, &mut unit.endpoints);
             }
             units.push(unit);
         }
@@ -435,6 +419,26 @@ fn cluster_units(
     }
 }
 
+/// The ready pods of a flat-mode service, by address. Headless: each with
+/// the pod's own hostname, else the dashed IP our DNS serves (DESIGN.md
+/// decision 3), written out: CoreDNS dashes a bare address its own way
+/// (`fd00:5::` → `fd00-5--`, ours `fd00-5--0`).
+fn add_pod_endpoints(c: &Cluster, svc: &Service, eps: &mut Endpoints) {
+    for slice in c.slices_of(&svc.key) {
+        for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
+            let hostname = svc.headless.then(|| pod_hostname(ep));
+            eps.add(
+                &slice.ports,
+                Ep {
+                    addr: ep.addr,
+                    hostname,
+                    ready: true,
+                },
+            );
+        }
+    }
+}
+
 /// A gateway-mode StatefulSet: Linkerd's root headless mirror plus one
 /// ClusterIP endpoint mirror `<hostname>-<cluster>` per pod hostname
 /// (linkerd-compat.md §3.3).
@@ -457,57 +461,17 @@ fn gateway_headless_units(
     let root_name = fit_name(&root.full_name, MAX_SERVICE_NAME);
     let fq = fq_name(&svc.key, settings);
     root.slice_annotations = gateway_slice_annotations(c, &fq);
-
-    // Every pod hostname, ready or not, gets an endpoint mirror: a pod that
-    // restarts keeps its mirror and so its ClusterIP.
-    let mut hosts: BTreeMap<Arc<str>, bool> = BTreeMap::new();
-    for ep in c.slices_of(&svc.key).flat_map(|s| s.endpoints.iter()) {
-        if let Some(host) = &ep.hostname {
-            *hosts.entry(host.clone()).or_default() |= ready(svc, ep);
-        }
-    }
-    for (host, host_ready) in &hosts {
-        let full_name = format!("{host}-{}", c.name);
-        let name = fit_name(&full_name, MAX_SERVICE_NAME);
-        if !name.starts_with(|ch: char| ch.is_ascii_lowercase()) {
-            // Service names are RFC 1035 labels: a hostname starting with a
-            // digit cannot make one.
-            problems.push(Problem {
-                object: service_ref(&svc.key.namespace, &name),
-                message: format!(
-                    "no endpoint mirror for pod {host} of {}/{} in {}: {name:?} does not start with a letter, as a Service name must",
-                    svc.key.namespace, svc.key.name, c.name
-                ),
-            });
+    for (host, host_ready) in pod_hosts(c, svc) {
+        let parent = Parent {
+            full_name: &root.full_name,
+            name: &root_name,
+            fq: &fq,
+        };
+        let Some(unit) = endpoint_mirror_unit(c, svc, &host, host_ready, &parent, problems) else {
             continue;
-        }
-        let host_fq = format!("{host}.{fq}");
-        let mut labels = cluster_labels(&c.name);
-        labels.insert(LABEL_HEADLESS_PARENT.to_owned(), text(&root_name));
-        let slice_labels = labels.clone();
-        // Only these two on endpoint mirrors, as Linkerd writes them.
-        let mut annotations = Map::new();
-        annotations.insert(ANNOTATION_REMOTE_FQ_NAME.to_owned(), text(&host_fq));
-        let mut endpoints = Endpoints::default();
-        // The per-pod form of isEmptyService: no ready pod, no endpoints.
-        if *host_ready {
-            add_gateway_endpoints(c, &svc.ports, &mut endpoints);
-        }
-        units.push(Unit {
-            rank: cluster_rank(c, svc, 2, host),
-            namespace: svc.key.namespace.clone(),
-            full_name,
-            cluster: Some(c.name.clone()),
-            parent: Some(root.full_name.clone()),
-            labels,
-            annotations,
-            ports: svc.ports.clone(),
-            headless: false,
-            slice_labels,
-            slice_annotations: gateway_slice_annotations(c, &host_fq),
-            endpoints,
-        });
-
+        };
+        let name = fit_name(&unit.full_name, MAX_SERVICE_NAME);
+        units.push(unit);
         if !host_ready {
             continue;
         }
@@ -534,6 +498,81 @@ fn gateway_headless_units(
     units.push(root);
 }
 
+/// Every pod hostname of `svc` in `c`, and whether any of its endpoints is
+/// ready. Ready or not, each gets an endpoint mirror: a pod that restarts
+/// keeps its mirror and so its ClusterIP.
+fn pod_hosts(c: &Cluster, svc: &Service) -> BTreeMap<Arc<str>, bool> {
+    let mut hosts: BTreeMap<Arc<str>, bool> = BTreeMap::new();
+    for ep in c.slices_of(&svc.key).flat_map(|s| s.endpoints.iter()) {
+        if let Some(host) = &ep.hostname {
+            *hosts.entry(host.clone()).or_default() |= ready(svc, ep);
+        }
+    }
+    hosts
+}
+
+/// The root headless mirror an endpoint mirror belongs to.
+struct Parent<'a> {
+    /// Its full (unshortened) name.
+    full_name: &'a str,
+    /// Its name as written.
+    name: &'a str,
+    /// The remote service's fully qualified name.
+    fq: &'a str,
+}
+
+/// The endpoint mirror `<host>-<cluster>` of one pod, or `None` (with a
+/// problem) when its name cannot be a Service name.
+fn endpoint_mirror_unit(
+    c: &Cluster,
+    svc: &Service,
+    host: &Arc<str>,
+    host_ready: bool,
+    parent: &Parent<'_>,
+    problems: &mut Vec<Problem>,
+) -> Option<Unit> {
+    let full_name = format!("{host}-{}", c.name);
+    let name = fit_name(&full_name, MAX_SERVICE_NAME);
+    if !name.starts_with(|ch: char| ch.is_ascii_lowercase()) {
+        // Service names are RFC 1035 labels: a hostname starting with a
+        // digit cannot make one.
+        problems.push(Problem {
+            object: service_ref(&svc.key.namespace, &name),
+            message: format!(
+                "no endpoint mirror for pod {host} of {}/{} in {}: {name:?} does not start with a letter, as a Service name must",
+                svc.key.namespace, svc.key.name, c.name
+            ),
+        });
+        return None;
+    }
+    let host_fq = format!("{host}.{}", parent.fq);
+    let mut labels = cluster_labels(&c.name);
+    labels.insert(LABEL_HEADLESS_PARENT.to_owned(), text(parent.name));
+    let slice_labels = labels.clone();
+    // Only these two on endpoint mirrors, as Linkerd writes them.
+    let mut annotations = Map::new();
+    annotations.insert(ANNOTATION_REMOTE_FQ_NAME.to_owned(), text(&host_fq));
+    let mut endpoints = Endpoints::default();
+    // The per-pod form of isEmptyService: no ready pod, no endpoints.
+    if host_ready {
+        add_gateway_endpoints(c, &svc.ports, &mut endpoints);
+    }
+    Some(Unit {
+        rank: cluster_rank(c, svc, 2, host),
+        namespace: svc.key.namespace.clone(),
+        full_name,
+        cluster: Some(c.name.clone()),
+        parent: Some(parent.full_name.to_owned()),
+        labels,
+        annotations,
+        ports: svc.ports.clone(),
+        headless: false,
+        slice_labels,
+        slice_annotations: gateway_slice_annotations(c, &host_fq),
+        endpoints,
+    })
+}
+
 /// The local endpoint mirror `name` of root `parent` for cluster `c`, once
 /// the API has given it a ClusterIP. Looked up by the names we write (which
 /// are `ClusterSet::endpoint_mirror`'s unless shortened).
@@ -555,6 +594,10 @@ fn local_endpoint_mirror<'s>(
         })
 }
 
+/// One federated service's members: (cluster, its Service), in
+/// cluster-name order.
+type Members<'s> = Vec<(&'s Cluster, &'s Service)>;
+
 /// `<svc>-federated` for every service with a federated member.
 fn federated_units(
     set: &ClusterSet,
@@ -568,15 +611,9 @@ fn federated_units(
         .filter(|s| s.federated)
         .map(|s| &s.key)
         .collect();
-    // `federation_eligible` reads only the grace and the time.
-    let cx = BuildContext {
-        zone: "",
-        federated_grace: settings.federated_grace,
-        now: settings.now,
-    };
     for key in keys {
         // In cluster-name order (the set is a BTreeMap).
-        let members: Vec<(&Cluster, &Service)> = set
+        let members: Members<'_> = set
             .iter()
             .filter_map(|c| Some((c, c.services.get(key).filter(|s| s.federated)?)))
             .collect();
@@ -589,79 +626,11 @@ fn federated_units(
         else {
             continue;
         };
-        // The shape follows every member, not only the healthy ones, so a
-        // probe flap does not flip the (immutable) clusterIP.
-        let headless = members.iter().all(|(_, s)| s.headless);
         let full_name = format!("{}-{FEDERATED}", key.name);
         let name = fit_name(&full_name, MAX_SERVICE_NAME);
-
         let mut labels = Map::new();
         labels.insert(LABEL_MIRRORED.to_owned(), text("true"));
-        let mut annotations = Map::new();
-        let remote: Vec<String> = members
-            .iter()
-            .filter(|(c, _)| !is_local(c, settings))
-            .map(|(c, _)| format!("{}@{}", key.name, c.name))
-            .collect();
-        if !remote.is_empty() {
-            annotations.insert(REMOTE_DISCOVERY.to_owned(), text(&remote.join(",")));
-        }
-        if members.iter().any(|(c, _)| is_local(c, settings)) {
-            annotations.insert(ANNOTATION_LOCAL_DISCOVERY.to_owned(), text(&key.name));
-        }
-        if let Some(opaque) = &truth.opaque_ports {
-            annotations.insert(ANNOTATION_OPAQUE_PORTS.to_owned(), text(opaque));
-        }
-
-        // The members the DNS answer uses: the eligible ones, or all of them
-        // when none is (fail open), exactly as `build_federated_entry`.
-        let eligible: Vec<&(&Cluster, &Service)> = members
-            .iter()
-            .filter(|(c, _)| federation_eligible(&c.health, &cx))
-            .collect();
-        let used: Vec<&(&Cluster, &Service)> = if eligible.is_empty() {
-            members.iter().collect()
-        } else {
-            eligible
-        };
-        let mut endpoints = Endpoints::default();
-        for (c, svc) in used {
-            for slice in c.slices_of(key) {
-                for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
-                    // A headless member's pods are named `<hostname>-<cluster>`,
-                    // the alias our DNS serves next to the canonical
-                    // `<hostname>.<cluster>` (DESIGN.md decision 4).
-                    let hostname = if svc.headless {
-                        let alias = format!("{}-{}", pod_hostname(ep), c.name);
-                        if alias.len() > MAX_LABEL {
-                            problems.push(Problem {
-                                object: service_ref(&key.namespace, &name),
-                                message: format!(
-                                    "pod {} of {} has no hostname in the federated slices: {alias:?} is longer than {MAX_LABEL} characters",
-                                    ep.addr, c.name
-                                ),
-                            });
-                            None
-                        } else {
-                            Some(Arc::from(alias))
-                        }
-                    } else {
-                        None
-                    };
-                    endpoints.add(
-                        &slice.ports,
-                        Ep {
-                            addr: ep.addr,
-                            hostname,
-                            ready: true,
-                        },
-                    );
-                }
-            }
-        }
-
-        let mut slice_labels = Map::new();
-        slice_labels.insert(LABEL_MIRRORED.to_owned(), text("true"));
+        let slice_labels = labels.clone();
         units.push(Unit {
             rank: Rank {
                 tier: 0,
@@ -675,14 +644,113 @@ fn federated_units(
             cluster: None,
             parent: None,
             labels,
-            annotations,
+            annotations: federated_annotations(key, &members, truth, settings),
             ports: truth.ports.clone(),
-            headless,
+            // The shape follows every member, not only the healthy ones, so
+            // a probe flap does not flip the (immutable) clusterIP.
+            headless: members.iter().all(|(_, s)| s.headless),
             slice_labels,
             slice_annotations: Map::new(),
-            endpoints,
+            endpoints: federated_endpoints(key, &name, &members, settings, problems),
         });
     }
+}
+
+/// Who the members are (Linkerd's remote- and local-discovery) and the
+/// opaque ports of the source of truth.
+fn federated_annotations(
+    key: &ObjectKey,
+    members: &Members<'_>,
+    truth: &Service,
+    settings: &MirrorSettings,
+) -> Map<String, Value> {
+    let mut annotations = Map::new();
+    let remote: Vec<String> = members
+        .iter()
+        .filter(|(c, _)| !is_local(c, settings))
+        .map(|(c, _)| format!("{}@{}", key.name, c.name))
+        .collect();
+    if !remote.is_empty() {
+        annotations.insert(REMOTE_DISCOVERY.to_owned(), text(&remote.join(",")));
+    }
+    if members.iter().any(|(c, _)| is_local(c, settings)) {
+        annotations.insert(ANNOTATION_LOCAL_DISCOVERY.to_owned(), text(&key.name));
+    }
+    if let Some(opaque) = &truth.opaque_ports {
+        annotations.insert(ANNOTATION_OPAQUE_PORTS.to_owned(), text(opaque));
+    }
+    annotations
+}
+
+/// The ready pods of the members the DNS answer uses: the eligible ones, or
+/// all of them when none is (fail open), exactly as `build_federated_entry`.
+fn federated_endpoints(
+    key: &ObjectKey,
+    name: &str,
+    members: &Members<'_>,
+    settings: &MirrorSettings,
+    problems: &mut Vec<Problem>,
+) -> Endpoints {
+    // `federation_eligible` reads only the grace and the time.
+    let cx = BuildContext {
+        zone: "",
+        federated_grace: settings.federated_grace,
+        now: settings.now,
+    };
+    let eligible: Vec<&(&Cluster, &Service)> = members
+        .iter()
+        .filter(|(c, _)| federation_eligible(&c.health, &cx))
+        .collect();
+    let used: Vec<&(&Cluster, &Service)> = if eligible.is_empty() {
+        members.iter().collect()
+    } else {
+        eligible
+    };
+    let mut endpoints = Endpoints::default();
+    for (c, svc) in used {
+        for slice in c.slices_of(key) {
+            for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
+                let hostname = if svc.headless {
+                    federated_hostname(ep, c, &service_ref(&key.namespace, name), problems)
+                } else {
+                    None
+                };
+                endpoints.add(
+                    &slice.ports,
+                    Ep {
+                        addr: ep.addr,
+                        hostname,
+                        ready: true,
+                    },
+                );
+            }
+        }
+    }
+    endpoints
+}
+
+/// A headless member's pod is named `<hostname>-<cluster>`, the alias our
+/// DNS serves next to the canonical `<hostname>.<cluster>` (DESIGN.md
+/// decision 4); `None` (with a problem on `object`) if that is too long
+/// for a label.
+fn federated_hostname(
+    ep: &Endpoint,
+    c: &Cluster,
+    object: &ObjectRef,
+    problems: &mut Vec<Problem>,
+) -> Option<Arc<str>> {
+    let alias = format!("{}-{}", pod_hostname(ep), c.name);
+    if alias.len() > MAX_LABEL {
+        problems.push(Problem {
+            object: object.clone(),
+            message: format!(
+                "pod {} of {} has no hostname in the federated slices: {alias:?} is longer than {MAX_LABEL} characters",
+                ep.addr, c.name
+            ),
+        });
+        return None;
+    }
+    Some(Arc::from(alias))
 }
 
 fn service_ref(namespace: &str, name: &str) -> ObjectRef {
@@ -821,6 +889,28 @@ fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<Object
     slice_labels.insert(MANAGED_BY_LABEL.to_owned(), text(MANAGED_BY));
     slice_labels.insert(LABEL_SERVICE_NAME.to_owned(), text(&name));
     slice_labels.insert(LABEL_SLICE_MANAGED_BY.to_owned(), text(SLICE_MANAGED_BY));
+    let slices = Slices {
+        service: &name,
+        namespace: &namespace,
+        cluster: &cluster,
+        labels: &slice_labels,
+        annotations: &slice_annotations,
+    };
+    render_slices(&slices, endpoints, out);
+}
+
+/// What every EndpointSlice of one Service shares.
+struct Slices<'a> {
+    service: &'a str,
+    namespace: &'a Arc<str>,
+    cluster: &'a Option<Arc<str>>,
+    labels: &'a Map<String, Value>,
+    annotations: &'a Map<String, Value>,
+}
+
+/// The EndpointSlices of one Service: one family and port set each, at
+/// most [`MAX_ENDPOINTS_PER_SLICE`] endpoints.
+fn render_slices(s: &Slices<'_>, endpoints: Endpoints, out: &mut BTreeMap<ObjectRef, Desired>) {
     // Numbered per family across port sets: `<service>-v4-0`, `-v4-1`, …
     // The fixed suffix keeps slice names of different Services apart, and
     // a Service name of at most 63 keeps them far below 253.
@@ -832,12 +922,12 @@ fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<Object
         let (family, address_type) = if v6 { ("v6", "IPv6") } else { ("v4", "IPv4") };
         for chunk in eps.chunks(MAX_ENDPOINTS_PER_SLICE) {
             let n = &mut next[usize::from(v6)];
-            let slice_name = fit_name(&format!("{name}-{family}-{n}"), MAX_SUBDOMAIN_NAME);
+            let slice_name = fit_name(&format!("{}-{family}-{n}", s.service), MAX_SUBDOMAIN_NAME);
             *n += 1;
             let endpoints: Vec<Value> = chunk.iter().map(endpoint_json).collect();
             let key = ObjectRef {
                 kind: Kind::EndpointSlice,
-                namespace: namespace.clone(),
+                namespace: s.namespace.clone(),
                 name: slice_name.as_str().into(),
             };
             out.insert(
@@ -849,15 +939,15 @@ fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<Object
                         "kind": "EndpointSlice",
                         "metadata": metadata(
                             &slice_name,
-                            &namespace,
-                            slice_labels.clone(),
-                            slice_annotations.clone(),
+                            s.namespace,
+                            s.labels.clone(),
+                            s.annotations.clone(),
                         ),
                         "addressType": address_type,
                         "endpoints": endpoints,
                         "ports": ports.iter().map(port_json).collect::<Vec<_>>(),
                     }),
-                    cluster: cluster.clone(),
+                    cluster: s.cluster.clone(),
                 },
             );
         }

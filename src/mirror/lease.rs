@@ -5,6 +5,8 @@
 //! renewal has not succeeded for `renew_deadline` — which is shorter than
 //! the lease duration, so writes stop before anyone else may start.
 //!
+//! Requests go through kube's typed `Api<Lease>` (get, create, replace).
+//!
 //! Owns the Lease object and the `leading` signal; it must not write
 //! anything else.
 
@@ -13,7 +15,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
+use kube::api::PostParams;
+use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -50,6 +53,7 @@ impl LeaseConfig {
 }
 
 /// What one attempt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Attempt {
     /// We hold the Lease (created, renewed or taken over).
     Held,
@@ -57,35 +61,49 @@ enum Attempt {
     Other(String),
 }
 
-fn path(c: &LeaseConfig, name: bool) -> String {
-    let base = format!(
-        "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
-        c.namespace
-    );
-    if name {
-        format!("{base}/{}", c.name)
-    } else {
-        base
+/// Why an attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum LeaseError {
+    /// The API answered with an error status (409: someone wrote the Lease
+    /// since we read it).
+    #[error("{code} {reason}: {message}")]
+    Status {
+        /// HTTP status code.
+        code: u16,
+        /// The Status reason.
+        reason: String,
+        /// The Status message.
+        message: String,
+    },
+    /// No answer (connection, TLS, timeout, undecodable response).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<kube::Error> for LeaseError {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) => Self::Status {
+                code: s.code,
+                reason: s.reason,
+                message: s.message,
+            },
+            e => Self::Failed(e.to_string()),
+        }
     }
 }
 
-async fn send(client: &Client, req: http::Request<Vec<u8>>) -> Result<Option<Lease>, String> {
-    match client.request::<Lease>(req).await {
-        Ok(l) => Ok(Some(l)),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(kube::Error::Api(s)) => Err(format!("{} {}: {}", s.code, s.reason, s.message)),
-        Err(e) => Err(e.to_string()),
-    }
-}
+/// The holder and renewTime of someone else's Lease as we last saw them,
+/// and when (by our clock) we saw them change.
+#[derive(Debug, Clone, Default)]
+struct Observed(Option<(String, String, Instant)>);
 
-fn json_request(method: &str, uri: &str, body: &Lease) -> Result<http::Request<Vec<u8>>, String> {
-    let body = serde_json::to_vec(body).map_err(|e| e.to_string())?;
-    http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", "application/json")
-        .body(body)
-        .map_err(|e| e.to_string())
+impl Observed {
+    /// As if `holder` had renewed to `renew` at `at`: a Lease seen long ago.
+    #[cfg(test)]
+    fn seen(holder: &str, renew: &str, at: Instant) -> Self {
+        Self(Some((holder.to_owned(), renew.to_owned(), at)))
+    }
 }
 
 /// The Lease as we would hold it, keeping `transitions` counted.
@@ -124,11 +142,11 @@ pub async fn run(
     leading: watch::Sender<bool>,
     shutdown: CancellationToken,
 ) {
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let mut last_renew: Option<Instant> = None;
-    // (holder, renewTime) as last observed, and when we observed it.
-    let mut observed: Option<(String, String, Instant)> = None;
+    let mut observed = Observed::default();
     loop {
-        let attempt = try_once(&client, &config, &mut observed).await;
+        let attempt = try_once(&api, &config, &mut observed).await;
         let now = Instant::now();
         match attempt {
             Ok(Attempt::Held) => {
@@ -163,46 +181,68 @@ pub async fn run(
     }
 }
 
+/// One attempt: read the Lease; create it if missing, renew it if ours,
+/// take it over if it is free or expired. A replace carries the
+/// resourceVersion we read, so of two replicas taking over at once one
+/// gets 409 and stays a follower.
 async fn try_once(
-    client: &Client,
+    api: &Api<Lease>,
     c: &LeaseConfig,
-    observed: &mut Option<(String, String, Instant)>,
-) -> Result<Attempt, String> {
-    let get = http::Request::get(path(c, true))
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    let Some(current) = send(client, get).await? else {
-        let create = json_request("POST", &path(c, false), &ours(c, None, true))?;
-        return send(client, create).await.map(|_| Attempt::Held);
+    observed: &mut Observed,
+) -> Result<Attempt, LeaseError> {
+    let Some(current) = api.get_opt(&c.name).await? else {
+        api.create(&PostParams::default(), &ours(c, None, true))
+            .await?;
+        return Ok(Attempt::Held);
     };
     let spec = current.spec.clone().unwrap_or_default();
     let holder = spec.holder_identity.clone().unwrap_or_default();
+    if holder == c.identity {
+        api.replace(
+            &c.name,
+            &PostParams::default(),
+            &ours(c, Some(&current), false),
+        )
+        .await?;
+        return Ok(Attempt::Held);
+    }
+    if holder.is_empty() || expired(observed, &holder, &spec, c.lease_duration) {
+        api.replace(
+            &c.name,
+            &PostParams::default(),
+            &ours(c, Some(&current), true),
+        )
+        .await?;
+        return Ok(Attempt::Held);
+    }
+    Ok(Attempt::Other(holder))
+}
+
+/// Someone else's Lease is expired only if it has not changed for a whole
+/// lease duration by our own clock, counted from when we saw it change: the
+/// holder's renewTime comes from another machine's clock and is only
+/// compared for equality.
+fn expired(observed: &mut Observed, holder: &str, spec: &LeaseSpec, default: Duration) -> bool {
     let renew = spec
         .renew_time
         .as_ref()
         .map(|t| t.0.to_string())
         .unwrap_or_default();
     let now = Instant::now();
-    if holder == c.identity {
-        let put = json_request("PUT", &path(c, true), &ours(c, Some(&current), false))?;
-        return send(client, put).await.map(|_| Attempt::Held);
-    }
-    // Someone else's: expired only if it has not changed for a whole lease
-    // duration by our clock (clocks of other machines are not trusted).
     let changed = observed
+        .0
         .as_ref()
         .is_none_or(|(h, r, _)| *h != holder || *r != renew);
     if changed {
-        *observed = Some((holder.clone(), renew, now));
+        observed.0 = Some((holder.to_owned(), renew, now));
     }
     let duration = spec
         .lease_duration_seconds
         .and_then(|s| u64::try_from(s).ok())
-        .map_or(c.lease_duration, Duration::from_secs);
-    let since = observed.as_ref().map_or(now, |(_, _, t)| *t);
-    if holder.is_empty() || now.duration_since(since) > duration {
-        let put = json_request("PUT", &path(c, true), &ours(c, Some(&current), true))?;
-        return send(client, put).await.map(|_| Attempt::Held);
-    }
-    Ok(Attempt::Other(holder))
+        .map_or(default, Duration::from_secs);
+    let since = observed.0.as_ref().map_or(now, |(_, _, t)| *t);
+    now.duration_since(since) > duration
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,16 +3,33 @@
 //! kube-proxy, derived from the same model the DNS answers come from.
 //!
 //! - [`desired`]: the desired objects, a pure function of the cluster state;
-//! - `reconcile`: desired vs actual, and the writes that close the gap.
+//! - [`reconcile`]: desired vs actual, and the writes that close the gap,
+//!   as a pure plan;
+//! - [`cache`]: what exists of ours, from the watches and our own write
+//!   responses, ordered without comparing resourceVersions;
+//! - [`watch`]: the watches of our objects (`kube::runtime::watcher`) and
+//!   the look for Linkerd's own service mirror;
+//! - [`api`]: every write, through kube's typed `Api` and event `Recorder`;
+//! - [`lease`]: leader election on a Lease (`Api<Lease>`);
+//! - [`run`]: the loop, and what each API status means for a write;
+//! - [`stats`]: its counters.
 //!
-//! Objects are told apart from everyone else's by [`MANAGED_BY_LABEL`] =
-//! [`MANAGED_BY`]; nothing without it is ever modified or deleted.
+//! Nothing here builds an HTTP request by hand or reads from
+//! `crate::source`. Objects are told apart from everyone else's by
+//! [`MANAGED_BY_LABEL`] = [`MANAGED_BY`]; nothing without it is ever
+//! modified or deleted.
 
+pub mod api;
+pub mod cache;
 pub mod desired;
 pub mod lease;
 pub mod reconcile;
 pub mod run;
 pub mod stats;
+pub mod watch;
+
+#[cfg(test)]
+mod mock;
 
 use std::fmt;
 use std::sync::Arc;

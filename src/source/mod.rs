@@ -17,10 +17,9 @@
 //! - [`feed`]: the coalescing queue from every cluster to the model;
 //! - [`status`]: what `/debug/clusters` and `/metrics` report per cluster.
 //!
-//! Shared: [`convert`] and [`selector`] (what is exported), and [`api`],
-//! names kept for callers still moving to [`crate::k8s`].
+//! Shared: [`convert`] and [`selector`] (what is exported). Clients and
+//! guarded watches come from [`crate::k8s`].
 
-pub mod api;
 pub mod cluster;
 pub mod clusters_file;
 pub mod convert;

@@ -2,15 +2,19 @@
 //! local cluster, what it must never touch, what it removes and when, and
 //! leader election between two replicas.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
 use serde_json::{Value, json};
 
 use crate::binary::http_get;
 use crate::kubesim_api::{client, sim};
 use crate::support::{
-    Links, Live, MirrorSetup, Options, TestServer, create_object, eventually, start_live,
+    Links, Live, MirrorSetup, Options, Proto, TestServer, ask, create_object, eventually, q,
+    start_live,
 };
 
 const NS: &str = "prod";
@@ -67,6 +71,66 @@ pub(crate) async fn endpoints_of(c: &kube::Client, service: &str) -> Vec<String>
         .collect();
     out.sort();
     out
+}
+
+/// A gauge or counter without labels from `/metrics`.
+fn metric(admin: SocketAddr, name: &str) -> Option<f64> {
+    let (_, body) = http_get(admin, "/metrics");
+    body.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        (words.next()? == name).then(|| words.next()?.parse().ok())?
+    })
+}
+
+/// Our Services and EndpointSlices in the local cluster, every namespace.
+async fn ours_in_api(c: &kube::Client) -> usize {
+    items(c, &format!("/api/v1/services?labelSelector={OURS}"))
+        .await
+        .len()
+        + items(
+            c,
+            &format!("/apis/discovery.k8s.io/v1/endpointslices?labelSelector={OURS}"),
+        )
+        .await
+        .len()
+}
+
+/// Whether the mirror of `admin` has finished a reconcile since our
+/// objects last changed: its owned-objects gauge, set at the end of each
+/// reconcile, counts exactly what the API holds. Right after a write the
+/// API holds one more object than the gauge of the previous reconcile, so
+/// this is the positive evidence that the reconcile which wrote it, and
+/// every delete it planned, is over.
+async fn reconciled(c: &kube::Client, admin: SocketAddr) -> Result<(), String> {
+    let api = ours_in_api(c).await;
+    match metric(admin, "clusterset_dns_mirror_objects_owned") {
+        Some(g) if g == api as f64 => Ok(()),
+        g => Err(format!(
+            "owned gauge {g:?}, {api} objects of ours in the API"
+        )),
+    }
+}
+
+/// The rcode of an A query for `<label>.prod.svc.clusterset.local`.
+async fn rcode(dns: SocketAddr, label: &str) -> ResponseCode {
+    let name = format!("{label}.{NS}.svc.clusterset.local.");
+    ask(dns, Proto::Udp, &q(&name, RecordType::A))
+        .await
+        .0
+        .metadata
+        .response_code
+}
+
+/// Exports `new` from east: a change whose mirror (`new-east`) shows that
+/// the mirror has taken a model state at least as new as everything
+/// before it.
+async fn export_new_from_east(s: &Setup) {
+    let east = client(s.sim.cluster("east").expect("east")).await;
+    create_object(
+        &east,
+        service("new", json!({"mirror.linkerd.io/exported": "true"}), false),
+    )
+    .await;
 }
 
 fn service(name: &str, labels: Value, headless: bool) -> Value {
@@ -351,7 +415,21 @@ async fn a_users_object_survives_and_an_unlinked_cluster_takes_exactly_its_objec
             && !endpoints_of(c, "db-federated").await.is_empty()
     })
     .await;
-    // Untouched: same resourceVersion, no label of ours, and reported.
+    // Reported: the controller met the user's web-east and left it (an
+    // Event, the gauge), and the reconcile that did so is over.
+    eventually("web-east reported", Duration::from_secs(5), || async {
+        let events = items(c, &format!("/apis/events.k8s.io/v1/namespaces/{NS}/events")).await;
+        let reported = events
+            .iter()
+            .any(|e| e["reason"] == "NotOwned" && e["regarding"]["name"] == "web-east");
+        let gauge = metric(server.admin, "clusterset_dns_mirror_objects_not_owned");
+        if !reported || gauge != Some(1.0) {
+            return Err(format!("not_owned gauge {gauge:?}, events {events:?}"));
+        }
+        reconciled(c, server.admin).await
+    })
+    .await;
+    // Untouched: same resourceVersion, no label of ours.
     let after = get(c, &svc_path("web-east")).await.expect("still there");
     assert_eq!(
         after["metadata"]["resourceVersion"],
@@ -363,18 +441,6 @@ async fn a_users_object_survives_and_an_unlinked_cluster_takes_exactly_its_objec
         slices_of(c, "web-east").await.is_empty(),
         "{:?}",
         slices_of(c, "web-east").await
-    );
-    let events = items(c, &format!("/api/v1/namespaces/{NS}/events")).await;
-    assert!(
-        events
-            .iter()
-            .any(|e| e["reason"] == "NotOwned" && e["involvedObject"]["name"] == "web-east"),
-        "{events:?}"
-    );
-    let metrics = http_get(server.admin, "/metrics").1;
-    assert!(
-        metrics.contains("clusterset_dns_mirror_objects_not_owned 1"),
-        "{metrics}"
     );
 
     // North unlinked: its mirrors go, its federated membership goes, east's stay.
@@ -427,8 +493,28 @@ async fn an_unreachable_cluster_past_max_stale_keeps_its_mirrors() {
     })
     .await;
     s.sim.cluster("north").expect("north").stop();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    // DNS says SERVFAIL for north's names by now; the mirrors stay.
+    // The event: north past max-stale, as the model sees it (SERVFAIL).
+    eventually(
+        "north's names SERVFAIL",
+        Duration::from_secs(10),
+        || async { rcode(server.dns, "api-north").await == ResponseCode::ServFail },
+    )
+    .await;
+    // A later change the mirror must write: once that reconcile is over
+    // (it planned from a model where north is stale), nothing of north's
+    // may have gone.
+    export_new_from_east(&s).await;
+    eventually(
+        "new-east written, its reconcile over",
+        Duration::from_secs(10),
+        || async {
+            if get(c, &svc_path("new-east")).await.is_none() {
+                return Err("new-east not written yet".to_owned());
+            }
+            reconciled(c, server.admin).await
+        },
+    )
+    .await;
     assert!(get(c, &svc_path("api-north")).await.is_some());
     assert_eq!(endpoints_of(c, "api-north").await, ["10.2.0.1", "10.2.0.2"]);
     server.server.stop().await;
@@ -446,10 +532,19 @@ async fn a_resync_without_change_writes_nothing_and_a_manual_edit_is_repaired() 
             && !endpoints_of(c, "web-east").await.is_empty()
     })
     .await;
-    // Settle, then count.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually("settled", Duration::from_secs(10), || async {
+        reconciled(c, server.admin).await
+    })
+    .await;
     let writes = server.server.shared.mirror.ok_writes();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Each resync looks for Linkerd's mirror Services (a LIST) before it
+    // reconciles: three more LISTs are two whole resyncs done.
+    let local = s.sim.cluster("local").expect("local");
+    let lists = local.request_count("list", "services");
+    eventually("three resyncs", Duration::from_secs(10), || async {
+        local.request_count("list", "services") >= lists + 3
+    })
+    .await;
     assert_eq!(
         server.server.shared.mirror.ok_writes(),
         writes,
@@ -494,6 +589,12 @@ async fn two_replicas_one_writer_and_a_takeover() {
     assert!(leader.server.shared.mirror.is_leader());
     assert!(!follower.server.shared.mirror.is_leader());
     assert!(leader.server.shared.mirror.ok_writes() > 0);
+    // The follower has the clusterset the leader wrote from (its DNS
+    // answers it), and wrote nothing.
+    eventually("the follower answers", Duration::from_secs(5), || async {
+        rcode(follower.dns, "db-federated").await == ResponseCode::NoError
+    })
+    .await;
     assert_eq!(
         follower.server.shared.mirror.ok_writes(),
         0,
@@ -542,7 +643,21 @@ async fn a_restart_while_a_cluster_is_down_deletes_nothing() {
         second.server.shared.mirror.is_leader()
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // b writes what it may: once that reconcile is over, what it held
+    // back is still as it was.
+    export_new_from_east(&s).await;
+    eventually(
+        "new-east written by b, its reconcile over",
+        Duration::from_secs(10),
+        || async {
+            if get(c, &svc_path("new-east")).await.is_none() {
+                return Err("new-east not written yet".to_owned());
+            }
+            reconciled(c, second.admin).await
+        },
+    )
+    .await;
+    assert!(second.server.shared.mirror.ok_writes() > 0);
     assert_eq!(endpoints_of(c, "api-north").await, ["10.2.0.1", "10.2.0.2"]);
     assert!(
         endpoints_of(c, "db-federated")
@@ -570,11 +685,15 @@ async fn a_cluster_linkerd_already_mirrors_is_left_to_linkerd() {
     let c = &s.local;
     let server = serve(&s, MirrorSetup::new("a"), |_| {}).await;
     eventually(
-        "north mirrored and federated written",
+        "north mirrored and federated written, that reconcile over",
         Duration::from_secs(10),
         || async {
-            get(c, &svc_path("api-north")).await.is_some()
-                && !endpoints_of(c, "db-federated").await.is_empty()
+            if get(c, &svc_path("api-north")).await.is_none()
+                || endpoints_of(c, "db-federated").await.is_empty()
+            {
+                return Err("not written yet".to_owned());
+            }
+            reconciled(c, server.admin).await
         },
     )
     .await;
@@ -663,18 +782,35 @@ async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
     })
     .await;
     let writes = a.server.shared.mirror.ok_writes();
-    let east = client(s.sim.cluster("east").expect("east")).await;
-    create_object(
-        &east,
-        service("new", json!({"mirror.linkerd.io/exported": "true"}), false),
-    )
+    export_new_from_east(&s).await;
+    // The event reached a's model (the one its mirror derives from): its
+    // DNS answers the new name. Nothing was written for it.
+    eventually("a answers new-east", Duration::from_secs(5), || async {
+        rcode(a.dns, "new-east").await == ResponseCode::NoError
+    })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         a.server.shared.mirror.ok_writes(),
         writes,
         "wrote without the lease"
     );
     assert!(get(c, &svc_path("new-east")).await.is_none());
+    // The intruder lets go: a takes the Lease and writes what it held back,
+    // so the mirror had the change and only the Lease stopped it.
+    let mut lease = get(c, path).await.expect("lease");
+    lease["spec"]["holderIdentity"] = json!("");
+    let req = http::Request::put(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&lease).expect("json"))
+        .expect("request");
+    c.request_text(req).await.expect("release the lease");
+    eventually(
+        "a leads again and writes",
+        Duration::from_secs(5),
+        || async {
+            a.server.shared.mirror.is_leader() && get(c, &svc_path("new-east")).await.is_some()
+        },
+    )
+    .await;
     a.server.stop().await;
 }

@@ -51,7 +51,7 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
@@ -59,7 +59,8 @@ use serde_json::{Value, json};
 
 use crate::kubesim_api::{client, sim};
 use crate::support::{
-    Links, Live, MirrorSetup, Options, Proto, TestServer, ask, create_object, q, start_live,
+    Links, Live, MirrorSetup, Options, Proto, TestServer, ask, create_object, eventually, q,
+    start_live,
 };
 
 const NS: &str = "prod";
@@ -1166,11 +1167,11 @@ fn served_labels(server: &TestServer) -> BTreeSet<String> {
         .collect()
 }
 
-/// Polls until, once `ready` holds for the model, comparing `names` gives
-/// exactly the differences `expected` (none, for equivalence): at most
-/// `limit` and at most 200 rounds. Panics with the differences of the last
-/// round. Returns the model of the last round and the number of names
-/// compared.
+/// Waits (with [`eventually`]) until, once `ready` holds for the model,
+/// comparing `names` gives exactly the differences `expected` (none, for
+/// equivalence), for at most `limit`. Panics with the differences of the
+/// last round. Returns the model of the round that matched and the number
+/// of names compared.
 async fn converge(
     what: &str,
     server: &TestServer,
@@ -1180,31 +1181,30 @@ async fn converge(
     limit: Duration,
     ready: impl Fn(&coredns::Zone) -> bool,
 ) -> (coredns::Zone, usize) {
-    let start = Instant::now();
-    let mut last = Vec::new();
-    for _ in 0..200 {
+    let matched = std::sync::Mutex::new(None);
+    eventually(what, limit, || async {
         let (services, slices) = local_objects(local).await;
         let zone = coredns::zone(THEIRS, &services, &slices);
-        if ready(&zone) {
-            let (diffs, compared) = compare(server.dns, &zone, names).await;
-            if diffs == expected {
-                return (zone, compared);
-            }
-            last = diffs;
-        } else {
-            last = vec![format!(
-                "{what}: the local objects do not show the change yet"
-            )];
+        if !ready(&zone) {
+            return Err("the local objects do not show the change yet".to_owned());
         }
-        if start.elapsed() > limit {
-            break;
+        let (diffs, compared) = compare(server.dns, &zone, names).await;
+        if diffs != expected {
+            return Err(format!(
+                "the differences are not {expected:#?}; they are:\n  {}",
+                diffs.join("\n  ")
+            ));
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "{what}: within {limit:?}, the differences did not become {expected:#?}; last differences:\n  {}",
-        last.join("\n  ")
-    );
+        *matched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((zone, compared));
+        Ok(())
+    })
+    .await;
+    matched
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .expect("eventually returns only once a round matched")
 }
 
 /// A live server over the local cluster of `sim` and the linked clusters

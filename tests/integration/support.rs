@@ -11,11 +11,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clusterset_dns::config::Config;
+use clusterset_dns::k8s::client as k8s_client;
 use clusterset_dns::mirror::lease::LeaseConfig;
 use clusterset_dns::mirror::run::MirrorConfig;
 use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
-use clusterset_dns::source::api;
 pub use clusterset_dns::source::live::{Links, LiveConfig};
 use clusterset_dns::vocab::name::ZoneName;
 use futures_util::StreamExt;
@@ -275,7 +275,7 @@ pub async fn start_live(opts: Options, live: Live) -> TestServer {
         limits: Default::default(),
         tls: None,
     };
-    let local_client = api::local_client(Some(&live.kubeconfig), None)
+    let local_client = k8s_client::local(Some(&live.kubeconfig), None)
         .await
         .expect("local client");
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");

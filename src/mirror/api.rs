@@ -1,0 +1,257 @@
+//! The mirror's requests to the local cluster, through kube's typed
+//! [`Api`]: create, server-side apply, merge-patch repair, get, delete with
+//! preconditions, and the NotOwned Event through kube's event
+//! [`Recorder`].
+//!
+//! Owns how each request is made (field manager, `force`, preconditions)
+//! and turns every answer into an object as JSON or an [`ApiError`] that
+//! keeps the HTTP status. It must not decide what a status means: that is
+//! the controller's policy (`mirror::run`).
+
+use std::fmt::Debug;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{Desired, FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef};
+
+/// `reportingController` of our Events.
+pub const REPORTING_CONTROLLER: &str = "clusterset-dns-mirror";
+
+/// Why a request did not give an object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The API answered with this status (409, 404, 422...).
+    #[error("{code} {reason}: {message}")]
+    Status {
+        /// HTTP status code.
+        code: u16,
+        /// The Status reason (`AlreadyExists`, `Conflict`...).
+        reason: String,
+        /// The Status message.
+        message: String,
+    },
+    /// No answer: connection, TLS, timeout, an undecodable response.
+    #[error("{0}")]
+    Failed(String),
+    /// Our own object does not fit the typed object (a bug of ours).
+    #[error("object does not encode as its kind: {0}")]
+    Encode(String),
+}
+
+impl ApiError {
+    /// The HTTP status, when the API answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Self::Status { code, .. } => Some(*code),
+            Self::Failed(_) | Self::Encode(_) => None,
+        }
+    }
+}
+
+impl From<kube::Error> for ApiError {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) => Self::Status {
+                code: s.code,
+                reason: s.reason,
+                message: s.message,
+            },
+            e => Self::Failed(e.to_string()),
+        }
+    }
+}
+
+/// The two kinds we write, as typed objects.
+trait Mirrored:
+    Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+{
+}
+
+impl Mirrored for Service {}
+impl Mirrored for EndpointSlice {}
+
+fn encode<K: Serialize>(k: &K) -> Result<Value, ApiError> {
+    serde_json::to_value(k).map_err(|e| ApiError::Encode(e.to_string()))
+}
+
+fn decode<K: DeserializeOwned>(v: &Value) -> Result<K, ApiError> {
+    serde_json::from_value(v.clone()).map_err(|e| ApiError::Encode(e.to_string()))
+}
+
+fn api<K: Mirrored>(client: &Client, key: &ObjectRef) -> Api<K> {
+    Api::namespaced(client.clone(), &key.namespace)
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    }
+}
+
+async fn create_as<K: Mirrored>(client: &Client, d: &Desired) -> Result<Value, ApiError> {
+    let object: K = decode(&d.object)?;
+    encode(
+        &api::<K>(client, &d.key)
+            .create(&post_params(), &object)
+            .await?,
+    )
+}
+
+async fn patch_as<K: Mirrored>(
+    client: &Client,
+    key: &ObjectRef,
+    params: &PatchParams,
+    patch: &Patch<&Value>,
+) -> Result<Value, ApiError> {
+    encode(
+        &api::<K>(client, key)
+            .patch(&key.name, params, patch)
+            .await?,
+    )
+}
+
+async fn get_as<K: Mirrored>(client: &Client, key: &ObjectRef) -> Result<Value, ApiError> {
+    encode(&api::<K>(client, key).get(&key.name).await?)
+}
+
+async fn delete_as<K: Mirrored>(
+    client: &Client,
+    key: &ObjectRef,
+    params: &DeleteParams,
+) -> Result<(), ApiError> {
+    // Either the object (deletion pending) or a Status: both mean accepted.
+    api::<K>(client, key).delete(&key.name, params).await?;
+    Ok(())
+}
+
+/// The local cluster as the mirror writes it.
+#[derive(Clone)]
+pub struct LocalApi {
+    client: Client,
+    recorder: Recorder,
+}
+
+impl LocalApi {
+    /// Requests with `client`; Events name `instance` (the Lease identity)
+    /// as their reporting instance.
+    pub fn new(client: Client, instance: &str) -> Self {
+        let reporter = Reporter {
+            controller: REPORTING_CONTROLLER.to_owned(),
+            instance: Some(instance.to_owned()),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+        }
+    }
+
+    /// POST: fails with 409 if a same-named object exists, so nobody's
+    /// object is ever taken over.
+    pub async fn create(&self, d: &Desired) -> Result<Value, ApiError> {
+        match d.key.kind {
+            Kind::Service => create_as::<Service>(&self.client, d).await,
+            Kind::EndpointSlice => create_as::<EndpointSlice>(&self.client, d).await,
+        }
+    }
+
+    /// Server-side apply of the whole desired object as [`FIELD_MANAGER`],
+    /// forced: the fields we own are ours even if someone else set them.
+    pub async fn apply(&self, d: &Desired) -> Result<Value, ApiError> {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.patch(&d.key, &params, &Patch::Apply(&d.object)).await
+    }
+
+    /// Merge patch: replaces the lists in `body` whole, which apply cannot
+    /// do for list entries another manager owns.
+    pub async fn merge(&self, key: &ObjectRef, body: &Value) -> Result<Value, ApiError> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        self.patch(key, &params, &Patch::Merge(body)).await
+    }
+
+    async fn patch(
+        &self,
+        key: &ObjectRef,
+        params: &PatchParams,
+        patch: &Patch<&Value>,
+    ) -> Result<Value, ApiError> {
+        match key.kind {
+            Kind::Service => patch_as::<Service>(&self.client, key, params, patch).await,
+            Kind::EndpointSlice => {
+                patch_as::<EndpointSlice>(&self.client, key, params, patch).await
+            }
+        }
+    }
+
+    /// The object as it is now.
+    pub async fn get(&self, key: &ObjectRef) -> Result<Value, ApiError> {
+        match key.kind {
+            Kind::Service => get_as::<Service>(&self.client, key).await,
+            Kind::EndpointSlice => get_as::<EndpointSlice>(&self.client, key).await,
+        }
+    }
+
+    /// Deletes the object only if it is still the one we listed: the API
+    /// answers 409 when its uid or resourceVersion differs.
+    pub async fn delete(
+        &self,
+        key: &ObjectRef,
+        uid: Option<String>,
+        resource_version: Option<String>,
+    ) -> Result<(), ApiError> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid,
+                resource_version,
+            }),
+            ..DeleteParams::default()
+        };
+        match key.kind {
+            Kind::Service => delete_as::<Service>(&self.client, key, &params).await,
+            Kind::EndpointSlice => delete_as::<EndpointSlice>(&self.client, key, &params).await,
+        }
+    }
+
+    /// A Warning Event (`events.k8s.io/v1`, reason `NotOwned`) on the
+    /// same-named object we leave alone.
+    pub async fn not_owned(&self, key: &ObjectRef, uid: Option<String>) -> Result<(), ApiError> {
+        let api_version = match key.kind {
+            Kind::Service => "v1",
+            Kind::EndpointSlice => "discovery.k8s.io/v1",
+        };
+        let regarding = ObjectReference {
+            api_version: Some(api_version.to_owned()),
+            kind: Some(key.kind.as_str().to_owned()),
+            namespace: Some(key.namespace.to_string()),
+            name: Some(key.name.to_string()),
+            uid,
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "NotOwned".to_owned(),
+            note: Some(format!(
+                "clusterset-dns wants to mirror into {key} but a same-named object without the label {MANAGED_BY_LABEL}={MANAGED_BY} exists; it is left alone"
+            )),
+            action: "Mirror".to_owned(),
+            secondary: None,
+        };
+        self.recorder.publish(&event, &regarding).await?;
+        Ok(())
+    }
+}
