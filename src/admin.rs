@@ -14,8 +14,8 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::Shared;
 use crate::metrics::{CONTENT_TYPE, Metrics};
-use crate::runtime::Shared;
 
 /// The admin routes.
 pub fn router(shared: Arc<Shared>) -> Router {

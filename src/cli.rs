@@ -17,12 +17,13 @@ use crate::config::{Config, LiveOptions, LogFormat, MirrorOptions, ServeArgs, Zo
 use crate::dns::zonefile;
 use crate::filewatch::FileWatch;
 use crate::k8s::client as k8s_client;
+use crate::metrics::ConfigReloads;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
 use crate::model::budget::Budget;
 use crate::model::objects::{Endpoint, ObjectKey, Service};
 use crate::model::{Entry, Epoch, Model, Origin, Snapshot};
-use crate::runtime::{ConfigReloads, Server, SettingsHandle, Sockets, SourceSetup};
+use crate::runtime::{Server, SettingsHandle, Sockets, SourceSetup};
 use crate::source::clusters_file::load_clusters_file;
 use crate::source::file::{
     ClusterLoad, ClusterObjects, DirLoad, Severity, admission, initial_events_of, load_dir,

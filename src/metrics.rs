@@ -6,13 +6,14 @@
 //! (`dns::stats`), the snapshot and readiness, the sources' status board
 //! (`source::status`) and the mirror's counters (`mirror::stats`). So the
 //! query path costs what it did (a relaxed atomic add) and the encoder is
-//! the crate's, which escapes every label value. It must not count, decide
-//! or hold state of its own; label values come only from fixed sets and
+//! the crate's, which escapes every label value. It also defines
+//! [`Shared`], the state observers read. It must not count, decide or hold
+//! state of its own; label values come only from fixed sets and
 //! validated cluster names, never from input text.
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use prometheus_client::collector::Collector;
@@ -23,10 +24,54 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use arc_swap::ArcSwap;
+
 use crate::dns::stats::{DnsCounts, DnsStats};
 use crate::mirror::stats::MirrorStats;
-use crate::runtime::Shared;
+use crate::model::Snapshot;
 use crate::source::status::{ClusterReport, StatusBoard};
+
+/// What the process publishes for observers: the snapshot, the counters,
+/// readiness and per-cluster status. The runtime fills it; the admin
+/// endpoints and the encoder read it.
+#[derive(Debug)]
+pub struct Shared {
+    /// The snapshot queries are answered from.
+    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    /// The DNS layer's counters.
+    pub dns: Arc<DnsStats>,
+    /// Configuration reloads applied and refused.
+    pub config_reloads: Arc<ConfigReloads>,
+    /// Every cluster has synced once.
+    pub ready: AtomicBool,
+    /// The mirror controller's counters (rendered only when it runs).
+    pub mirror: Arc<MirrorStats>,
+    /// Per-cluster status of the source.
+    pub board: Arc<StatusBoard>,
+}
+
+/// Configuration reloads, counted by whoever reloads (the `serve` command).
+#[derive(Debug, Default)]
+pub struct ConfigReloads {
+    applied: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl ConfigReloads {
+    /// Counts a configuration reload that was applied (`ok`) or refused.
+    pub fn config_reload(&self, ok: bool) {
+        let counter = if ok { &self.applied } else { &self.refused };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reloads applied and refused so far.
+    pub fn read(&self) -> (u64, u64) {
+        (
+            self.applied.load(Ordering::Relaxed),
+            self.refused.load(Ordering::Relaxed),
+        )
+    }
+}
 
 /// The `Content-Type` of a scrape: the Prometheus text format 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;

@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -23,52 +23,14 @@ use crate::dns::tls;
 use crate::k8s::layer::DEFAULT_MAX_INFLIGHT;
 use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
-use crate::model::{ClusterSet, Epoch, Model, Settings, Snapshot};
+use crate::model::{ClusterSet, Epoch, Model, Settings};
 use crate::source::SourceMsg;
 use crate::source::feed::{Feed, Round};
 use crate::source::live::{self, LiveConfig};
 use crate::source::status::StatusBoard;
 use crate::source::watch::{self, FileSource};
 
-/// State shared by the DNS path, the admin server and the model task.
-#[derive(Debug)]
-pub struct Shared {
-    /// The snapshot queries are answered from.
-    pub snapshot: Arc<ArcSwap<Snapshot>>,
-    /// The DNS layer's counters.
-    pub dns: Arc<DnsStats>,
-    /// Configuration reloads applied and refused.
-    pub config_reloads: Arc<ConfigReloads>,
-    /// Every cluster has synced once.
-    pub ready: AtomicBool,
-    /// The mirror controller's counters (rendered only when it runs).
-    pub mirror: Arc<MirrorStats>,
-    /// Per-cluster status of the source.
-    pub board: Arc<StatusBoard>,
-}
-
-/// Configuration reloads, counted by whoever reloads (the `serve` command).
-#[derive(Debug, Default)]
-pub struct ConfigReloads {
-    applied: AtomicU64,
-    refused: AtomicU64,
-}
-
-impl ConfigReloads {
-    /// Counts a configuration reload that was applied (`ok`) or refused.
-    pub fn config_reload(&self, ok: bool) {
-        let counter = if ok { &self.applied } else { &self.refused };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Reloads applied and refused so far.
-    pub fn read(&self) -> (u64, u64) {
-        (
-            self.applied.load(Ordering::Relaxed),
-            self.refused.load(Ordering::Relaxed),
-        )
-    }
-}
+use crate::metrics::Shared;
 
 /// Pre-bound sockets for the server.
 #[derive(Debug)]

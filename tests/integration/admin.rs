@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
+use clusterset_dns::metrics::Shared;
 use clusterset_dns::model::{Settings, Snapshot};
-use clusterset_dns::runtime::Shared;
 use clusterset_dns::vocab::name::ZoneName;
 use hickory_proto::rr::RecordType;
 use tokio_util::sync::CancellationToken;
