@@ -572,6 +572,15 @@ impl Collector for Mirror {
                 (labels, Num::Int(n))
             }),
         )?;
+        single(
+            &mut enc,
+            (
+                "clusterset_dns_mirror_watch_undecodable_total",
+                COUNTER,
+                "Objects of ours the mirror's watches skipped because they did not decode.",
+            ),
+            crate::mirror::watch::undecodable(),
+        )?;
         let latency = stats.latency();
         let m = enc.encode_descriptor(
             "clusterset_dns_mirror_reconcile_seconds",
