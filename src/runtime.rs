@@ -25,7 +25,7 @@ use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
 use crate::model::{ClusterSet, Epoch, Model, Settings};
 use crate::source::SourceMsg;
-use crate::source::feed::{Feed, Round};
+use crate::source::feed::{Feed, FeedTx, Round};
 use crate::source::live::{self, LiveConfig};
 use crate::source::status::StatusBoard;
 use crate::source::watch::{self, FileSource};
@@ -98,6 +98,155 @@ fn workers() -> usize {
 /// How often the DNS-over-TLS certificate files are checked for a change.
 const TLS_RELOAD_EVERY: Duration = Duration::from_secs(2);
 
+/// The server's sockets, made async, and the addresses they are bound to.
+struct Listeners {
+    admin: tokio::net::TcpListener,
+    admin_addr: SocketAddr,
+    dns: Option<(std::net::UdpSocket, tokio::net::TcpListener)>,
+    dns_addr: SocketAddr,
+    tls: Option<(tokio::net::TcpListener, Arc<tls::CertStore>)>,
+    tls_addr: Option<SocketAddr>,
+}
+
+impl Listeners {
+    /// A certificate that cannot be used stops the start, naming the file.
+    fn new(sockets: Sockets, config: &Config) -> std::io::Result<Self> {
+        let admin_addr = sockets.admin.local_addr()?;
+        let admin = tokio::net::TcpListener::from_std(sockets.admin)?;
+        let dns = match sockets.dns {
+            Some((udp, tcp)) => Some((udp, tokio::net::TcpListener::from_std(tcp)?)),
+            None => None,
+        };
+        let dns_addr = match &dns {
+            Some((udp, _)) => udp.local_addr()?,
+            None => SocketAddr::from(([0, 0, 0, 0], 0)),
+        };
+        let tls = match (sockets.tls, &config.tls) {
+            (Some(listener), Some(options)) => {
+                let store = tls::CertStore::load(&options.files).map_err(invalid_input)?;
+                Some((
+                    tokio::net::TcpListener::from_std(listener)?,
+                    Arc::new(store),
+                ))
+            }
+            _ => None,
+        };
+        let tls_addr = match &tls {
+            Some((listener, _)) => Some(listener.local_addr()?),
+            None => None,
+        };
+        Ok(Self {
+            admin,
+            admin_addr,
+            dns,
+            dns_addr,
+            tls,
+            tls_addr,
+        })
+    }
+}
+
+fn invalid_input(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+}
+
+/// Starts the source's tasks; returns what it reads, for the log.
+fn spawn_source(
+    tasks: &mut JoinSet<()>,
+    (source, config): (SourceSetup, &Config),
+    (tx, settings): (FeedTx, tokio::sync::watch::Receiver<Arc<Settings>>),
+    shared: &Shared,
+    shutdown: &CancellationToken,
+) -> std::io::Result<String> {
+    match source {
+        SourceSetup::Files => {
+            let zones = config
+                .zones
+                .clone()
+                .ok_or_else(|| invalid_input("no zones directory"))?;
+            let origin = format!("zones {}", zones.display());
+            let source = FileSource::new(zones, config.local_cluster.clone(), shared.board.clone());
+            tasks.spawn(watch::run(source, tx, settings, shutdown.clone()));
+            Ok(origin)
+        }
+        SourceSetup::Live(live_config) => {
+            // The test harness builds the live source without options.
+            let max_inflight = config
+                .live
+                .as_ref()
+                .map_or(DEFAULT_MAX_INFLIGHT, |l| l.max_inflight_per_cluster);
+            tasks.spawn(live::run(
+                live_config,
+                max_inflight,
+                tx,
+                shared.board.clone(),
+                settings,
+                shutdown.clone(),
+            ));
+            Ok("live".to_owned())
+        }
+    }
+}
+
+/// UDP and TCP listeners of one address, and DNS over TLS with its store.
+type DnsListeners = (
+    (std::net::UdpSocket, tokio::net::TcpListener),
+    Option<(tokio::net::TcpListener, Arc<tls::CertStore>)>,
+);
+
+/// Starts the DNS tasks: UDP workers, the TCP loop, and DNS over TLS with
+/// its certificate watch.
+fn spawn_dns(
+    tasks: &mut JoinSet<()>,
+    config: &Config,
+    ((udp, tcp), tls): DnsListeners,
+    stats: &Arc<DnsStats>,
+    shared: &Shared,
+    shutdown: &CancellationToken,
+) -> std::io::Result<()> {
+    let handler = Arc::new(Handler::new(
+        shared.snapshot.clone(),
+        stats.clone(),
+        config.answer_cache_bytes,
+    ));
+    tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
+    let slots = ConnectionSlots::new(&config.limits);
+    tasks.spawn(serve_tcp(
+        tcp,
+        handler.clone(),
+        config.limits,
+        slots.clone(),
+        shutdown.clone(),
+    ));
+    let Some((listener, store)) = tls else {
+        return Ok(());
+    };
+    let server_config = tls::server_config(store.clone()).map_err(invalid_input)?;
+    let reloads = stats.clone();
+    tasks.spawn(tls::watch(
+        store,
+        TLS_RELOAD_EVERY,
+        shutdown.clone(),
+        move |outcome| match outcome {
+            Ok(changed) => {
+                if changed {
+                    reloads.tls_reload(true);
+                }
+            }
+            Err(_) => reloads.tls_reload(false),
+        },
+    ));
+    tasks.spawn(serve_tls(
+        listener,
+        tokio_rustls::TlsAcceptor::from(server_config),
+        handler,
+        config.limits,
+        slots,
+        shutdown.clone(),
+    ));
+    Ok(())
+}
+
 /// Where cluster state comes from.
 pub enum SourceSetup {
     /// The zones directory of `config`.
@@ -129,34 +278,7 @@ impl Server {
         source: SourceSetup,
         mirror: Option<MirrorConfig>,
     ) -> std::io::Result<Self> {
-        let admin_addr = sockets.admin.local_addr()?;
-        let admin = tokio::net::TcpListener::from_std(sockets.admin)?;
-        let dns = match sockets.dns {
-            Some((udp, tcp)) => Some((udp, tokio::net::TcpListener::from_std(tcp)?)),
-            None => None,
-        };
-        let dns_addr = match &dns {
-            Some((udp, _)) => udp.local_addr()?,
-            None => SocketAddr::from(([0, 0, 0, 0], 0)),
-        };
-        // A certificate that cannot be used stops the start, naming the file.
-        let tls = match (sockets.tls, &config.tls) {
-            (Some(listener), Some(options)) => {
-                let store = tls::CertStore::load(&options.files).map_err(|e| {
-                    std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
-                })?;
-                Some((
-                    tokio::net::TcpListener::from_std(listener)?,
-                    Arc::new(store),
-                ))
-            }
-            _ => None,
-        };
-        let tls_addr = match &tls {
-            Some((listener, _)) => Some(listener.local_addr()?),
-            None => None,
-        };
-
+        let listeners = Listeners::new(sockets, config)?;
         let stats = Arc::new(DnsStats::default());
         let model = Model::new(
             config.settings.clone(),
@@ -174,19 +296,16 @@ impl Server {
         let mut tasks = JoinSet::new();
 
         let (feed, tx) = Feed::new();
-        let to_mirror = match mirror {
-            Some(m) => {
-                let (feed_tx, feed_rx) = tokio::sync::watch::channel(None);
-                tasks.spawn(crate::mirror::run::run(
-                    m,
-                    feed_rx,
-                    shared.mirror.clone(),
-                    shutdown.clone(),
-                ));
-                Some(feed_tx)
-            }
-            None => None,
-        };
+        let to_mirror = mirror.map(|m| {
+            let (feed_tx, feed_rx) = tokio::sync::watch::channel(None);
+            tasks.spawn(crate::mirror::run::run(
+                m,
+                feed_rx,
+                shared.mirror.clone(),
+                shutdown.clone(),
+            ));
+            feed_tx
+        });
         let (settings_tx, settings_rx) = tokio::sync::watch::channel(config.settings.clone());
         tasks.spawn(model_task(
             model,
@@ -196,82 +315,23 @@ impl Server {
             to_mirror,
             shutdown.clone(),
         ));
-        let origin = match source {
-            SourceSetup::Files => {
-                let zones = config.zones.clone().ok_or_else(|| {
-                    std::io::Error::new(std::io::ErrorKind::InvalidInput, "no zones directory")
-                })?;
-                let origin = format!("zones {}", zones.display());
-                let source =
-                    FileSource::new(zones, config.local_cluster.clone(), shared.board.clone());
-                tasks.spawn(watch::run(
-                    source,
-                    tx,
-                    settings_rx.clone(),
-                    shutdown.clone(),
-                ));
-                origin
-            }
-            SourceSetup::Live(live_config) => {
-                // The test harness builds the live source without options.
-                let max_inflight = config
-                    .live
-                    .as_ref()
-                    .map_or(DEFAULT_MAX_INFLIGHT, |l| l.max_inflight_per_cluster);
-                tasks.spawn(live::run(
-                    live_config,
-                    max_inflight,
-                    tx,
-                    shared.board.clone(),
-                    settings_rx.clone(),
-                    shutdown.clone(),
-                ));
-                "live".to_owned()
-            }
-        };
-
-        if let Some((udp, tcp)) = dns {
-            let handler = Arc::new(Handler::new(
-                shared.snapshot.clone(),
-                stats.clone(),
-                config.answer_cache_bytes,
-            ));
-            tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
-            let slots = ConnectionSlots::new(&config.limits);
-            tasks.spawn(serve_tcp(
-                tcp,
-                handler.clone(),
-                config.limits,
-                slots.clone(),
-                shutdown.clone(),
-            ));
-            if let Some((listener, store)) = tls {
-                let server_config = tls::server_config(store.clone()).map_err(|e| {
-                    std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
-                })?;
-                let reloads = stats.clone();
-                tasks.spawn(tls::watch(
-                    store,
-                    TLS_RELOAD_EVERY,
-                    shutdown.clone(),
-                    move |outcome| match outcome {
-                        Ok(changed) => {
-                            if changed {
-                                reloads.tls_reload(true);
-                            }
-                        }
-                        Err(_) => reloads.tls_reload(false),
-                    },
-                ));
-                tasks.spawn(serve_tls(
-                    listener,
-                    tokio_rustls::TlsAcceptor::from(server_config),
-                    handler,
-                    config.limits,
-                    slots,
-                    shutdown.clone(),
-                ));
-            }
+        let origin = spawn_source(
+            &mut tasks,
+            (source, config),
+            (tx, settings_rx),
+            &shared,
+            &shutdown,
+        )?;
+        let Listeners {
+            admin,
+            admin_addr,
+            dns,
+            dns_addr,
+            tls,
+            tls_addr,
+        } = listeners;
+        if let Some(dns) = dns {
+            spawn_dns(&mut tasks, config, (dns, tls), &stats, &shared, &shutdown)?;
         }
         let (s, token) = (shared.clone(), shutdown.clone());
         tasks.spawn(async move {
@@ -281,7 +341,7 @@ impl Server {
         });
         match tls_addr {
             Some(tls_addr) => {
-                info!(%dns_addr, %tls_addr, %admin_addr, source = %origin, "serving")
+                info!(%dns_addr, %tls_addr, %admin_addr, source = %origin, "serving");
             }
             None => info!(%dns_addr, %admin_addr, source = %origin, "serving"),
         }
