@@ -247,6 +247,18 @@ fn spawn_dns(
     Ok(())
 }
 
+fn log_serving(
+    dns_addr: SocketAddr,
+    tls: Option<SocketAddr>,
+    admin_addr: SocketAddr,
+    origin: &str,
+) {
+    match tls {
+        Some(tls_addr) => info!(%dns_addr, %tls_addr, %admin_addr, source = %origin, "serving"),
+        None => info!(%dns_addr, %admin_addr, source = %origin, "serving"),
+    }
+}
+
 /// Where cluster state comes from.
 pub enum SourceSetup {
     /// The zones directory of `config`.
@@ -339,12 +351,7 @@ impl Server {
                 error!(error = %e, "admin server failed");
             }
         });
-        match tls_addr {
-            Some(tls_addr) => {
-                info!(%dns_addr, %tls_addr, %admin_addr, source = %origin, "serving");
-            }
-            None => info!(%dns_addr, %admin_addr, source = %origin, "serving"),
-        }
+        log_serving(dns_addr, tls_addr, admin_addr, &origin);
         Ok(Self {
             dns_addr,
             tls_addr,

@@ -291,36 +291,15 @@ where
                 }
             },
             () = shutdown.cancelled() => {
-                // Stopping: answer the whole queries already read, then close.
-                let mut held = rd.buffer();
-                while let [hi, lo, rest @ ..] = held {
-                    let len = usize::from(u16::from_be_bytes([*hi, *lo]));
-                    let Some((msg, after)) = rest.split_at_checked(len) else {
-                        break;
-                    };
-                    answer((handler, transport), &mut local, msg, &mut out, wr).await?;
-                    held = after;
-                }
-                wr.flush().await?;
-                return Ok(());
+                return drain(rd.buffer(), (handler, transport), &mut local, &mut out, wr).await;
             }
         };
         if !more {
             return Ok(());
         }
         let first_byte = Instant::now();
-        let whole = async {
-            let len = usize::from(rd.read_u16().await?);
-            msg.resize(len, 0);
-            rd.read_exact(&mut msg).await
-        };
-        match tokio::time::timeout(limits.message_timeout, whole).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                stats.limit_hit(Limit::MessageTimeout);
-                return Ok(());
-            }
+        if !read_message(rd, &mut msg, limits.message_timeout, stats).await? {
+            return Ok(());
         }
         let deadline = oldest.unwrap_or(first_byte) + limits.query_timeout;
         let written = tokio::time::timeout_at(
@@ -347,16 +326,71 @@ where
                 stats.limit_hit(Limit::InFlight);
             }
             let deadline = oldest.unwrap_or(first_byte) + limits.query_timeout;
-            match tokio::time::timeout_at(deadline.into(), wr.flush()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(e),
-                Err(_) => {
-                    stats.limit_hit(Limit::QueryTimeout);
-                    return Ok(());
-                }
+            if !flushed(wr, deadline, stats).await? {
+                return Ok(());
             }
             waiting = 0;
             oldest = None;
+        }
+    }
+}
+
+/// Reads one length-prefixed message into `msg` within `timeout`; false
+/// (counted) when the client was too slow and the connection should close.
+async fn read_message<R: AsyncRead + Unpin>(
+    rd: &mut BufReader<R>,
+    msg: &mut Vec<u8>,
+    timeout: Duration,
+    stats: &DnsStats,
+) -> io::Result<bool> {
+    let whole = async {
+        let len = usize::from(rd.read_u16().await?);
+        msg.resize(len, 0);
+        rd.read_exact(msg).await
+    };
+    match tokio::time::timeout(timeout, whole).await {
+        Ok(Ok(_)) => Ok(true),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            stats.limit_hit(Limit::MessageTimeout);
+            Ok(false)
+        }
+    }
+}
+
+/// Stopping: answers the whole queries already read (`held`), flushes, and
+/// says the connection may close.
+async fn drain<W: AsyncWrite + Unpin>(
+    mut held: &[u8],
+    (handler, transport): (&Handler, Transport),
+    local: &mut Local,
+    out: &mut Vec<u8>,
+    wr: &mut BufWriter<W>,
+) -> io::Result<()> {
+    while let [hi, lo, rest @ ..] = held {
+        let len = usize::from(u16::from_be_bytes([*hi, *lo]));
+        let Some((msg, after)) = rest.split_at_checked(len) else {
+            break;
+        };
+        answer((handler, transport), local, msg, out, wr).await?;
+        held = after;
+    }
+    wr.flush().await
+}
+
+/// Flushes `wr` by `deadline`; false (counted) when the client did not read
+/// in time and the connection should close.
+async fn flushed<W: AsyncWrite + Unpin>(
+    wr: &mut BufWriter<W>,
+    deadline: Instant,
+    stats: &DnsStats,
+) -> io::Result<bool> {
+    match tokio::time::timeout_at(deadline.into(), wr.flush()).await {
+        Ok(Ok(())) => Ok(true),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            stats.limit_hit(Limit::QueryTimeout);
+            Ok(false)
         }
     }
 }
