@@ -528,7 +528,7 @@ fn run(la: &LoadArgs, queries: &Queries) -> std::io::Result<Report> {
         if now >= la.duration {
             break;
         }
-        for s in socks.iter_mut() {
+        for s in &mut socks {
             // Receive whatever is there.
             if s.slots.outstanding() > 0 {
                 let fd = s.sock.as_raw_fd();
@@ -588,7 +588,7 @@ fn run(la: &LoadArgs, queries: &Queries) -> std::io::Result<Report> {
         let t = start.elapsed().as_nanos() as u64;
         if t - last_scan > 10_000_000 {
             last_scan = t;
-            for s in socks.iter_mut() {
+            for s in &mut socks {
                 c.lost += s.slots.expire(t, timeout_ns);
             }
         }
@@ -872,7 +872,7 @@ fn run_tcp(la: &LoadArgs, queries: &Queries) -> std::io::Result<Report> {
         let t = start.elapsed().as_nanos() as u64;
         if t - last_scan > 10_000_000 {
             last_scan = t;
-            for conn in conns.iter_mut() {
+            for conn in &mut conns {
                 c.lost += conn.slots.expire(t, timeout_ns);
             }
         }
@@ -928,7 +928,7 @@ impl Report {
             if n > 0 {
                 let name = RCODES
                     .get(i)
-                    .map(|s| s.to_string())
+                    .map(ToString::to_string)
                     .unwrap_or(format!("RCODE{i}"));
                 let _ = write!(rc, " {name}={n}");
             }
@@ -1171,7 +1171,7 @@ fn respond(socket: &UdpSocket, until: Instant, stop: &std::sync::atomic::AtomicB
             iov[i].iov_len = BUF;
             let h = &mut hdr[i].msg_hdr;
             h.msg_name = (&mut peers[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_iov = &mut iov[i];
             h.msg_iovlen = 1;
         }

@@ -442,7 +442,7 @@ fn check_mirrors(
         match slices.get(name) {
             None => problems.push(format!("{name}: missing")),
             Some(v) if slice_ips(v) != *ips => {
-                problems.push(format!("{name}: holds {:?}, want {ips:?}", slice_ips(v)))
+                problems.push(format!("{name}: holds {:?}, want {ips:?}", slice_ips(v)));
             }
             Some(_) => {}
         }

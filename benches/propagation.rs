@@ -441,7 +441,11 @@ impl Storm {
     fn stop(self, rt: &tokio::runtime::Runtime, ips: &mut [Vec<Ipv4Addr>]) -> Stopped {
         self.stop.store(true, Ordering::Relaxed);
         let (writes_at_stop, elapsed) = (self.writes(), self.started.elapsed());
-        let aborts: Vec<_> = self.tasks.iter().map(|t| t.abort_handle()).collect();
+        let aborts: Vec<_> = self
+            .tasks
+            .iter()
+            .map(tokio::task::JoinHandle::abort_handle)
+            .collect();
         let until = Instant::now() + STORM_STOP_TIMEOUT;
         let mut written = Vec::new();
         let mut failed = Vec::new();
@@ -489,6 +493,7 @@ fn cpu_time(proc_dir: &str) -> Duration {
             .unwrap_or(0)
     };
     // SAFETY: sysconf only reads a configuration value.
+    #[allow(unsafe_code)]
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     let hz = u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100);
     // utime and stime are fields 14 and 15.
@@ -551,7 +556,7 @@ impl Cpu {
             .as_secs_f64()
             .max(1e-9);
         let pct = |a: Duration, b: Duration| a.saturating_sub(b).as_secs_f64() / wall * 100.0;
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as f64;
         let (busy, total) = (
             self.machine.0.saturating_sub(start.machine.0),
             self.machine.1.saturating_sub(start.machine.1),
@@ -749,7 +754,7 @@ impl StormRun<'_> {
             ms(r.caught_up),
         );
         let (before, after, peak) = r.rss;
-        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
         let (q, st) = (r.cpu_quiet, r.cpu_storm);
         match self.mode {
             Mode::Process => {

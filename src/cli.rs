@@ -245,7 +245,7 @@ fn reload_on_signal_or_change(
     mut running: Config,
     handle: SettingsHandle,
     reloads: Arc<ConfigReloads>,
-) -> std::io::Result<impl std::future::Future<Output = ()>> {
+) -> std::io::Result<impl Future<Output = ()>> {
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let path = args.zone.config.clone();
     Ok(async move {
@@ -301,14 +301,12 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            let _ = ctrl_c.await;
+            return;
+        };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}
@@ -371,7 +369,7 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-fn describe_entry(e: &crate::model::Entry) -> String {
+fn describe_entry(e: &Entry) -> String {
     if e.withheld() {
         return "refused by its cluster's budget (SERVFAIL)".to_owned();
     }

@@ -92,7 +92,7 @@ pub struct Server {
 /// Number of UDP workers: the CPUs this process may run on (its affinity
 /// mask and CPU quota), so a server pinned to one core runs one.
 fn workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// How often the DNS-over-TLS certificate files are checked for a change.
@@ -260,6 +260,7 @@ fn log_serving(
 }
 
 /// Where cluster state comes from.
+#[derive(Debug)]
 pub enum SourceSetup {
     /// The zones directory of `config`.
     Files,

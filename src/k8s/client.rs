@@ -39,6 +39,15 @@ pub struct BoundedClient {
     pub stats: Arc<ApiStats>,
 }
 
+impl std::fmt::Debug for BoundedClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // kube's Client has no Debug; what the layer saw is what matters.
+        f.debug_struct("BoundedClient")
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
 async fn config_of(text: &str, context: Option<&str>) -> Result<kube::Config, ClientError> {
     let kc = Kubeconfig::from_yaml(text).map_err(|e| ClientError::Kubeconfig(e.to_string()))?;
     let options = KubeConfigOptions {

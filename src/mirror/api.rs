@@ -144,6 +144,13 @@ pub struct LocalApi {
     recorder: Recorder,
 }
 
+impl Debug for LocalApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // kube's Client and Recorder have no Debug.
+        f.debug_struct("LocalApi").finish_non_exhaustive()
+    }
+}
+
 impl LocalApi {
     /// Requests with `client`; Events name `instance` (the Lease identity)
     /// as their reporting instance.

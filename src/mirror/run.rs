@@ -56,6 +56,21 @@ pub struct MirrorConfig {
     pub federated_grace: Duration,
 }
 
+impl std::fmt::Debug for MirrorConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // kube's Client has no Debug.
+        f.debug_struct("MirrorConfig")
+            .field("local", &self.local)
+            .field("cluster_domain", &self.cluster_domain)
+            .field("linkerd_flat_compat", &self.linkerd_flat_compat)
+            .field("link_namespace", &self.link_namespace)
+            .field("lease", &self.lease)
+            .field("resync", &self.resync)
+            .field("federated_grace", &self.federated_grace)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What one write did: the `(op, outcome)` counters it adds (a write that
 /// falls back to a repair adds two), and whether it changed the cluster.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

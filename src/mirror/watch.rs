@@ -115,7 +115,7 @@ where
             }
             // kube retries (relisting if the version expired) after a backoff.
             Some(Err(e)) => {
-                debug!(kind = kind.as_str(), error = %e, "mirror cache watch failed; retrying")
+                debug!(kind = kind.as_str(), error = %e, "mirror cache watch failed; retrying");
             }
         }
     }

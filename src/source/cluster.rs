@@ -56,7 +56,7 @@ const BATCH: usize = 1000;
 const BATCH_MESSAGES: usize = 256;
 
 /// What a cluster task watches.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ClusterRun {
     /// Cluster name.
     pub name: Arc<str>,
@@ -83,7 +83,7 @@ impl ClusterRun {
             .selectors
             .distinct()
             .into_iter()
-            .map(|s| s.to_query())
+            .map(super::selector::Selector::to_query)
             .collect();
         if self.local {
             out.push(format!("{LABEL_MIRRORED}=true"));
@@ -256,7 +256,7 @@ async fn resolve_gateway(
                             known.insert(host.clone(), found);
                         }
                         Err(e) => {
-                            warn!(%host, error = %e, "cannot resolve the gateway address; keeping the last result")
+                            warn!(%host, error = %e, "cannot resolve the gateway address; keeping the last result");
                         }
                     }
                     ips.extend(known.get(host).into_iter().flatten().copied());
@@ -403,7 +403,7 @@ impl Runner {
                 ));
                 if spec.probe.is_some() {
                     self.board.update(&self.run.name, |rep| {
-                        rep.probe = Some(ProbeStatus::default())
+                        rep.probe = Some(ProbeStatus::default());
                     });
                 }
             }

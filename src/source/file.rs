@@ -397,7 +397,7 @@ impl Reader {
             .unwrap_or("")
             .to_owned();
         let err = |this: &mut Self, msg: String| {
-            this.problem(path, Some(doc), item, Severity::Error, msg)
+            this.problem(path, Some(doc), item, Severity::Error, msg);
         };
         match (api_version.as_str(), kind.as_str()) {
             ("", _) | (_, "") => err(
@@ -434,7 +434,7 @@ impl Reader {
                     .load
                     .skipped
                     .entry(format!("{api_version} {kind}"))
-                    .or_default() += 1
+                    .or_default() += 1;
             }
         }
     }

@@ -77,6 +77,17 @@ pub struct LiveConfig {
     pub sync_timeout: Duration,
 }
 
+impl std::fmt::Debug for LiveConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // kube's Client has no Debug.
+        f.debug_struct("LiveConfig")
+            .field("local", &self.local)
+            .field("links", &self.links)
+            .field("sync_timeout", &self.sync_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The linked clusters from Links and Secrets: one per valid Link (the
 /// oldest Link wins a cluster name), with the problems found.
 pub fn desired_from_links(

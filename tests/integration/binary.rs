@@ -8,20 +8,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Path of the built binary.
-pub fn bin() -> &'static str {
+pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_clusterset-dns")
 }
 
 /// A `serve` process, killed on drop.
-pub struct Served {
+pub(crate) struct Served {
     /// The process.
-    pub child: Child,
+    pub(crate) child: Child,
     /// DNS address.
-    pub dns: SocketAddr,
+    pub(crate) dns: SocketAddr,
     /// Admin address.
-    pub admin: SocketAddr,
+    pub(crate) admin: SocketAddr,
     /// DNS-over-TLS address, when TLS is enabled.
-    pub tls: Option<SocketAddr>,
+    pub(crate) tls: Option<SocketAddr>,
 }
 
 impl Drop for Served {
@@ -33,12 +33,12 @@ impl Drop for Served {
 
 /// Runs `serve --zones <zones> <extra…>` on loopback port 0 and waits for its
 /// `listening` line (10 s at most) and for `/ready`.
-pub fn serve(zones: &Path, extra: &[&str]) -> Served {
+pub(crate) fn serve(zones: &Path, extra: &[&str]) -> Served {
     serve_logging(zones, extra, "warn", Stdio::inherit())
 }
 
 /// [`serve`] with log level `level`, logs going to `stderr`.
-pub fn serve_logging(zones: &Path, extra: &[&str], level: &str, stderr: Stdio) -> Served {
+pub(crate) fn serve_logging(zones: &Path, extra: &[&str], level: &str, stderr: Stdio) -> Served {
     let mut args: Vec<&OsStr> = vec![OsStr::new("--zones"), zones.as_os_str()];
     args.extend(extra.iter().map(OsStr::new));
     serve_args(&args, level, stderr, Duration::from_secs(10))
@@ -49,7 +49,7 @@ pub fn serve_logging(zones: &Path, extra: &[&str], level: &str, stderr: Stdio) -
 /// `stderr`, and waits for its `listening` line and then for `/ready`, each
 /// `within` at most. DNS and admin listen on loopback port 0 unless `args`
 /// give `--dns-addr` or `--admin-addr`.
-pub fn serve_args(args: &[&OsStr], level: &str, stderr: Stdio, within: Duration) -> Served {
+pub(crate) fn serve_args(args: &[&OsStr], level: &str, stderr: Stdio, within: Duration) -> Served {
     let mut command = Command::new(bin());
     command.arg("serve");
     for flag in ["--dns-addr", "--admin-addr"] {
@@ -95,7 +95,7 @@ pub fn serve_args(args: &[&OsStr], level: &str, stderr: Stdio, within: Duration)
 }
 
 /// A blocking HTTP/1.0 GET: (status, body).
-pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+pub(crate) fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
         return (0, String::new());

@@ -726,7 +726,7 @@ pub(crate) fn cases() -> Vec<Case> {
                 95,
                 "big-north A, EDNS 4096: capped at 1232, TC",
                 with(q("big-north.prod.svc.clusterset.local.", A), |q| {
-                    q.edns = Some(4096)
+                    q.edns = Some(4096);
                 }),
             )
         },

@@ -720,7 +720,7 @@ fn check_dns(r: &Rendered) {
         .ingress
         .unwrap_or_default()
         .into_iter()
-        .filter(|rule| rule.from.as_ref().is_none_or(|f| f.is_empty()))
+        .filter(|rule| rule.from.as_ref().is_none_or(Vec::is_empty))
         .flat_map(|rule| rule.ports.unwrap_or_default())
         .filter_map(|p| match p.port {
             Some(IntOrString::Int(n)) => Some((n, p.protocol.unwrap_or_else(|| "TCP".into()))),

@@ -19,7 +19,7 @@ use kube::{Client, Config};
 use serde_json::json;
 
 /// A kubesim with the named clusters, its kubeconfigs in a temporary directory.
-pub async fn sim(
+pub(crate) async fn sim(
     names: &[&str],
     tweak: impl FnOnce(&mut kubesim::SimConfig),
 ) -> (kubesim::Sim, tempfile::TempDir) {
@@ -30,7 +30,7 @@ pub async fn sim(
 }
 
 /// A kube client from kubeconfig text, as a user would build one.
-pub async fn client_from(kubeconfig: &str) -> Client {
+pub(crate) async fn client_from(kubeconfig: &str) -> Client {
     let kc = Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig parses");
     let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
@@ -39,7 +39,7 @@ pub async fn client_from(kubeconfig: &str) -> Client {
 }
 
 /// A kube client that does not retry 429/503/504 itself, to see what the server sent.
-pub async fn client_without_retry(cluster: &kubesim::Cluster) -> Client {
+pub(crate) async fn client_without_retry(cluster: &kubesim::Cluster) -> Client {
     let text = std::fs::read_to_string(cluster.kubeconfig_path()).expect("kubeconfig written");
     let kc = Kubeconfig::from_yaml(&text).expect("kubeconfig parses");
     let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
@@ -50,13 +50,13 @@ pub async fn client_without_retry(cluster: &kubesim::Cluster) -> Client {
 }
 
 /// The admin client of a cluster, from the kubeconfig file kubesim wrote.
-pub async fn client(cluster: &kubesim::Cluster) -> Client {
+pub(crate) async fn client(cluster: &kubesim::Cluster) -> Client {
     let text = std::fs::read_to_string(cluster.kubeconfig_path()).expect("kubeconfig written");
     client_from(&text).await
 }
 
 /// Creates a namespace (objects go only into namespaces that exist).
-pub async fn create_namespace(c: &Client, name: &str) {
+pub(crate) async fn create_namespace(c: &Client, name: &str) {
     let ns: Namespace =
         serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
     Api::<Namespace>::all(c.clone())
@@ -66,7 +66,7 @@ pub async fn create_namespace(c: &Client, name: &str) {
 }
 
 /// A Service with one port and these labels.
-pub fn service(name: &str, labels: serde_json::Value) -> Service {
+pub(crate) fn service(name: &str, labels: serde_json::Value) -> Service {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "labels": labels},
@@ -76,7 +76,7 @@ pub fn service(name: &str, labels: serde_json::Value) -> Service {
 }
 
 /// The names of listed objects, in list order.
-pub fn names_of<K: kube::Resource>(items: Vec<K>) -> Vec<String> {
+pub(crate) fn names_of<K: kube::Resource>(items: Vec<K>) -> Vec<String> {
     items
         .into_iter()
         .filter_map(|o| o.meta().name.clone())
@@ -84,7 +84,7 @@ pub fn names_of<K: kube::Resource>(items: Vec<K>) -> Vec<String> {
 }
 
 /// The Status of a failed request (panics on any other error).
-pub fn api_error(e: kube::Error) -> kube::core::Status {
+pub(crate) fn api_error(e: kube::Error) -> kube::core::Status {
     match e {
         kube::Error::Api(s) => *s,
         other => panic!("expected a Status error, got {other:?}"),
@@ -441,7 +441,7 @@ async fn watcher_sees_changes_and_relists_after_410() {
 #[tokio::test]
 async fn streaming_list_and_bookmarks() {
     let (sim, _dir) = sim(&["east"], |c| {
-        c.settings.bookmark_interval = Duration::from_millis(200)
+        c.settings.bookmark_interval = Duration::from_millis(200);
     })
     .await;
     let c = client(sim.cluster("east").unwrap()).await;

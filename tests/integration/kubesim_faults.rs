@@ -30,7 +30,7 @@ where
 
 /// One plain HTTP/1.1 request to kubesim's control endpoint; returns (status, JSON body).
 /// Blocking on purpose: the kubectl test, which has no runtime, uses it too.
-pub fn control(
+pub(crate) fn control(
     addr: impl std::net::ToSocketAddrs,
     method: &str,
     path: &str,
@@ -186,7 +186,7 @@ async fn latency_failures_and_throttling() {
 
     // The same switches from the control endpoint.
     let (sim2, _dir2) = crate::kubesim_api::sim(&["west"], |c: &mut kubesim::SimConfig| {
-        c.control = Some("127.0.0.1:0".parse().unwrap())
+        c.control = Some("127.0.0.1:0".parse().unwrap());
     })
     .await;
     let addr = sim2.control_addr().unwrap();

@@ -484,7 +484,7 @@ async fn a_users_object_survives_and_an_unlinked_cluster_takes_exactly_its_objec
 async fn an_unreachable_cluster_past_max_stale_keeps_its_mirrors() {
     let s = setup(async |_| {}).await;
     let server = serve(&s, MirrorSetup::new("a"), |l| {
-        l.max_stale = Some(Duration::from_millis(500))
+        l.max_stale = Some(Duration::from_millis(500));
     })
     .await;
     let c = &s.local;

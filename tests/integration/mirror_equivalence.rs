@@ -82,43 +82,43 @@ mod coredns {
 
     /// Records at one name.
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
-    pub struct Node {
+    pub(crate) struct Node {
         /// A and AAAA records.
-        pub addrs: BTreeSet<IpAddr>,
+        pub(crate) addrs: BTreeSet<IpAddr>,
         /// SRV records: (port, target), target lower-case without the dot.
-        pub srv: BTreeSet<(u16, String)>,
+        pub(crate) srv: BTreeSet<(u16, String)>,
     }
 
     /// Where a ClusterIP Service's VIP leads (not CoreDNS, kube-proxy): the
     /// ready endpoint addresses of its slices in the VIP's families, and for
     /// each Service port the endpoint ports of the same name and protocol.
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
-    pub struct Backends {
+    pub(crate) struct Backends {
         /// Ready endpoint addresses.
-        pub addrs: BTreeSet<IpAddr>,
+        pub(crate) addrs: BTreeSet<IpAddr>,
         /// (port name, protocol lower-case, endpoint port).
-        pub ports: BTreeSet<(String, String, u16)>,
+        pub(crate) ports: BTreeSet<(String, String, u16)>,
     }
 
     /// Everything the model serves in one zone.
     #[derive(Debug, Default, PartialEq, Eq)]
-    pub struct Zone {
+    pub(crate) struct Zone {
         /// Records by name (lower-case, no trailing dot).
-        pub names: BTreeMap<String, Node>,
+        pub(crate) names: BTreeMap<String, Node>,
         /// Backends of every ClusterIP Service, by its name.
-        pub backends: BTreeMap<String, Backends>,
+        pub(crate) backends: BTreeMap<String, Backends>,
     }
 
     impl Zone {
         /// The endpoint names one label below `service`.
-        pub fn endpoint_names(&self, service: &str) -> BTreeSet<String> {
+        pub(crate) fn endpoint_names(&self, service: &str) -> BTreeSet<String> {
             self.below(service)
                 .filter(|n| !n.starts_with('_'))
                 .collect()
         }
 
         /// The `_<port>._<proto>` names below `service`.
-        pub fn port_names(&self, service: &str) -> BTreeSet<String> {
+        pub(crate) fn port_names(&self, service: &str) -> BTreeSet<String> {
             self.names
                 .keys()
                 .filter(|n| {
@@ -169,7 +169,7 @@ mod coredns {
 
     /// CoreDNS's `endpointHostname`: the hostname, else the address text
     /// with `.` or `:` replaced by `-`.
-    pub fn endpoint_hostname(text: &str, hostname: Option<&str>) -> String {
+    pub(crate) fn endpoint_hostname(text: &str, hostname: Option<&str>) -> String {
         match hostname {
             Some(h) if !h.is_empty() => h.to_ascii_lowercase(),
             _ if text.contains('.') => text.replace('.', "-"),
@@ -209,7 +209,7 @@ mod coredns {
 
     /// The model's zone `domain` (e.g. `svc.cluster.local`) over `services`
     /// and `slices`.
-    pub fn zone(domain: &str, services: &[Value], slices: &[Value]) -> Zone {
+    pub(crate) fn zone(domain: &str, services: &[Value], slices: &[Value]) -> Zone {
         let mut z = Zone::default();
         for svc in services {
             let (Some(ns), Some(name)) = (

@@ -979,7 +979,7 @@ impl Load {
             .collect();
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
         };
         // SAFETY: `fds` is a live array of `fds.len()` pollfds and `ts` a
         // live timespec; ppoll only reads them and writes `revents`.

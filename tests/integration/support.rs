@@ -16,7 +16,7 @@ use clusterset_dns::mirror::lease::LeaseConfig;
 use clusterset_dns::mirror::run::MirrorConfig;
 use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
-pub use clusterset_dns::source::live::{Links, LiveConfig};
+pub(crate) use clusterset_dns::source::live::{Links, LiveConfig};
 use clusterset_dns::vocab::name::ZoneName;
 use futures_util::StreamExt;
 use hickory_net::client::Client;
@@ -29,19 +29,19 @@ use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A fixture directory under `tests/fixtures`.
-pub fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
 }
 
 /// The demo zones directory.
-pub fn demo() -> PathBuf {
+pub(crate) fn demo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("zones/demo")
 }
 
 /// Copies a directory tree (for tests that edit files).
-pub fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create dir");
     for entry in std::fs::read_dir(from).expect("read dir") {
         let entry = entry.expect("dir entry");
@@ -56,22 +56,22 @@ pub fn copy_tree(from: &Path, to: &Path) {
 
 /// Server options for a test.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// The local cluster.
-    pub local: Option<&'static str>,
+    pub(crate) local: Option<&'static str>,
     /// Positive TTL.
-    pub ttl: u32,
+    pub(crate) ttl: u32,
     /// Negative TTL.
-    pub negative_ttl: u32,
+    pub(crate) negative_ttl: u32,
     /// Reverse zones.
-    pub reverse_zones: Vec<&'static str>,
+    pub(crate) reverse_zones: Vec<&'static str>,
     /// NS glue addresses.
-    pub ns_addrs: Vec<IpAddr>,
+    pub(crate) ns_addrs: Vec<IpAddr>,
     /// Keep pre-encoded responses (the hot path); false sends every query
     /// down the general path.
-    pub answer_cache: bool,
+    pub(crate) answer_cache: bool,
     /// Per-cluster budget (`None`: the default).
-    pub budget: Option<clusterset_dns::model::budget::Budget>,
+    pub(crate) budget: Option<clusterset_dns::model::budget::Budget>,
 }
 
 impl Default for Options {
@@ -91,7 +91,7 @@ impl Default for Options {
 impl Options {
     /// Fixture F of dns-spec.md §6.1: west is local, ns.dns is 10.96.0.53,
     /// reverse zones 10.in-addr.arpa and 0.0.d.f.ip6.arpa.
-    pub fn conformance() -> Self {
+    pub(crate) fn conformance() -> Self {
         Self {
             local: Some("west"),
             reverse_zones: vec!["10.in-addr.arpa", "0.0.d.f.ip6.arpa"],
@@ -102,13 +102,13 @@ impl Options {
 }
 
 /// A server running in this process on loopback port 0.
-pub struct TestServer {
+pub(crate) struct TestServer {
     /// DNS address (UDP and TCP).
-    pub dns: SocketAddr,
+    pub(crate) dns: SocketAddr,
     /// Admin HTTP address.
-    pub admin: SocketAddr,
+    pub(crate) admin: SocketAddr,
     /// The running server.
-    pub server: Server,
+    pub(crate) server: Server,
 }
 
 /// Answer settings for `opts`.
@@ -138,13 +138,13 @@ fn cache_bytes(opts: &Options) -> u64 {
 }
 
 /// Starts a server over `zones` and waits until it is ready (at most 10 s).
-pub async fn start(zones: &Path, opts: Options) -> TestServer {
+pub(crate) async fn start(zones: &Path, opts: Options) -> TestServer {
     wait_ready(start_server(zones, opts)).await
 }
 
 /// Starts a server over `zones` and returns at once: its sockets answer
 /// while it loads.
-pub async fn start_unready(zones: &Path, opts: Options) -> TestServer {
+pub(crate) async fn start_unready(zones: &Path, opts: Options) -> TestServer {
     let server = start_server(zones, opts);
     TestServer {
         dns: server.dns_addr,
@@ -192,42 +192,42 @@ async fn wait_ready(server: Server) -> TestServer {
 
 /// Live-mode settings for a test server.
 #[derive(Debug, Clone)]
-pub struct Live {
+pub(crate) struct Live {
     /// The local cluster's kubeconfig.
-    pub kubeconfig: PathBuf,
+    pub(crate) kubeconfig: PathBuf,
     /// Where linked clusters come from.
-    pub links: Links,
+    pub(crate) links: Links,
     /// Readiness stops waiting for a cluster after this long.
-    pub sync_timeout: Duration,
+    pub(crate) sync_timeout: Duration,
     /// `--max-stale`.
-    pub max_stale: Option<Duration>,
+    pub(crate) max_stale: Option<Duration>,
     /// `--federated-grace`.
-    pub federated_grace: Duration,
+    pub(crate) federated_grace: Duration,
     /// Wait for readiness before returning.
-    pub wait_ready: bool,
+    pub(crate) wait_ready: bool,
     /// Run the mirror controller too.
-    pub mirror: Option<MirrorSetup>,
+    pub(crate) mirror: Option<MirrorSetup>,
 }
 
 /// Mirror controller settings for a test: short lease timings so takeovers
 /// happen within seconds.
 #[derive(Debug, Clone)]
-pub struct MirrorSetup {
+pub(crate) struct MirrorSetup {
     /// Lease holder identity.
-    pub identity: String,
+    pub(crate) identity: String,
     /// `--linkerd-flat-compat`.
-    pub linkerd_flat_compat: bool,
+    pub(crate) linkerd_flat_compat: bool,
     /// Resync period.
-    pub resync: Duration,
+    pub(crate) resync: Duration,
     /// Lease duration; renew deadline is 3/4 of it, retry 1/8.
-    pub lease_duration: Duration,
+    pub(crate) lease_duration: Duration,
     /// Namespace of the Lease.
-    pub namespace: String,
+    pub(crate) namespace: String,
 }
 
 impl MirrorSetup {
     /// Identity `id`, 60 s resync, 2 s lease.
-    pub fn new(id: &str) -> Self {
+    pub(crate) fn new(id: &str) -> Self {
         Self {
             identity: id.to_owned(),
             linkerd_flat_compat: false,
@@ -241,7 +241,7 @@ impl MirrorSetup {
 impl Live {
     /// Defaults: Links in `linkerd-multicluster`, 10 s sync timeout, no
     /// max-stale, 30 s federated grace, wait until ready.
-    pub fn new(kubeconfig: &Path, links: Links) -> Self {
+    pub(crate) fn new(kubeconfig: &Path, links: Links) -> Self {
         Self {
             kubeconfig: kubeconfig.to_owned(),
             links,
@@ -256,7 +256,7 @@ impl Live {
 
 /// Starts a live-mode server on port 0 whose local cluster is
 /// `opts.local` (required).
-pub async fn start_live(opts: Options, live: Live) -> TestServer {
+pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
     let mut settings = settings(&opts);
     settings.max_stale = live.max_stale;
     settings.federated_grace = live.federated_grace;
@@ -341,7 +341,7 @@ fn resource_of(api_version: &str, kind: &str) -> (String, &'static str) {
 
 /// Creates one object through the API (its namespace first, if missing).
 /// Server-set fields in the document (resourceVersion, uid) are dropped.
-pub async fn create_object(client: &kube::Client, mut doc: serde_json::Value) {
+pub(crate) async fn create_object(client: &kube::Client, mut doc: serde_json::Value) {
     let api_version = doc["apiVersion"].as_str().expect("apiVersion").to_owned();
     let kind = doc["kind"].as_str().expect("kind").to_owned();
     if let Some(meta) = doc.get_mut("metadata").and_then(|m| m.as_object_mut()) {
@@ -378,7 +378,7 @@ pub async fn create_object(client: &kube::Client, mut doc: serde_json::Value) {
 
 /// Every document of every `*.yaml` file under `dir`, in file-name order,
 /// with the file it came from.
-pub fn yaml_docs(dir: &Path) -> Vec<(PathBuf, serde_json::Value)> {
+pub(crate) fn yaml_docs(dir: &Path) -> Vec<(PathBuf, serde_json::Value)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("fixture dir")
         .map(|e| e.expect("entry").path())
@@ -401,7 +401,7 @@ pub fn yaml_docs(dir: &Path) -> Vec<(PathBuf, serde_json::Value)> {
 
 /// Creates every document of every `*.yaml` file under `dir` in `client`'s
 /// cluster.
-pub async fn load_yaml_dir(client: &kube::Client, dir: &Path) {
+pub(crate) async fn load_yaml_dir(client: &kube::Client, dir: &Path) {
     for (_, doc) in yaml_docs(dir) {
         create_object(client, doc).await;
     }
@@ -409,7 +409,7 @@ pub async fn load_yaml_dir(client: &kube::Client, dir: &Path) {
 
 /// Transport for a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proto {
+pub(crate) enum Proto {
     /// UDP.
     Udp,
     /// TCP.
@@ -418,29 +418,29 @@ pub enum Proto {
 
 /// A query to send.
 #[derive(Debug, Clone)]
-pub struct Q {
+pub(crate) struct Q {
     /// Name, absolute (trailing dot optional).
-    pub name: String,
+    pub(crate) name: String,
     /// Type.
-    pub rtype: RecordType,
+    pub(crate) rtype: RecordType,
     /// Class.
-    pub class: DNSClass,
+    pub(crate) class: DNSClass,
     /// EDNS payload; `None` sends no OPT.
-    pub edns: Option<u16>,
+    pub(crate) edns: Option<u16>,
     /// EDNS version.
-    pub edns_version: u8,
+    pub(crate) edns_version: u8,
     /// DO bit.
-    pub dnssec_ok: bool,
+    pub(crate) dnssec_ok: bool,
     /// CD bit.
-    pub cd: bool,
+    pub(crate) cd: bool,
     /// RD bit.
-    pub rd: bool,
+    pub(crate) rd: bool,
     /// Opcode.
-    pub opcode: OpCode,
+    pub(crate) opcode: OpCode,
 }
 
 /// A query for `name` `rtype` with EDNS 1232 and RD=1.
-pub fn q(name: &str, rtype: RecordType) -> Q {
+pub(crate) fn q(name: &str, rtype: RecordType) -> Q {
     Q {
         name: name.to_owned(),
         rtype,
@@ -456,7 +456,7 @@ pub fn q(name: &str, rtype: RecordType) -> Q {
 
 impl Q {
     /// Builds the hickory message.
-    pub fn message(&self) -> Message {
+    pub(crate) fn message(&self) -> Message {
         let mut name = Name::from_ascii(&self.name).expect("query name");
         name.set_fqdn(true);
         let mut query = Query::query(name, self.rtype);
@@ -483,7 +483,7 @@ fn rand_id() -> u16 {
 
 /// Sends `query` with the hickory-net client and returns the response and
 /// its wire bytes.
-pub async fn ask(server: SocketAddr, proto: Proto, query: &Q) -> (Message, Vec<u8>) {
+pub(crate) async fn ask(server: SocketAddr, proto: Proto, query: &Q) -> (Message, Vec<u8>) {
     let provider = TokioRuntimeProvider::default();
     let mut options = DnsRequestOptions::default();
     options.use_edns = query.edns.is_some();
@@ -512,7 +512,7 @@ pub async fn ask(server: SocketAddr, proto: Proto, query: &Q) -> (Message, Vec<u
 }
 
 /// Sends raw bytes and returns the raw response, if one came within 1 s.
-pub async fn raw(server: SocketAddr, proto: Proto, packet: &[u8]) -> Option<Vec<u8>> {
+pub(crate) async fn raw(server: SocketAddr, proto: Proto, packet: &[u8]) -> Option<Vec<u8>> {
     let exchange = async {
         match proto {
             Proto::Udp => {
@@ -544,7 +544,7 @@ pub async fn raw(server: SocketAddr, proto: Proto, packet: &[u8]) -> Option<Vec<
 
 /// A record as normalized zone-file text: `owner ttl class type rdata`,
 /// single spaces.
-pub fn text(r: &Record) -> String {
+pub(crate) fn text(r: &Record) -> String {
     r.to_string()
         .split_whitespace()
         .collect::<Vec<_>>()
@@ -565,7 +565,7 @@ fn matches(got: &str, want: &str) -> bool {
 
 /// Asserts that `got` equals `want` as a set (order ignored; `*` fields
 /// match anything).
-pub fn assert_records(context: &str, section: &str, got: &[Record], want: &[&str]) {
+pub(crate) fn assert_records(context: &str, section: &str, got: &[Record], want: &[&str]) {
     let mut got: Vec<String> = got.iter().map(text).collect();
     let want: Vec<String> = want.iter().map(|w| normalize(w)).collect();
     got.sort();
@@ -586,7 +586,7 @@ pub fn assert_records(context: &str, section: &str, got: &[Record], want: &[&str
 }
 
 /// What a poll of [`eventually`] says: passed, or why not yet.
-pub trait Outcome {
+pub(crate) trait Outcome {
     /// `None` when the awaited state holds, else a description of what was
     /// seen instead.
     fn failure(self) -> Option<String>;
@@ -607,11 +607,11 @@ impl<T> Outcome for Result<T, String> {
 /// Polls `check` every 20 ms until it passes, for at most `limit` (and at
 /// most 10,000 tries); returns how long it took. Panics with the last
 /// failure. The one way tests wait for something to happen.
-pub async fn eventually<O, F, Fut>(what: &str, limit: Duration, mut check: F) -> Duration
+pub(crate) async fn eventually<O, F, Fut>(what: &str, limit: Duration, mut check: F) -> Duration
 where
     O: Outcome,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = O>,
+    Fut: Future<Output = O>,
 {
     let start = std::time::Instant::now();
     let mut last = String::new();

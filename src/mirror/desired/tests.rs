@@ -1192,7 +1192,7 @@ fn sharding() {
         "north",
         slice("shop", "big-2", "big", vec![http(8080)], &eps[120..]),
     ));
-    let mut sorted: Vec<std::net::IpAddr> = ips.iter().map(|ip| ip.parse().expect("ip")).collect();
+    let mut sorted: Vec<IpAddr> = ips.iter().map(|ip| ip.parse().expect("ip")).collect();
     sorted.sort();
     let text: Vec<String> = sorted.iter().map(ToString::to_string).collect();
     let refs: Vec<&str> = text.iter().map(String::as_str).collect();

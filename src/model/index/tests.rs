@@ -310,7 +310,7 @@ fn ptr_goes_to_the_oldest_claim() {
     m.apply(ev, t0());
     let ip: IpAddr = "10.9.9.9".parse().expect("ip");
     assert_eq!(
-        m.snapshot().reverse.get(&ip).map(|s| s.to_string()),
+        m.snapshot().reverse.get(&ip).map(ToString::to_string),
         Some("old-north.prod.svc.clusterset.local".to_owned())
     );
     m.apply(
@@ -321,7 +321,7 @@ fn ptr_goes_to_the_oldest_claim() {
         t0(),
     );
     assert_eq!(
-        m.snapshot().reverse.get(&ip).map(|s| s.to_string()),
+        m.snapshot().reverse.get(&ip).map(ToString::to_string),
         Some("young-east.prod.svc.clusterset.local".to_owned())
     );
 }
@@ -572,7 +572,7 @@ fn new_settings_rebuild_every_name_and_keep_the_serial_rising() {
     m.apply(fixture_events(), t0());
     let before = m.snapshot();
     let mut s = settings();
-    s.zone = crate::vocab::name::ZoneName::new("fleet.example").expect("zone");
+    s.zone = ZoneName::new("fleet.example").expect("zone");
     s.ttl = 30;
     m.set_settings(Arc::new(s), t0());
     let after = m.snapshot();
@@ -580,7 +580,7 @@ fn new_settings_rebuild_every_name_and_keep_the_serial_rising() {
     assert_eq!(after.settings.ttl, 30);
     // The same names, now under the new zone.
     let keys = |snap: &Snapshot| {
-        let mut k: Vec<String> = snap.entries.keys().map(|k| k.to_string()).collect();
+        let mut k: Vec<String> = snap.entries.keys().map(ToString::to_string).collect();
         k.sort();
         k
     };
