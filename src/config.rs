@@ -20,6 +20,10 @@ use crate::model::budget::Budget;
 use crate::vocab::name::ZoneName;
 use crate::vocab::name::check_cluster_name;
 
+/// Most API requests in flight a cluster may be allowed: far above what
+/// any API server wants from one client, low enough to catch a typo.
+const MAX_INFLIGHT: usize = 1000;
+
 /// Why the configuration is unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -739,11 +743,19 @@ fn live_options(
                 .or(file.sync_timeout.as_deref()),
         )?
         .unwrap_or(DEFAULT_SYNC_TIMEOUT),
-        max_inflight_per_cluster: args
+        max_inflight_per_cluster: match args
             .max_inflight_per_cluster
             .or(file.max_inflight_per_cluster)
-            .unwrap_or(crate::k8s::layer::DEFAULT_MAX_INFLIGHT)
-            .max(1),
+        {
+            None => crate::k8s::layer::DEFAULT_MAX_INFLIGHT,
+            Some(n) if (1..=MAX_INFLIGHT).contains(&n) => n,
+            Some(n) => {
+                return Err(ConfigError::Invalid {
+                    key: "max-inflight-per-cluster",
+                    reason: format!("{n} is outside 1-{MAX_INFLIGHT}"),
+                });
+            }
+        },
     }))
 }
 

@@ -162,6 +162,7 @@ fn live_mode_options() {
     assert_eq!(live.kubeconfig, Some(PathBuf::from("/k")));
     assert_eq!(live.link_namespace, "linkerd-multicluster");
     assert_eq!(live.sync_timeout, Duration::from_secs(90));
+    assert_eq!(live.max_inflight_per_cluster, 16, "the default");
     assert_eq!(c.settings.max_stale, Some(Duration::from_secs(300)));
     assert_eq!(c.settings.federated_grace, Duration::from_secs(10));
     let unlimited = Config::resolve(&args(&["--local-cluster", "w", "--max-stale", "unlimited"]))
@@ -275,4 +276,27 @@ fn dns_over_tls_needs_both_files_and_defaults_to_port_853() {
             .contains("tls-addr: needs tls-cert and tls-key"),
         "{e}"
     );
+}
+
+#[test]
+fn in_flight_bound_per_cluster_comes_from_the_flag_or_the_file() {
+    let file = config_file("max-inflight-per-cluster: 4\n");
+    let path = file.path().to_str().expect("utf-8 path");
+    let live = |argv: &[&str]| {
+        let mut all = vec!["--local-cluster", "west", "--config", path];
+        all.extend_from_slice(argv);
+        Config::resolve(&args(&all)).map(|c| c.live.expect("live").max_inflight_per_cluster)
+    };
+    assert_eq!(live(&[]).expect("valid"), 4);
+    assert_eq!(
+        live(&["--max-inflight-per-cluster", "32"]).expect("valid"),
+        32
+    );
+    for bad in ["0", "1001"] {
+        let e = live(&["--max-inflight-per-cluster", bad]).expect_err(bad);
+        assert!(
+            e.to_string().contains("max-inflight-per-cluster"),
+            "{bad}: {e}"
+        );
+    }
 }
