@@ -1,6 +1,6 @@
 //! The file source: a directory per cluster holding ordinary Kubernetes YAML
 //! (`DIR/<cluster>/**/*.yaml`), turned into the same [`Event`]s the live
-//! watches will emit.
+//! watches emit.
 //!
 //! Owns reading and validating files (every problem located by file,
 //! document and List item), and diffing a cluster's new objects against the
