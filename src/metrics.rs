@@ -1,15 +1,16 @@
 //! `/metrics`: one `prometheus-client` registry for the whole process,
 //! encoded in the Prometheus text format (0.0.4).
 //!
-//! Owns every metric name, help text and label name, and nothing that is
-//! counted: its collectors read, at scrape time, the DNS layer's atomics
-//! (`dns::stats`), the snapshot and readiness, the sources' status board
-//! (`source::status`) and the mirror's counters (`mirror::stats`). So the
-//! query path costs what it did (a relaxed atomic add) and the encoder is
-//! the crate's, which escapes every label value. It also defines
-//! [`Shared`], the state observers read. It must not count, decide or hold
-//! state of its own; label values come only from fixed sets and
-//! validated cluster names, never from input text.
+//! Owns every metric name, help text and label name: its collectors read,
+//! at scrape time, the DNS layer's atomics (`dns::stats`), the snapshot and
+//! readiness, the sources' status board (`source::status`) and the mirror's
+//! counters (`mirror::stats`). So the query path costs what it did (a
+//! relaxed atomic add) and the encoder is the crate's, which escapes every
+//! label value. It also defines [`Shared`], the state observers read, with
+//! the one counter that belongs to no lower layer ([`ConfigReloads`], which
+//! the `serve` command bumps). It must not decide anything; label values
+//! come only from fixed sets and validated cluster names, never from input
+//! text.
 
 use std::fmt;
 use std::sync::Arc;
@@ -579,7 +580,7 @@ impl Collector for Mirror {
                 COUNTER,
                 "Objects of ours the mirror's watches skipped because they did not decode.",
             ),
-            crate::mirror::watch::undecodable(),
+            stats.undecodable(),
         )?;
         let latency = stats.latency();
         let m = enc.encode_descriptor(

@@ -21,8 +21,18 @@ async fn seen(w: &mut FileWatch) -> bool {
     timeout(WAIT, w.changed()).await.is_ok()
 }
 
+/// No change within [`QUIET`], and the watch did look meanwhile (at least
+/// two fingerprints taken): silence because nothing was checked would
+/// prove nothing.
 async fn quiet(w: &mut FileWatch) -> bool {
-    timeout(QUIET, w.changed()).await.is_err()
+    let before = w.looks;
+    let silent = timeout(QUIET, w.changed()).await.is_err();
+    assert!(
+        w.looks >= before + 2,
+        "the watch looked {} times while quiet",
+        w.looks - before
+    );
+    silent
 }
 
 /// Points `link` in `dir` at `target` in one rename, as the kubelet

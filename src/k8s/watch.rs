@@ -18,6 +18,10 @@ use kube::core::DeserializeGuard;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event, ExponentialBackoff};
 use serde::de::DeserializeOwned;
+use tracing::debug;
+
+/// HTTP 410 Gone: the resourceVersion a watch resumes from is no longer kept.
+const GONE: u16 = 410;
 
 /// Objects per list page for most collections (client-go's reflector
 /// default).
@@ -32,9 +36,10 @@ pub const PAGE: u32 = 500;
 pub const SLICE_PAGE: u32 = 100;
 /// The first retry delay after an error; doubled up to [`MAX_BACKOFF`].
 pub const MIN_BACKOFF: Duration = Duration::from_millis(250);
-/// The longest retry delay: a cluster whose API comes back is watched
-/// again within this long.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// The longest retry delay before jitter, which adds up to as much again:
+/// a cluster whose API comes back is watched again within twice this
+/// (10 s).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// What a guarded watch delivers.
 #[derive(Debug)]
@@ -53,8 +58,9 @@ pub enum Delivery<K> {
     Failed(String),
 }
 
-/// The retry delays of every watch and targeted list: 250 ms doubling to
-/// 10 s, jittered (kube-runtime resets them after each success).
+/// The retry delays of every watch and targeted list: from 250 ms,
+/// doubling to 5 s, each plus a random jitter of up to itself, so never
+/// more than 10 s (kube-runtime resets them after each success).
 pub fn backoff() -> ExponentialBackoff {
     backon::ExponentialBuilder::default()
         .with_min_delay(MIN_BACKOFF)
@@ -113,7 +119,9 @@ fn failure<K>(e: &watcher::Error) -> Delivery<K> {
 }
 
 /// Watches `api` with `config`, forever: errors are delivered and retried
-/// after [`backoff`]; a relist follows a 410 Gone.
+/// after [`backoff`]. A 410 Gone is not delivered: the server has only
+/// forgotten our place, and the watcher lists again (a streamed relist),
+/// so the watch is not broken.
 pub fn guarded_watch<K>(
     api: Api<DeserializeGuard<K>>,
     config: watcher::Config,
@@ -123,9 +131,15 @@ where
 {
     watcher::watcher(api, config)
         .backoff(backoff())
-        .map(|item| match item {
-            Ok(event) => deliver(event),
-            Err(e) => failure(&e),
+        .filter_map(|item| {
+            std::future::ready(match item {
+                Ok(event) => Some(deliver(event)),
+                Err(watcher::Error::WatchError(status)) if status.code == GONE => {
+                    debug!(message = %status.message, "watch expired (410 Gone): listing again");
+                    None
+                }
+                Err(e) => Some(failure(&e)),
+            })
         })
 }
 

@@ -44,26 +44,12 @@ use crate::model::cluster::{Cluster, ClusterSet};
 use crate::model::entry::{BuildContext, federation_eligible};
 use crate::model::objects::{Endpoint, ExportMode, Mirror, ObjectKey, Port, Service};
 use crate::vocab::linkerd::{
-    ANNOTATION_OPAQUE_PORTS, LABEL_CLUSTER_NAME, LABEL_HEADLESS_PARENT, LABEL_MIRRORED,
-    LABEL_SERVICE_NAME,
+    ANNOTATION_LOCAL_DISCOVERY, ANNOTATION_OPAQUE_PORTS, ANNOTATION_REMOTE_FQ_NAME,
+    ANNOTATION_REMOTE_GATEWAY_IDENTITY, LABEL_CLUSTER_NAME, LABEL_HEADLESS_PARENT, LABEL_MIRRORED,
+    LABEL_REMOTE_SERVICE, LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY, REMOTE_DISCOVERY,
 };
 use crate::vocab::name::{FEDERATED, MAX_LABEL, MAX_NAME_TEXT, dashed_ip};
 
-/// `multicluster.linkerd.io/remote-discovery`: a label naming the cluster on
-/// flat-mode mirrors, an annotation listing `svc@cluster` members on
-/// federated Services (linkerd-compat.md §2.2).
-pub const REMOTE_DISCOVERY: &str = "multicluster.linkerd.io/remote-discovery";
-/// `multicluster.linkerd.io/remote-service` label on flat-mode mirrors.
-pub const LABEL_REMOTE_SERVICE: &str = "multicluster.linkerd.io/remote-service";
-/// `multicluster.linkerd.io/local-discovery` annotation on federated
-/// Services whose local cluster is a member.
-pub const ANNOTATION_LOCAL_DISCOVERY: &str = "multicluster.linkerd.io/local-discovery";
-/// `mirror.linkerd.io/remote-svc-fq-name`: what the gateway dials.
-pub const ANNOTATION_REMOTE_FQ_NAME: &str = "mirror.linkerd.io/remote-svc-fq-name";
-/// `mirror.linkerd.io/remote-gateway-identity`: the gateway's mTLS identity.
-pub const ANNOTATION_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/remote-gateway-identity";
-/// `endpointslice.kubernetes.io/managed-by`.
-pub const LABEL_SLICE_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
 /// Most endpoints in one EndpointSlice (the Kubernetes controller's default).
 pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 /// Longest Service name: a DNS label, since it becomes one in `cluster.local`.
@@ -310,7 +296,7 @@ fn gateway_slice_annotations(c: &Cluster, fq: &str) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert(ANNOTATION_REMOTE_FQ_NAME.to_owned(), text(fq));
     if let Some(id) = c.gateway.as_ref().and_then(|g| g.identity.as_deref()) {
-        m.insert(ANNOTATION_GATEWAY_IDENTITY.to_owned(), text(id));
+        m.insert(ANNOTATION_REMOTE_GATEWAY_IDENTITY.to_owned(), text(id));
     }
     m
 }

@@ -21,6 +21,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::api::ApiError;
+
 /// Lease timing and identity.
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
@@ -59,38 +61,6 @@ enum Attempt {
     Held,
     /// Someone else holds it.
     Other(String),
-}
-
-/// Why an attempt failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-enum LeaseError {
-    /// The API answered with an error status (409: someone wrote the Lease
-    /// since we read it).
-    #[error("{code} {reason}: {message}")]
-    Status {
-        /// HTTP status code.
-        code: u16,
-        /// The Status reason.
-        reason: String,
-        /// The Status message.
-        message: String,
-    },
-    /// No answer (connection, TLS, timeout, undecodable response).
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl From<kube::Error> for LeaseError {
-    fn from(e: kube::Error) -> Self {
-        match e {
-            kube::Error::Api(s) => Self::Status {
-                code: s.code,
-                reason: s.reason,
-                message: s.message,
-            },
-            e => Self::Failed(e.to_string()),
-        }
-    }
 }
 
 /// The holder and renewTime of someone else's Lease as we last saw them,
@@ -146,7 +116,19 @@ pub async fn run(
     let mut last_renew: Option<Instant> = None;
     let mut observed = Observed::default();
     loop {
-        let attempt = try_once(&api, &config, &mut observed).await;
+        // A hung request must not keep us leading past the renew deadline
+        // (client-go bounds each renewal the same way).
+        let budget = match (*leading.borrow(), last_renew) {
+            (true, Some(t)) => config.renew_deadline.saturating_sub(t.elapsed()),
+            _ => config.renew_deadline,
+        };
+        let attempt = tokio::time::timeout(budget, try_once(&api, &config, &mut observed))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::Failed(format!(
+                    "no answer within {budget:?} (the renew deadline)"
+                )))
+            });
         let now = Instant::now();
         match attempt {
             Ok(Attempt::Held) => {
@@ -189,7 +171,7 @@ async fn try_once(
     api: &Api<Lease>,
     c: &LeaseConfig,
     observed: &mut Observed,
-) -> Result<Attempt, LeaseError> {
+) -> Result<Attempt, ApiError> {
     let Some(current) = api.get_opt(&c.name).await? else {
         api.create(&PostParams::default(), &ours(c, None, true))
             .await?;

@@ -176,3 +176,16 @@ pub(crate) async fn finished(server: JoinHandle<()>) {
         .expect("the script was not played to its end")
         .expect("a scripted request did not match");
 }
+
+/// Serves `script`, then takes the next request and never answers it: an
+/// API server that hangs. The task ends only when aborted.
+pub(crate) fn serve_then_hang(mut handle: Handle, script: Vec<Step>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        for (n, step) in script.into_iter().enumerate() {
+            answer(&mut handle, step, n + 1).await;
+        }
+        if let Some((_request, _unanswered)) = handle.next_request().await {
+            std::future::pending::<()>().await;
+        }
+    })
+}

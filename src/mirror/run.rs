@@ -429,7 +429,7 @@ pub async fn run(
         shutdown.clone(),
     ));
     let (tx, changes) = mpsc::channel::<Change>(256);
-    watches::spawn(&config.client, &tx, &shutdown);
+    watches::spawn(&config.client, &tx, &shutdown, &stats);
     let mut resync = tokio::time::interval(config.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut inputs = Inputs {

@@ -30,6 +30,7 @@ pub struct MirrorStats {
     owned: AtomicU64,
     unowned: AtomicU64,
     problems: AtomicU64,
+    undecodable: AtomicU64,
     writes: Mutex<WriteCounts>,
     latency: Histogram,
 }
@@ -42,6 +43,7 @@ impl Default for MirrorStats {
             owned: AtomicU64::default(),
             unowned: AtomicU64::default(),
             problems: AtomicU64::default(),
+            undecodable: AtomicU64::default(),
             writes: Mutex::default(),
             latency: Histogram::new(BUCKETS),
         }
@@ -72,6 +74,17 @@ impl MirrorStats {
     pub fn set_objects(&self, owned: usize, unowned: usize) {
         self.owned.store(owned as u64, Ordering::Relaxed);
         self.unowned.store(unowned as u64, Ordering::Relaxed);
+    }
+
+    /// One object of ours that did not decode was skipped by a watch;
+    /// returns how many have been so far.
+    pub fn skipped_undecodable(&self) -> u64 {
+        self.undecodable.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Objects of ours skipped because they did not decode.
+    pub fn undecodable(&self) -> u64 {
+        self.undecodable.load(Ordering::Relaxed)
     }
 
     /// Problems of the last computation (names shortened, collisions).

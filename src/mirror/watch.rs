@@ -2,24 +2,22 @@
 //! EndpointSlices (by our managed-by label, on `kube::runtime::watcher`),
 //! and the clusters whose mirrors Linkerd's own service mirror manages.
 //!
-//! Owns the watch settings (kube's: pages of 500, bookmarks, relist on 410,
-//! backoff on errors; lists at the most recent version, so a relist is newer
-//! than every write that finished before it) and the skipping of objects
-//! that do not decode: each is logged with its name and counted, the rest
-//! of the list goes on. It must not write anything.
+//! Stands on [`crate::k8s::watch`] (pages of 500, bookmarks, relist on 410,
+//! backoff on errors, objects that do not decode skipped), and owns what
+//! the mirror adds: lists at the most recent version, so a relist is newer
+//! than every write that finished before it, and each skipped object logged
+//! with its name and counted in [`MirrorStats`]. It must not write anything.
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::ListParams;
-use kube::core::{DeserializeGuard, ObjectList, PartialObjectMeta};
-use kube::runtime::WatchStreamExt as _;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::watcher::{self, ListSemantic};
 use kube::{Api, Client, Resource, ResourceExt as _};
 use serde::Serialize;
@@ -29,130 +27,104 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::stats::MirrorStats;
 use super::{Kind, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::k8s::watch::{self as k8s_watch, Delivery};
 use crate::vocab::linkerd::{LABEL_CLUSTER_NAME, LABEL_MIRRORED};
 
 /// One watch event of one of our kinds, the object as JSON.
 pub type Change = (Kind, watcher::Event<Value>);
 
-/// Objects our watches skipped because they did not decode.
-static UNDECODABLE: AtomicU64 = AtomicU64::new(0);
-
-/// How many objects the mirror's watches have skipped as undecodable since
-/// the process started.
-pub fn undecodable() -> u64 {
-    UNDECODABLE.load(Ordering::Relaxed)
-}
-
-/// Page size of the lists we make ourselves (as kube's watcher pages).
-const PAGE: u32 = 500;
-
 fn ours() -> String {
     format!("{MANAGED_BY_LABEL}={MANAGED_BY}")
 }
 
-/// The object as JSON, or `None` (logged and counted) if it did not decode.
-fn checked<K: Serialize>(kind: Kind, guard: DeserializeGuard<K>) -> Option<Value> {
-    match guard.0 {
-        Ok(k) => match serde_json::to_value(&k) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                skipped(kind, None, &e.to_string());
-                None
-            }
+/// The object as JSON, or `None` when even our own typed object does not
+/// encode (counted with the undecodable ones).
+fn encoded<K: Serialize>(kind: Kind, k: &K, stats: &MirrorStats) -> Option<Value> {
+    serde_json::to_value(k)
+        .inspect_err(|e| skipped(kind, "?", &e.to_string(), stats))
+        .ok()
+}
+
+fn skipped(kind: Kind, object: &str, error: &str, stats: &MirrorStats) {
+    let total = stats.skipped_undecodable();
+    warn!(kind = kind.as_str(), object, %error, skipped_total = total, "mirror cache: object skipped");
+}
+
+/// A delivery of one of our watches as a [`Change`], if it carries one.
+fn change<K: Serialize>(kind: Kind, d: Delivery<K>, stats: &MirrorStats) -> Option<Change> {
+    let event = match d {
+        Delivery::Event(e) => match e {
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitDone => watcher::Event::InitDone,
+            watcher::Event::InitApply(k) => watcher::Event::InitApply(encoded(kind, &k, stats)?),
+            watcher::Event::Apply(k) => watcher::Event::Apply(encoded(kind, &k, stats)?),
+            watcher::Event::Delete(k) => watcher::Event::Delete(encoded(kind, &k, stats)?),
         },
-        Err(invalid) => {
-            let name = format!(
-                "{}/{}",
-                invalid.metadata.namespace.as_deref().unwrap_or(""),
-                invalid.metadata.name.as_deref().unwrap_or("?")
-            );
-            skipped(kind, Some(&name), &invalid.error);
-            None
+        Delivery::Undecodable { object, error } => {
+            skipped(kind, &object, &error, stats);
+            return None;
         }
-    }
-}
-
-fn skipped(kind: Kind, name: Option<&str>, error: &str) {
-    let total = UNDECODABLE.fetch_add(1, Ordering::Relaxed) + 1;
-    warn!(kind = kind.as_str(), object = name.unwrap_or("?"), %error, skipped_total = total, "mirror cache: object skipped");
-}
-
-fn convert<K: Serialize>(kind: Kind, e: watcher::Event<DeserializeGuard<K>>) -> Option<Change> {
-    let event = match e {
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitDone => watcher::Event::InitDone,
-        watcher::Event::InitApply(g) => watcher::Event::InitApply(checked(kind, g)?),
-        watcher::Event::Apply(g) => watcher::Event::Apply(checked(kind, g)?),
-        watcher::Event::Delete(g) => watcher::Event::Delete(checked(kind, g)?),
+        // The watcher retries (relisting if the version expired) after a
+        // backoff; the resync repairs anything missed meanwhile.
+        Delivery::Failed(error) => {
+            debug!(kind = kind.as_str(), %error, "mirror cache watch failed; retrying");
+            return None;
+        }
     };
     Some((kind, event))
 }
 
-async fn forward<K>(client: Client, kind: Kind, tx: mpsc::Sender<Change>, stop: CancellationToken)
-where
+async fn forward<K>(
+    client: Client,
+    kind: Kind,
+    (tx, stats): (mpsc::Sender<Change>, Arc<MirrorStats>),
+    stop: CancellationToken,
+) where
     K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned + Send + 'static,
 {
     let api: Api<DeserializeGuard<K>> = Api::all(client);
-    let config = watcher::Config::default()
+    let config = k8s_watch::config(k8s_watch::PAGE)
         .labels(&ours())
         .list_semantic(ListSemantic::MostRecent);
-    let events = watcher::watcher(api, config).default_backoff();
-    let mut events = std::pin::pin!(events);
+    let deliveries = k8s_watch::guarded_watch(api, config);
+    let mut deliveries = std::pin::pin!(deliveries);
     loop {
         let next = tokio::select! {
             () = stop.cancelled() => return,
-            next = events.next() => next,
+            next = deliveries.next() => next,
         };
-        match next {
-            None => return,
-            Some(Ok(e)) => {
-                if let Some(change) = convert(kind, e)
-                    && tx.send(change).await.is_err()
-                {
-                    return;
-                }
-            }
-            // kube retries (relisting if the version expired) after a backoff.
-            Some(Err(e)) => {
-                debug!(kind = kind.as_str(), error = %e, "mirror cache watch failed; retrying");
-            }
+        let Some(d) = next else { return };
+        if let Some(change) = change(kind, d, &stats)
+            && tx.send(change).await.is_err()
+        {
+            return;
         }
     }
 }
 
 /// Starts the watches of our Services and EndpointSlices, cluster-wide,
-/// sending their events to `tx` until `stop`.
-pub fn spawn(client: &Client, tx: &mpsc::Sender<Change>, stop: &CancellationToken) {
+/// sending their events to `tx` until `stop`; objects that do not decode
+/// are counted in `stats`.
+pub fn spawn(
+    client: &Client,
+    tx: &mpsc::Sender<Change>,
+    stop: &CancellationToken,
+    stats: &Arc<MirrorStats>,
+) {
     tokio::spawn(forward::<Service>(
         client.clone(),
         Kind::Service,
-        tx.clone(),
+        (tx.clone(), stats.clone()),
         stop.clone(),
     ));
     tokio::spawn(forward::<EndpointSlice>(
         client.clone(),
         Kind::EndpointSlice,
-        tx.clone(),
+        (tx.clone(), stats.clone()),
         stop.clone(),
     ));
-}
-
-/// Every page of a list.
-async fn list_all<K>(api: &Api<K>, params: ListParams) -> Result<Vec<K>, kube::Error>
-where
-    K: Resource + Clone + Debug + DeserializeOwned,
-{
-    let mut params = params.limit(PAGE);
-    let mut out = Vec::new();
-    loop {
-        let page: ObjectList<K> = api.list(&params).await?;
-        out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(next) => params = params.continue_token(&next),
-            None => return Ok(out),
-        }
-    }
 }
 
 /// Clusters whose Links Linkerd's own service mirror manages: its Lease
@@ -162,12 +134,14 @@ where
 pub async fn linkerd_managed(client: &Client, link_namespace: Option<&str>) -> BTreeSet<Arc<str>> {
     let mut out = BTreeSet::new();
     // Only labels are read: a metadata list cannot fail on a bad spec.
-    let services: Api<PartialObjectMeta<Service>> = Api::all(client.clone());
-    let foreign = ListParams::default().labels(&format!(
-        "{LABEL_MIRRORED}=true,{MANAGED_BY_LABEL}!={MANAGED_BY}"
-    ));
-    match list_all(&services, foreign).await {
-        Ok(items) => out.extend(
+    let services: Api<DeserializeGuard<PartialObjectMeta<Service>>> = Api::all(client.clone());
+    let foreign = ListParams::default()
+        .labels(&format!(
+            "{LABEL_MIRRORED}=true,{MANAGED_BY_LABEL}!={MANAGED_BY}"
+        ))
+        .limit(k8s_watch::PAGE);
+    match k8s_watch::guarded_list(&services, &foreign).await {
+        Ok((items, _)) => out.extend(
             items
                 .iter()
                 .filter_map(|m| m.labels().get(LABEL_CLUSTER_NAME))
@@ -177,8 +151,9 @@ pub async fn linkerd_managed(client: &Client, link_namespace: Option<&str>) -> B
     }
     if let Some(ns) = link_namespace {
         let leases: Api<DeserializeGuard<Lease>> = Api::namespaced(client.clone(), ns);
-        match list_all(&leases, ListParams::default()).await {
-            Ok(items) => out.extend(held_links(items.into_iter().filter_map(|g| g.0.ok()))),
+        let all = ListParams::default().limit(k8s_watch::PAGE);
+        match k8s_watch::guarded_list(&leases, &all).await {
+            Ok((items, _)) => out.extend(held_links(items.into_iter())),
             Err(e) => debug!(error = %e, "listing Linkerd's Leases failed"),
         }
     }

@@ -93,7 +93,10 @@ impl ClusterRun {
 }
 
 enum Msg {
-    Watch(Watch, Delivery<Object>),
+    /// A watch's delivery, and when the watch task saw it: a failure is
+    /// dated before the watcher retries, so a retry the API accepts is
+    /// always later than the failure, however long this message queued.
+    Watch(Watch, Delivery<Object>, Instant),
     /// A targeted slice list: the slices, and those that did not decode.
     Listed(ObjectKey, Vec<K8sSlice>, Vec<(String, String)>),
     Resolved(Vec<IpAddr>),
@@ -154,7 +157,8 @@ impl Watches {
                     () = token.cancelled() => return,
                 };
                 let Some(d) = next else { return };
-                if tx.send(Msg::Watch(w, lift(d, wrap))).await.is_err() {
+                let seen = Instant::now();
+                if tx.send(Msg::Watch(w, lift(d, wrap), seen)).await.is_err() {
                     return;
                 }
             }
@@ -499,8 +503,8 @@ impl Runner {
         }
     }
 
-    fn failed(&mut self, w: Watch, error: String) {
-        if self.failing.insert(w, Instant::now()).is_none() {
+    fn failed(&mut self, w: Watch, error: String, seen: Instant) {
+        if self.failing.insert(w, seen).is_none() {
             self.board.update(&self.run.name, |r| r.watch_restarts += 1);
         }
         if self.broken_since.is_none() {
@@ -570,19 +574,19 @@ impl Runner {
     /// One message.
     fn handle(&mut self, msg: Msg) {
         let out = match msg {
-            Msg::Watch(w, Delivery::Event(e)) => {
+            Msg::Watch(w, Delivery::Event(e), _) => {
                 // `Init` comes before the list is asked for: no evidence.
                 if !matches!(e, WatchEvent::Init) {
                     self.delivered(w);
                 }
                 self.state.watched(w, e)
             }
-            Msg::Watch(_, Delivery::Undecodable { object, error }) => {
+            Msg::Watch(_, Delivery::Undecodable { object, error }, _) => {
                 self.undecodable(&object, &error);
                 return;
             }
-            Msg::Watch(w, Delivery::Failed(e)) => {
-                self.failed(w, e);
+            Msg::Watch(w, Delivery::Failed(e), seen) => {
+                self.failed(w, e, seen);
                 return;
             }
             Msg::Listed(key, items, bad) => {

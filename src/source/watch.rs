@@ -32,8 +32,6 @@ use crate::model::{Event, Settings};
 
 /// How often fingerprints are polled.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
-/// How long to wait for a burst of file events to settle.
-const DEBOUNCE: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 struct Known {
@@ -395,7 +393,7 @@ pub async fn run(
     let root = source.root.clone();
     let mut changes = FileWatch::new(vec![root.clone()], POLL_INTERVAL)
         .comparing(Compare::With(Arc::new(move || tree_fingerprint(&root))))
-        .debounce(DEBOUNCE);
+        .debounce(crate::filewatch::DEBOUNCE);
     if let Some(e) = changes.notify_error() {
         warn!(error = %e, "cannot watch the zones directory; polling every second only");
     }

@@ -28,3 +28,21 @@ pub const GATEWAY_NAMESPACE: &str = "linkerd-multicluster";
 pub const GATEWAY_NAME: &str = "linkerd-gateway";
 /// The gateway's data port name.
 pub const GATEWAY_PORT_NAME: &str = "mc-gateway";
+
+// What Linkerd writes on mirror objects (and so do we).
+
+/// `multicluster.linkerd.io/remote-discovery`: a label naming the cluster on
+/// flat-mode mirrors, an annotation listing `svc@cluster` members on
+/// federated Services (linkerd-compat.md §2.2).
+pub const REMOTE_DISCOVERY: &str = "multicluster.linkerd.io/remote-discovery";
+/// `multicluster.linkerd.io/remote-service` label on flat-mode mirrors.
+pub const LABEL_REMOTE_SERVICE: &str = "multicluster.linkerd.io/remote-service";
+/// `multicluster.linkerd.io/local-discovery` annotation on federated
+/// Services whose local cluster is a member.
+pub const ANNOTATION_LOCAL_DISCOVERY: &str = "multicluster.linkerd.io/local-discovery";
+/// `mirror.linkerd.io/remote-svc-fq-name`: what the gateway dials.
+pub const ANNOTATION_REMOTE_FQ_NAME: &str = "mirror.linkerd.io/remote-svc-fq-name";
+/// `mirror.linkerd.io/remote-gateway-identity`: the gateway's mTLS identity.
+pub const ANNOTATION_REMOTE_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/remote-gateway-identity";
+/// `endpointslice.kubernetes.io/managed-by`.
+pub const LABEL_SLICE_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";

@@ -12,7 +12,7 @@ use hickory_proto::rr::RecordType;
 use tokio_util::sync::CancellationToken;
 
 use crate::binary::http_get;
-use crate::support::{Options, Proto, ask, fixture, q, start};
+use crate::support::{Options, Proto, ask, eventually, fixture, q, start};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_is_503_until_loaded() {
@@ -160,15 +160,16 @@ async fn debug_clusters_lists_each_cluster_directory() {
     // A reload that fails keeps the old data, and says so.
     let before = north["services"].clone();
     std::fs::write(dir.path().join("north/broken.yaml"), "kind: [\n").expect("write");
-    let mut north = serde_json::Value::Null;
-    for _ in 0..100 {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        north = cluster(&debug_clusters(server.admin).await, "north").clone();
-        if north["state"] == "broken" {
-            break;
-        }
-    }
-    assert_eq!(north["state"], "broken", "{north:#}");
+    eventually(
+        "north reported broken",
+        std::time::Duration::from_secs(5),
+        || async {
+            let north = cluster(&debug_clusters(server.admin).await, "north").clone();
+            (north["state"] == "broken").then_some(()).ok_or(format!("{north:#}"))
+        },
+    )
+    .await;
+    let north = cluster(&debug_clusters(server.admin).await, "north").clone();
     assert_eq!(north["services"], before, "the previous data is still held");
     assert!(
         north["lastError"]
@@ -228,14 +229,16 @@ async fn hostile_objects_are_counted_by_reason_as_the_files_hold_them() {
     );
     // Fixed files: the counts are the files', not a sum over reloads.
     hostile_files(dir.path(), "", "");
-    let mut east = serde_json::Value::Null;
-    for _ in 0..100 {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        east = cluster(&debug_clusters(server.admin).await, "east").clone();
-        if east["adjustedObjects"] == serde_json::json!({}) {
-            break;
-        }
-    }
-    assert_eq!(east["adjustedObjects"], serde_json::json!({}), "{east:#}");
+    eventually(
+        "east's adjusted objects follow the fixed files",
+        std::time::Duration::from_secs(5),
+        || async {
+            let east = cluster(&debug_clusters(server.admin).await, "east").clone();
+            (east["adjustedObjects"] == serde_json::json!({}))
+                .then_some(())
+                .ok_or(format!("{east:#}"))
+        },
+    )
+    .await;
     server.server.stop().await;
 }

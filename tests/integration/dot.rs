@@ -20,7 +20,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::binary::{Served, http_get, serve};
-use crate::support::{demo, q};
+use crate::support::{demo, eventually, q};
 
 const NAME: &str = "payments-north.shop.svc.clusterset.local.";
 pub(crate) const HOST: &str = "dns.clusterset.local";
@@ -275,18 +275,12 @@ async fn a_new_certificate_is_served_without_dropping_open_connections() {
     );
 
     install(t.dir.path(), &cert2, &key2);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let fresh = connect(t.addr, &both).await;
-        if presented(&fresh) == der2 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the new certificate was not served within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the new certificate served",
+        Duration::from_secs(10),
+        || async { presented(&connect(t.addr, &both).await) == der2 },
+    )
+    .await;
     assert_eq!(
         metric(&t.server, "clusterset_dns_tls_cert_reloads_total"),
         1

@@ -32,8 +32,8 @@
 //!   it allows 20 times the target and reports the largest lag it saw. For a
 //!   restarted cluster the window also reaches back to the moment its API
 //!   server stopped, until [`RECONNECT`] after it came back: the README
-//!   ("retried with backoff (250 ms doubling to 10 s)") and `MAX_BACKOFF` in
-//!   `src/source/api.rs` bound the wait before every watch tries again by
+//!   ("never more than 10 s apart") and `MAX_BACKOFF` in
+//!   `src/k8s/watch.rs` bound the wait before every watch tries again by
 //!   10 s, plus 2 s to resume or relist. Every restart must also show the
 //!   cluster `synced` in `/debug/clusters` within [`RECONNECT`]. Federated
 //!   answers are checked cluster by cluster (an address or SRV target says

@@ -21,7 +21,7 @@ fn lease(holder: &str, renew: &str, transitions: i32, rv: &str) -> Value {
                     "leaseTransitions": transitions}})
 }
 
-async fn attempt(script: Vec<Step>, observed: &mut Observed) -> Result<Attempt, LeaseError> {
+async fn attempt(script: Vec<Step>, observed: &mut Observed) -> Result<Attempt, ApiError> {
     let (client, handle) = mock::client();
     let server = mock::serve(handle, script);
     let api: Api<Lease> = Api::namespaced(client, "ns");
@@ -135,7 +135,50 @@ async fn a_released_lease_is_taken_at_once_and_a_lost_race_is_a_409() {
     ];
     let got = attempt(script, &mut Observed::default()).await;
     assert!(
-        matches!(got, Err(LeaseError::Status { code: 409, .. })),
+        matches!(got, Err(ApiError::Status { code: 409, .. })),
         "{got:?}"
     );
+}
+
+/// A leader whose API stops answering stops writing within the renew
+/// deadline, not when the client's own timeout (minutes) gives up: else a
+/// second replica takes the Lease over while we still write.
+#[tokio::test]
+async fn a_leader_whose_renewal_hangs_stops_leading_within_the_renew_deadline() {
+    let mut config = config();
+    config.lease_duration = Duration::from_secs(2);
+    config.renew_deadline = Duration::from_millis(300);
+    config.retry_period = Duration::from_millis(50);
+    let (client, handle) = mock::client();
+    let script = vec![
+        Step::new("GET", LEASE).fails(404, "NotFound"),
+        Step::new("POST", LEASES)
+            .content_type("application/json")
+            .body_with(held_by_us(0, None, true))
+            .ok(lease("me", "2026-11-25T00:00:00Z", 0, "1")),
+    ];
+    let server = mock::serve_then_hang(handle, script);
+    let (leading_tx, mut leading) = watch::channel(false);
+    let shutdown = CancellationToken::new();
+    let election = tokio::spawn(run(client, config, leading_tx, shutdown.clone()));
+    let wait = |want: bool| {
+        let mut rx = leading.clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(3), rx.wait_for(|l| *l == want))
+                .await
+                .is_ok()
+        }
+    };
+    assert!(wait(true).await, "the created Lease makes us leader");
+    let led = Instant::now();
+    assert!(wait(false).await, "a hung renewal ends the leadership");
+    let held = led.elapsed();
+    assert!(
+        held < Duration::from_millis(300 + 500),
+        "led {held:?} after the last renewal; the renew deadline is 300 ms"
+    );
+    assert!(!*leading.borrow_and_update());
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(2), election).await;
+    server.abort();
 }
