@@ -589,6 +589,11 @@ async fn gone_410_relists_without_losing_or_duplicating_state() {
     let east = sim.cluster("east").expect("east").clone();
     let ec = client(&east).await;
     let lists_before = east.request_count("list", "endpointslices.discovery.k8s.io");
+    let admin = server.admin;
+    let restarts_before = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
+        .await
+        .expect("report")["watchRestarts"]
+        .clone();
     // History is forgotten and watches cut: resuming gets 410, so we list.
     east.expire_history();
     east.drop_watches();
@@ -628,6 +633,12 @@ async fn gone_410_relists_without_losing_or_duplicating_state() {
         east.request_count("list", "endpointslices.discovery.k8s.io") > lists_before,
         "410 led to a new list"
     );
+    // An expired resourceVersion is routine: the watch was never broken.
+    let after = tokio::task::spawn_blocking(move || cluster_report(admin, "east"))
+        .await
+        .expect("report");
+    assert_eq!(after["watchRestarts"], restarts_before, "{after:#}");
+    assert_eq!(after["state"], "synced", "{after:#}");
     // Federated still holds each address once.
     until(
         dns,
