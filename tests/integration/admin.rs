@@ -165,7 +165,9 @@ async fn debug_clusters_lists_each_cluster_directory() {
         std::time::Duration::from_secs(5),
         || async {
             let north = cluster(&debug_clusters(server.admin).await, "north").clone();
-            (north["state"] == "broken").then_some(()).ok_or(format!("{north:#}"))
+            (north["state"] == "broken")
+                .then_some(())
+                .ok_or(format!("{north:#}"))
         },
     )
     .await;

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;

@@ -2032,15 +2032,19 @@ async fn serial_grows_on_change_107() {
 
     let api_q = q("api-north.prod.svc.clusterset.local.", RecordType::A);
     let want = set(&["10.20.1.1", "10.20.1.2", "10.20.1.4"]);
-    eventually("the new endpoint served", Duration::from_secs(5), || async {
-        let (msg, _) = ask(server.dns, Proto::Udp, &api_q).await;
-        let got = a_set(&msg);
-        if got == want {
-            Ok(())
-        } else {
-            Err(format!("{got:?}"))
-        }
-    })
+    eventually(
+        "the new endpoint served",
+        Duration::from_secs(5),
+        || async {
+            let (msg, _) = ask(server.dns, Proto::Udp, &api_q).await;
+            let got = a_set(&msg);
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("{got:?}"))
+            }
+        },
+    )
     .await;
     let after = soa_serial(server.dns).await;
     assert!(

@@ -4,15 +4,13 @@
 //! update (a swapped `..data` link) is served as soon.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 
 use crate::binary::http_get;
-use crate::support::{
-    Options, Proto, TestServer, ask, copy_tree, demo, eventually, q, start,
-};
+use crate::support::{Options, Proto, TestServer, ask, copy_tree, demo, eventually, q, start};
 
 /// The sorted A (or AAAA) answer for `name`, or the rcode when negative.
 async fn lookup(
