@@ -146,7 +146,6 @@ async fn a_released_lease_is_taken_at_once_and_a_lost_race_is_a_409() {
 #[tokio::test]
 async fn a_leader_whose_renewal_hangs_stops_leading_within_the_renew_deadline() {
     let mut config = config();
-    config.lease_duration = Duration::from_secs(2);
     config.renew_deadline = Duration::from_millis(300);
     config.retry_period = Duration::from_millis(50);
     let (client, handle) = mock::client();
