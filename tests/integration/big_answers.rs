@@ -19,12 +19,12 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::binary::{Served, http_get, serve};
 use crate::conformance::metric;
 use crate::dot::{certificate, connect, connector};
-use crate::support::{Proto, ask, eventually, q, raw, text};
+use crate::support::{Proto, ask, eventually, on_stream, q, raw, text};
 use crate::zonegen;
 
 /// Pods of `db` in each cluster.
@@ -110,20 +110,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     name: &str,
     rtype: RecordType,
 ) -> Message {
-    let msg = wire(name, rtype);
-    let mut framed = (msg.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(&msg);
-    s.write_all(&framed).await.expect("write");
-    let read = async {
-        let len = s.read_u16().await.expect("length");
-        let mut body = vec![0u8; usize::from(len)];
-        s.read_exact(&mut body).await.expect("body");
-        body
-    };
-    let body = tokio::time::timeout(Duration::from_secs(5), read)
-        .await
-        .expect("an answer within 5 s");
-    Message::from_vec(&body).expect("decode")
+    on_stream(s, &wire(name, rtype)).await
 }
 
 /// The value of one series of `/metrics` (0 when absent).

@@ -161,13 +161,7 @@ async fn over_budget_the_newest_services_answer_servfail_and_are_reported() {
 
 /// VmRSS of a process, in bytes.
 fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("VmRSS")
-        * 1024
+    crate::soak::rss_kib(pid) * 1024
 }
 
 /// Puts `services` flat services of `endpoints` endpoints each straight

@@ -20,7 +20,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::binary::{Served, http_get, serve};
-use crate::support::{demo, eventually, q};
+use crate::support::{demo, eventually, length_prefixed, on_stream, q};
 
 const NAME: &str = "payments-north.shop.svc.clusterset.local.";
 pub(crate) const HOST: &str = "dns.clusterset.local";
@@ -122,13 +122,11 @@ fn presented(stream: &TlsStream<AsyncTcp>) -> CertificateDer<'static> {
         .into_owned()
 }
 
-fn framed(id: u16, name: &str, rtype: RecordType) -> Vec<u8> {
+/// A query for `name` with `id`, unframed.
+fn query(id: u16, name: &str, rtype: RecordType) -> Vec<u8> {
     let mut m = q(name, rtype).message();
     m.metadata.id = id;
-    let msg = m.to_vec().expect("encode");
-    let mut out = (msg.len() as u16).to_be_bytes().to_vec();
-    out.extend_from_slice(&msg);
-    out
+    m.to_vec().expect("encode")
 }
 
 async fn ask<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
@@ -136,17 +134,7 @@ async fn ask<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     id: u16,
     rtype: RecordType,
 ) -> Message {
-    s.write_all(&framed(id, NAME, rtype)).await.expect("write");
-    let read = async {
-        let len = s.read_u16().await.expect("length");
-        let mut body = vec![0u8; usize::from(len)];
-        s.read_exact(&mut body).await.expect("body");
-        body
-    };
-    let body = tokio::time::timeout(Duration::from_secs(5), read)
-        .await
-        .expect("an answer within 5 s");
-    let m = Message::from_vec(&body).expect("decode");
+    let m = on_stream(s, &query(id, NAME, rtype)).await;
     assert_eq!(m.metadata.id, id);
     m
 }
@@ -337,7 +325,9 @@ async fn a_stalled_handshake_is_cut_off_and_tls_shares_the_connection_limit() {
     let mut tls = connect(t.addr, &connector(&[&der])).await;
     ask(&mut tls, 2, RecordType::A).await;
     let mut third = AsyncTcp::connect(t.server.dns).await.expect("connect");
-    let _ = third.write_all(&framed(3, NAME, RecordType::A)).await;
+    let _ = third
+        .write_all(&length_prefixed(&query(3, NAME, RecordType::A)))
+        .await;
     let read = tokio::time::timeout(Duration::from_secs(3), third.read(&mut buf)).await;
     assert!(matches!(read, Ok(Ok(0) | Err(_))), "{read:?}");
     assert_eq!(

@@ -13,7 +13,7 @@ use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
 
 use crate::binary::{Served, http_get, serve};
-use crate::support::{demo, q};
+use crate::support::{demo, length_prefixed, q};
 
 const NAME: &str = "payments-north.shop.svc.clusterset.local.";
 
@@ -52,10 +52,7 @@ fn query(id: u16) -> Vec<u8> {
 }
 
 fn framed(id: u16) -> Vec<u8> {
-    let msg = query(id);
-    let mut out = (msg.len() as u16).to_be_bytes().to_vec();
-    out.extend_from_slice(&msg);
-    out
+    length_prefixed(&query(id))
 }
 
 fn connect(s: &Served) -> TcpStream {

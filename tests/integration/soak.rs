@@ -1342,7 +1342,8 @@ fn free_port() -> u16 {
     panic!("no loopback port free for UDP and TCP in 100 tries");
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// VmRSS of process `pid`, in KiB.
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status
         .lines()

@@ -525,10 +525,7 @@ pub(crate) async fn raw(server: SocketAddr, proto: Proto, packet: &[u8]) -> Opti
             }
             Proto::Tcp => {
                 let mut s = tokio::net::TcpStream::connect(server).await.ok()?;
-                s.write_all(&(packet.len() as u16).to_be_bytes())
-                    .await
-                    .ok()?;
-                s.write_all(packet).await.ok()?;
+                s.write_all(&length_prefixed(packet)).await.ok()?;
                 let len = s.read_u16().await.ok()?;
                 let mut buf = vec![0u8; usize::from(len)];
                 s.read_exact(&mut buf).await.ok()?;
@@ -540,6 +537,32 @@ pub(crate) async fn raw(server: SocketAddr, proto: Proto, packet: &[u8]) -> Opti
         .await
         .ok()
         .flatten()
+}
+
+/// `msg` with its RFC 7766 length prefix, as sent over TCP or TLS.
+pub(crate) fn length_prefixed(msg: &[u8]) -> Vec<u8> {
+    let mut out = (msg.len() as u16).to_be_bytes().to_vec();
+    out.extend_from_slice(msg);
+    out
+}
+
+/// Sends `msg` on a stream (TCP or DNS over TLS), length-prefixed, and
+/// decodes the next reply, which must come within 5 s.
+pub(crate) async fn on_stream<S>(s: &mut S, msg: &[u8]) -> Message
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    s.write_all(&length_prefixed(msg)).await.expect("write");
+    let read = async {
+        let len = s.read_u16().await.expect("length");
+        let mut body = vec![0u8; usize::from(len)];
+        s.read_exact(&mut body).await.expect("body");
+        body
+    };
+    let body = tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .expect("an answer within 5 s");
+    Message::from_vec(&body).expect("decode")
 }
 
 /// A record as normalized zone-file text: `owner ttl class type rdata`,
