@@ -214,9 +214,11 @@ async fn reading_the_files_does_not_wake_the_watch() {
     let mut w = FileWatch::new(vec![file.clone()], Duration::from_secs(60))
         .debounce(Duration::from_millis(10));
     w.mark_seen().await;
+    assert!(w.notify_error().is_none(), "{:?}", w.notify_error());
+    let read = file.clone();
     let reader = tokio::task::spawn_blocking(move || {
         for _ in 0..20 {
-            let _ = fs::read(&file);
+            let _ = fs::read(&read);
             std::thread::sleep(Duration::from_millis(10));
         }
     });
@@ -230,4 +232,8 @@ async fn reading_the_files_does_not_wake_the_watch() {
         .expect("reader");
     // The interval's first tick is immediate: one look, none per read.
     assert!(w.looks <= 1, "{} looks for 20 reads", w.looks);
+    // And the watch was live all along: a write, which only an event can
+    // report within the minute-long poll, is seen.
+    fs::write(&file, "two").expect("write");
+    assert!(seen(&mut w).await, "a write wakes the same watch");
 }
