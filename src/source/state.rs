@@ -439,12 +439,7 @@ impl ClusterState {
             if let Some(held) = self.slices.get_mut(key)
                 && let Some(sent) = held.sent.take()
             {
-                self.forwarded.0 -= 1;
-                self.forwarded.1 -= sent;
-                out.events.push(Event::SliceDeleted {
-                    cluster: self.name.clone(),
-                    key: key.clone(),
-                });
+                withdraw(&mut self.forwarded, &self.name, key.clone(), sent, out);
             }
         }
     }
@@ -699,12 +694,7 @@ impl ClusterState {
             if let Some(held) = self.slices.remove(&slice)
                 && let Some(sent) = held.sent
             {
-                self.forwarded.0 -= 1;
-                self.forwarded.1 -= sent;
-                out.events.push(Event::SliceDeleted {
-                    cluster: self.name.clone(),
-                    key: slice,
-                });
+                withdraw(&mut self.forwarded, &self.name, slice, sent, out);
             }
         }
     }
@@ -824,11 +814,7 @@ impl ClusterState {
                 }
                 // Moved to another service: the old one loses it now.
                 if let Some(was) = old.sent {
-                    self.forwarded = (self.forwarded.0 - 1, self.forwarded.1 - was);
-                    out.events.push(Event::SliceDeleted {
-                        cluster: self.name.clone(),
-                        key: s.key.clone(),
-                    });
+                    withdraw(&mut self.forwarded, &self.name, s.key.clone(), was, out);
                 }
             } else {
                 sent = old.sent;
@@ -881,12 +867,7 @@ impl ClusterState {
                 }
             }
             if let Some(sent) = held.sent {
-                self.forwarded.0 -= 1;
-                self.forwarded.1 -= sent;
-                out.events.push(Event::SliceDeleted {
-                    cluster: self.name.clone(),
-                    key: key.clone(),
-                });
+                withdraw(&mut self.forwarded, &self.name, key.clone(), sent, out);
             }
         }
     }
@@ -986,6 +967,23 @@ fn meta_key_any(slice: &K8sSlice) -> Option<ObjectKey> {
         slice.metadata.namespace.as_deref(),
         slice.metadata.name.as_deref(),
     )
+}
+
+/// Takes back a slice the model was sent (`sent` endpoints of it): the
+/// forwarded counts drop and the model is told it is gone.
+fn withdraw(
+    forwarded: &mut (usize, usize),
+    cluster: &Arc<str>,
+    key: ObjectKey,
+    sent: usize,
+    out: &mut Output,
+) {
+    forwarded.0 -= 1;
+    forwarded.1 -= sent;
+    out.events.push(Event::SliceDeleted {
+        cluster: cluster.clone(),
+        key,
+    });
 }
 
 #[cfg(test)]
