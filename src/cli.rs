@@ -20,13 +20,12 @@ use crate::k8s::client as k8s_client;
 use crate::metrics::ConfigReloads;
 use crate::mirror::lease::LeaseConfig;
 use crate::mirror::run::MirrorConfig;
-use crate::model::budget::Budget;
 use crate::model::objects::{Endpoint, ObjectKey, Service};
 use crate::model::{Entry, Epoch, Model, Origin, Snapshot};
 use crate::runtime::{Server, SettingsHandle, Sockets, SourceSetup};
 use crate::source::clusters_file::load_clusters_file;
 use crate::source::file::{
-    ClusterLoad, ClusterObjects, DirLoad, Severity, admission, initial_events_of, load_dir,
+    ClusterLoad, ClusterObjects, DirLoad, Severity, initial_events_of, judge, load_dir,
     within_budget,
 };
 use crate::source::live::{Links, LiveConfig};
@@ -329,15 +328,7 @@ pub fn load_model(config: &Config) -> anyhow::Result<(DirLoad, Arc<Snapshot>)> {
     // As `serve` holds them: every cluster but the local one within budget.
     model.apply(
         load.clusters.iter().flat_map(|c| {
-            let budget = if c.local {
-                Budget::UNLIMITED
-            } else {
-                config.settings.budget
-            };
-            let refused = admission(&c.objects, budget)
-                .refused_keys(usize::MAX)
-                .into_iter()
-                .collect();
+            let (refused, _) = judge(&c.objects, config.settings.budget.for_cluster(c.local));
             initial_events_of(c, &within_budget(&c.objects, &refused))
         }),
         now,

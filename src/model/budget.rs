@@ -33,6 +33,12 @@ impl Budget {
         max_services: usize::MAX,
         max_endpoints: usize::MAX,
     };
+
+    /// The budget a cluster is held to: none for the local cluster (its
+    /// exports are our own), `self` for a linked one.
+    pub fn for_cluster(self, local: bool) -> Self {
+        if local { Self::UNLIMITED } else { self }
+    }
 }
 
 impl Default for Budget {

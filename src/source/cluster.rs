@@ -41,7 +41,6 @@ use crate::k8s::client::BoundedClient;
 use crate::k8s::watch::{
     Delivery, MAX_BACKOFF, PAGE, SLICE_PAGE, backoff, config, guarded_list, guarded_watch,
 };
-use crate::model::budget::Budget;
 use crate::model::objects::{Gateway, ObjectKey};
 use crate::model::{Event, Health, Settings};
 use crate::vocab::linkerd::{GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_MIRRORED, LABEL_SERVICE_NAME};
@@ -364,12 +363,8 @@ impl Runner {
     /// The budget for `settings`: the local cluster's exports are our own,
     /// only linked ones are held to a budget.
     fn set_budget(&mut self, settings: &Settings) {
-        let budget = if self.run.local {
-            Budget::UNLIMITED
-        } else {
-            settings.budget
-        };
-        self.state.set_budget(budget);
+        self.state
+            .set_budget(settings.budget.for_cluster(self.run.local));
     }
 
     /// Starts the watches (or reports why there are none) and the gateway.

@@ -22,6 +22,7 @@ use super::convert::{
     Adjustment, ConvertError, Reason, ServiceKind, Warning, convert_service, convert_slice,
 };
 use super::selector::LINKERD_DEFAULTS;
+use super::state::{BudgetReport, REFUSED_LISTED};
 use super::status::AdjustedCounts;
 use crate::model::budget::{Admission, Budget};
 use crate::model::objects::{Gateway, Mirror, ObjectKey, Service, Slice};
@@ -615,7 +616,7 @@ pub fn load_dir(root: &Path, local: Option<&str>) -> Result<DirLoad, FileSourceE
 /// Judges a cluster's services against `budget` (the oldest whose
 /// endpoints fit are kept, [`crate::model::budget`]); the returned admission
 /// says which are refused and what they hold.
-pub fn admission(objects: &ClusterObjects, budget: Budget) -> Admission {
+fn admission(objects: &ClusterObjects, budget: Budget) -> Admission {
     let mut a = Admission::new();
     for (key, s) in &objects.services {
         a.service(key, s.created);
@@ -629,6 +630,19 @@ pub fn admission(objects: &ClusterObjects, budget: Budget) -> Admission {
     }
     a.rebudget(budget);
     a
+}
+
+/// The services `budget` refuses in `objects` (one walk of the
+/// admission), and the report of it.
+pub fn judge(objects: &ClusterObjects, budget: Budget) -> (BTreeSet<ObjectKey>, BudgetReport) {
+    let admission = admission(objects, budget);
+    let all = admission.refused_keys(usize::MAX);
+    let report = BudgetReport {
+        budget,
+        refused: admission.refused(),
+        refused_services: all.iter().take(REFUSED_LISTED).cloned().collect(),
+    };
+    (all.into_iter().collect(), report)
 }
 
 /// `objects` as the model holds them when `refused` services are refused:

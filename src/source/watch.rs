@@ -20,10 +20,10 @@ use tracing::{error, info, warn};
 use super::SourceMsg;
 use super::feed::FeedTx;
 use super::file::{
-    ClusterDir, ClusterLoad, ClusterObjects, Problem, Severity, admission, cluster_dirs, diff,
-    fingerprint, initial_events_of, load_cluster, within_budget,
+    ClusterDir, ClusterLoad, ClusterObjects, Problem, Severity, cluster_dirs, diff, fingerprint,
+    initial_events_of, judge, load_cluster, within_budget,
 };
-use super::state::{BudgetReport, Counts, REFUSED_LISTED};
+use super::state::{BudgetReport, Counts};
 use super::status::StatusBoard;
 use crate::filewatch::{Compare, FileWatch};
 use crate::model::budget::Budget;
@@ -42,18 +42,6 @@ struct Known {
     /// `within_budget(objects, refused)`.
     refused: BTreeSet<ObjectKey>,
     budget: BudgetReport,
-}
-
-/// The services `budget` refuses in `objects`, and the report of it.
-fn judge(objects: &ClusterObjects, budget: Budget) -> (BTreeSet<ObjectKey>, BudgetReport) {
-    let admission = admission(objects, budget);
-    let report = BudgetReport {
-        budget,
-        refused: admission.refused(),
-        refused_services: admission.refused_keys(REFUSED_LISTED),
-    };
-    let refused = admission.refused_keys(usize::MAX).into_iter().collect();
-    (refused, report)
 }
 
 /// The state of the file source between scans.
@@ -305,12 +293,8 @@ impl FileSource {
     }
 
     fn budget_of(&self, cluster: &str) -> Budget {
-        // The local cluster's exports are our own.
-        if self.local.as_deref() == Some(cluster) {
-            Budget::UNLIMITED
-        } else {
-            self.budget
-        }
+        self.budget
+            .for_cluster(self.local.as_deref() == Some(cluster))
     }
 
     /// The events from what the model holds of a cluster to `objects`
