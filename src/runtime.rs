@@ -466,9 +466,11 @@ async fn model_task(
             Ok(()) = settings.changed() => {
                 let new = settings.borrow_and_update().clone();
                 let started = Instant::now();
-                model.set_settings(new, started);
-                info!(took_ms = started.elapsed().as_millis() as u64, "answering under the reloaded settings");
-                (true, false)
+                let rebuilt = model.set_settings(new, started);
+                if rebuilt {
+                    info!(took_ms = started.elapsed().as_millis() as u64, "answering under the reloaded settings");
+                }
+                (rebuilt, false)
             }
             _ = tick.tick() => {
                 let c = model.tick(Instant::now());

@@ -228,8 +228,25 @@ impl Index {
     }
 
     /// Replaces the settings and rebuilds every name under them (a
-    /// configuration reload). The serial keeps increasing.
-    pub fn reset_settings(&mut self, settings: Arc<Settings>, set: &ClusterSet, now: Instant) {
+    /// configuration reload). The serial keeps increasing. Returns false
+    /// when no answer setting changed: the budget is the sources' (what a
+    /// cluster may make us hold), no answer reads it, so a reload of it
+    /// alone keeps every name and the serial.
+    pub fn reset_settings(
+        &mut self,
+        settings: Arc<Settings>,
+        set: &ClusterSet,
+        now: Instant,
+    ) -> bool {
+        let same_answers = Settings {
+            budget: settings.budget,
+            ..(*self.settings).clone()
+        } == *settings;
+        if same_answers {
+            self.snap.settings = settings.clone();
+            self.settings = settings;
+            return false;
+        }
         let serial = self.snap.serial;
         let (known, settled) = (self.snap.known, self.snap.settled);
         *self = Self::new(settings, self.epoch);
@@ -248,6 +265,7 @@ impl Index {
             // Nothing to rebuild, but the settings are new: a new serial too.
             self.bump_serial(now);
         }
+        true
     }
 
     /// Moves the serial past the last one, and never behind the wall clock.

@@ -121,9 +121,11 @@ impl Model {
         self.index.refresh(&self.set, &dirty, now)
     }
 
-    /// Answers under new settings from `now` on: every name is rebuilt.
-    pub fn set_settings(&mut self, settings: Arc<Settings>, now: Instant) {
-        self.index.reset_settings(settings, &self.set, now);
+    /// Answers under new settings from `now` on: every name is rebuilt,
+    /// unless only the budget changed (see [`Index::reset_settings`]).
+    /// Returns whether a new snapshot should be published.
+    pub fn set_settings(&mut self, settings: Arc<Settings>, now: Instant) -> bool {
+        self.index.reset_settings(settings, &self.set, now)
     }
 
     /// The settings in use.

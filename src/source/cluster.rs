@@ -362,9 +362,10 @@ impl Runner {
 
     /// The budget for `settings`: the local cluster's exports are our own,
     /// only linked ones are held to a budget.
-    fn set_budget(&mut self, settings: &Settings) {
+    /// Returns false when the budget did not change.
+    fn set_budget(&mut self, settings: &Settings) -> bool {
         self.state
-            .set_budget(settings.budget.for_cluster(self.run.local));
+            .set_budget(settings.budget.for_cluster(self.run.local))
     }
 
     /// Starts the watches (or reports why there are none) and the gateway.
@@ -703,7 +704,10 @@ pub async fn run(
                 continue;
             }
             Ok(()) = settings.changed() => {
-                r.set_budget(&settings.borrow_and_update());
+                // Other settings are the answers'; only a new budget is ours.
+                if !r.set_budget(&settings.borrow_and_update()) {
+                    continue;
+                }
                 r.settle();
                 if !r.flush().await { break; }
                 continue;

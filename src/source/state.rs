@@ -349,11 +349,14 @@ impl ClusterState {
     }
 
     /// Judges every service against `budget` at the next [`Self::settle`].
-    pub fn set_budget(&mut self, budget: Budget) {
-        if budget != self.budget {
-            self.budget = budget;
-            self.rebudget = true;
+    /// Returns false when it is the budget in force (nothing to judge).
+    pub fn set_budget(&mut self, budget: Budget) -> bool {
+        if budget == self.budget {
+            return false;
         }
+        self.budget = budget;
+        self.rebudget = true;
+        true
     }
 
     /// Applies the budget to what this batch changed: newly refused

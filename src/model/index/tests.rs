@@ -574,7 +574,7 @@ fn new_settings_rebuild_every_name_and_keep_the_serial_rising() {
     let mut s = settings();
     s.zone = ZoneName::new("fleet.example").expect("zone");
     s.ttl = 30;
-    m.set_settings(Arc::new(s), t0());
+    assert!(m.set_settings(Arc::new(s), t0()), "answers change");
     let after = m.snapshot();
     assert!(after.serial > before.serial, "the serial keeps rising");
     assert_eq!(after.settings.ttl, 30);
@@ -596,5 +596,24 @@ fn new_settings_rebuild_every_name_and_keep_the_serial_rising() {
         entry.name
     );
     assert_eq!(after.unsynced, before.unsynced);
+    assert_eq!(after.stats.names, before.stats.names);
+}
+
+#[test]
+fn a_budget_alone_is_no_answer_setting_and_rebuilds_nothing() {
+    let mut m = model();
+    m.apply(fixture_events(), t0());
+    let before = m.snapshot();
+    let mut s = (**m.settings()).clone();
+    s.budget = Budget {
+        max_services: 3,
+        max_endpoints: 30,
+    };
+    let later = t0() + Duration::from_secs(5);
+    let rebuilt = m.set_settings(Arc::new(s.clone()), later);
+    assert!(!rebuilt, "nothing to publish");
+    let after = m.snapshot();
+    assert_eq!(after.serial, before.serial, "cached answers stay valid");
+    assert_eq!(m.settings().budget, s.budget, "the new budget is held");
     assert_eq!(after.stats.names, before.stats.names);
 }
