@@ -92,8 +92,14 @@ pub struct Admission {
     order: BTreeSet<(i64, ObjectKey)>,
     endpoints: usize,
     refused: Refused,
+    /// The oldest refused services, at most [`REFUSED_LISTED`]: found by
+    /// the walk that refuses them, so a report costs no walk of its own.
+    listed: Vec<ObjectKey>,
     changed: bool,
 }
+
+/// Refused services a report names.
+pub const REFUSED_LISTED: usize = 20;
 
 impl Admission {
     /// An empty admission.
@@ -167,6 +173,12 @@ impl Admission {
         self.refused
     }
 
+    /// The oldest refused services as of the last settle, at most
+    /// [`REFUSED_LISTED`].
+    pub fn listed(&self) -> &[ObjectKey] {
+        &self.listed
+    }
+
     /// The refused services, oldest first, at most `limit` of them.
     pub fn refused_keys(&self, limit: usize) -> Vec<ObjectKey> {
         if self.refused.services == 0 {
@@ -202,10 +214,12 @@ impl Admission {
         let fits_all =
             self.members.len() <= budget.max_services && self.endpoints <= budget.max_endpoints;
         if fits_all && self.refused.services == 0 {
+            self.listed.clear();
             return changes;
         }
         let (mut services, mut endpoints) = (0usize, 0usize);
         let mut refused = Refused::default();
+        self.listed.clear();
         for (_, key) in &self.order {
             let Some(m) = self.members.get_mut(key) else {
                 continue;
@@ -219,6 +233,9 @@ impl Admission {
             } else {
                 refused.services += 1;
                 refused.endpoints += m.endpoints;
+                if self.listed.len() < REFUSED_LISTED {
+                    self.listed.push(key.clone());
+                }
             }
             if admit != m.admitted {
                 m.admitted = admit;
@@ -337,5 +354,36 @@ mod tests {
         assert_eq!(names(&changes.refused), ["huge"]);
         a.endpoints(&key("huge"), -1_000_000);
         assert_eq!(names(&a.settle(Budget::default()).admitted), ["huge"]);
+    }
+
+    #[test]
+    fn the_refused_listed_follow_every_settle() {
+        let budget = Budget {
+            max_services: 2,
+            max_endpoints: 100,
+        };
+        let mut a = Admission::new();
+        for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            a.service(&key(name), i as i64);
+        }
+        a.settle(budget);
+        assert_eq!(names(a.listed()), ["c", "d"]);
+        assert_eq!(a.listed(), a.refused_keys(REFUSED_LISTED));
+        // A refused one goes: the next settle lists the rest.
+        a.remove(&key("c"));
+        a.settle(budget);
+        assert_eq!(names(a.listed()), ["d"]);
+        // An admitted one goes: the oldest refused takes its place.
+        a.remove(&key("a"));
+        a.settle(budget);
+        assert!(a.listed().is_empty(), "{:?}", a.listed());
+        // More than a report names: the oldest REFUSED_LISTED.
+        for i in 0..30 {
+            a.service(&key(&format!("n{i:02}")), 100 + i);
+        }
+        a.settle(budget);
+        assert_eq!(a.listed().len(), REFUSED_LISTED);
+        assert_eq!(a.listed(), a.refused_keys(REFUSED_LISTED));
+        assert_eq!(a.refused().services, 30);
     }
 }

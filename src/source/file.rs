@@ -22,7 +22,7 @@ use super::convert::{
     Adjustment, ConvertError, Reason, ServiceKind, Warning, convert_service, convert_slice,
 };
 use super::selector::LINKERD_DEFAULTS;
-use super::state::{BudgetReport, REFUSED_LISTED};
+use super::state::BudgetReport;
 use super::status::AdjustedCounts;
 use crate::model::budget::{Admission, Budget};
 use crate::model::objects::{Gateway, Mirror, ObjectKey, Service, Slice};
@@ -640,7 +640,7 @@ pub fn judge(objects: &ClusterObjects, budget: Budget) -> (BTreeSet<ObjectKey>, 
     let report = BudgetReport {
         budget,
         refused: admission.refused(),
-        refused_services: all.iter().take(REFUSED_LISTED).cloned().collect(),
+        refused_services: admission.listed().to_vec(),
     };
     (all.into_iter().collect(), report)
 }

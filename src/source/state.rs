@@ -157,8 +157,7 @@ pub struct BudgetReport {
     pub refused_services: Vec<ObjectKey>,
 }
 
-/// Refused services named in a [`BudgetReport`].
-pub const REFUSED_LISTED: usize = 20;
+pub use crate::model::budget::REFUSED_LISTED;
 
 /// One cluster's delivered state.
 #[derive(Debug, Clone)]
@@ -338,13 +337,13 @@ impl ClusterState {
         }
     }
 
-    /// The budget and what it refuses (asked after every batch: cheap
-    /// unless something is refused).
+    /// The budget and what it refuses (asked after every batch: no walk,
+    /// the last settle listed the refused).
     pub fn budget_report(&self) -> BudgetReport {
         BudgetReport {
             budget: self.budget,
             refused: self.admission.refused(),
-            refused_services: self.admission.refused_keys(REFUSED_LISTED),
+            refused_services: self.admission.listed().to_vec(),
         }
     }
 
