@@ -466,7 +466,7 @@ impl Runner {
         // The feed coalesces by object and serves clusters in turn: a send
         // never waits for the model.
         let batch = std::mem::take(&mut self.pending);
-        self.tx.send(SourceMsg::Events(batch)).await.is_ok()
+        self.tx.send(SourceMsg::Events(batch)).is_ok()
     }
 
     /// Watch `w` delivered: it works.

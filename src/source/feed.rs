@@ -105,7 +105,8 @@ impl Queue {
 struct State {
     control: VecDeque<SourceMsg>,
     queues: BTreeMap<Arc<str>, Queue>,
-    /// Where the next round starts, so no cluster is always served first.
+    /// The first cluster served last round: the next round starts after it,
+    /// so no cluster is always served first.
     next: Option<Arc<str>>,
 }
 
@@ -169,7 +170,7 @@ impl Feed {
         let start = s
             .next
             .as_ref()
-            .and_then(|n| names.iter().position(|c| c >= n))
+            .and_then(|n| names.iter().position(|c| c > n))
             .unwrap_or(0);
         for name in names[start..].iter().chain(&names[..start]) {
             if let Some(q) = s.queues.get_mut(name) {
@@ -178,7 +179,7 @@ impl Feed {
         }
         s.queues.retain(|_, q| q.len() > 0);
         // The next round starts after this one's first cluster.
-        s.next = names.get(start).map(|n| Arc::from(format!("{n}\u{0}")));
+        s.next = names.get(start).cloned();
         round
     }
 
@@ -228,12 +229,7 @@ pub struct FeedTx(Arc<Feed>);
 
 impl FeedTx {
     /// Queues `msg` (never waits: the queues coalesce instead).
-    pub async fn send(&self, msg: SourceMsg) -> Result<(), Closed> {
-        self.0.send(msg)
-    }
-
-    /// [`Self::send`] from a blocking thread.
-    pub fn blocking_send(&self, msg: SourceMsg) -> Result<(), Closed> {
+    pub fn send(&self, msg: SourceMsg) -> Result<(), Closed> {
         self.0.send(msg)
     }
 }

@@ -470,7 +470,6 @@ pub async fn run(
             cluster: local.clone(),
             local: true,
         }]))
-        .await
         .is_err()
     {
         return;
@@ -547,7 +546,7 @@ async fn supervise(cx: &Supervisor<'_>, mut drx: watch::Receiver<Desired>) {
             () = &mut initial_deadline, if !initial_sent => {
                 warn!(timeout = ?config.sync_timeout, "linked clusters not known within the sync timeout; readiness stops waiting");
                 initial_sent = true;
-                if tx.send(SourceMsg::ClustersKnown).await.is_err() { break; }
+                if tx.send(SourceMsg::ClustersKnown).is_err() { break; }
                 continue;
             }
             () = shutdown.cancelled() => break,
@@ -561,7 +560,7 @@ async fn supervise(cx: &Supervisor<'_>, mut drx: watch::Receiver<Desired>) {
         }
         if !initial_sent {
             initial_sent = true;
-            if tx.send(SourceMsg::ClustersKnown).await.is_err() {
+            if tx.send(SourceMsg::ClustersKnown).is_err() {
                 break;
             }
         }
@@ -602,7 +601,7 @@ async fn apply_desired(
             local: false,
         })
         .collect();
-    if !new.is_empty() && cx.tx.send(SourceMsg::Events(new)).await.is_err() {
+    if !new.is_empty() && cx.tx.send(SourceMsg::Events(new)).is_err() {
         return false;
     }
     for spec in desired {
@@ -650,7 +649,6 @@ async fn stop_unlinked(
                 .send(SourceMsg::Events(vec![Event::ClusterDown {
                     cluster: name,
                 }]))
-                .await
                 .is_err()
             {
                 return false;

@@ -350,7 +350,7 @@ async fn blocking(
 ) -> Option<FileSource> {
     let tx = tx.clone();
     let scanned = tokio::task::spawn_blocking(move || {
-        let alive = work(&mut source, &mut |msg| tx.blocking_send(msg).is_ok());
+        let alive = work(&mut source, &mut |msg| tx.send(msg).is_ok());
         (source, alive)
     })
     .await;

@@ -34,7 +34,7 @@ fn names(events: &[Event]) -> Vec<String> {
 }
 
 fn send(tx: &FeedTx, events: Vec<Event>) {
-    tx.blocking_send(SourceMsg::Events(events)).expect("open");
+    tx.send(SourceMsg::Events(events)).expect("open");
 }
 
 #[test]
@@ -107,7 +107,7 @@ fn control_goes_first_and_a_cluster_that_goes_takes_its_queue() {
             s("east", "a", "10.0.0.1"),
         ],
     );
-    tx.blocking_send(SourceMsg::ClustersKnown).expect("open");
+    tx.send(SourceMsg::ClustersKnown).expect("open");
     send(&tx, vec![s("north", "n", "10.2.0.1")]);
     send(&tx, vec![Event::ClusterDown { cluster: c("east") }]);
     let round = feed.take(10);
@@ -119,5 +119,5 @@ fn control_goes_first_and_a_cluster_that_goes_takes_its_queue() {
     assert!(matches!(round.control[1], SourceMsg::ClustersKnown));
     assert_eq!(names(&round.events), ["north:n@10.2.0.1"]);
     feed.close();
-    assert_eq!(tx.blocking_send(SourceMsg::ClustersKnown), Err(Closed));
+    assert_eq!(tx.send(SourceMsg::ClustersKnown), Err(Closed));
 }
