@@ -518,19 +518,25 @@ async fn model_task(
 /// cluster is known"), then the queued object events. Returns whether any
 /// name changed and whether every cluster is now known.
 fn apply_round(model: &mut Model, round: Round) -> (bool, bool) {
+    // One moment and, unless "every cluster is known" falls in between, one
+    // refresh of the index for the whole round, control events first.
+    let now = Instant::now();
     let (mut changed, mut known) = (false, false);
+    let mut events = Vec::new();
     for msg in round.control {
         match msg {
-            SourceMsg::Events(events) => changed |= model.apply(events, Instant::now()),
+            SourceMsg::Events(more) => events.extend(more),
             // Names no cluster could hold stop being SERVFAIL, and the
             // mirror may start (before, a cluster not yet announced would
             // look unlinked).
             SourceMsg::ClustersKnown => {
+                changed |= model.apply(std::mem::take(&mut events), now);
                 known = true;
-                changed |= model.clusters_known(Instant::now());
+                changed |= model.clusters_known(now);
             }
         }
     }
-    changed |= model.apply(round.events, Instant::now());
+    events.extend(round.events);
+    changed |= model.apply(events, now);
     (changed, known)
 }
