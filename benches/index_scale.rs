@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo bench --bench index_scale [-- --endpoints 1000000 --changes 1000]
+//! cargo bench --bench index_scale -- --keep DIR   # only writes the data set to DIR
 //! cargo test --bench index_scale      # smoke: 20,000 endpoints, debug build
 //! ```
 //!
@@ -23,7 +24,7 @@
 mod zonegen;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -34,8 +35,10 @@ use arc_swap::ArcSwap;
 
 use clusterset_dns::dns::stats::DnsStats;
 use clusterset_dns::dns::{Handler, Local, Transport};
-use clusterset_dns::model::objects::Slice;
-use clusterset_dns::model::{Epoch, Event, Model, Settings};
+use clusterset_dns::model::objects::{
+    Endpoint, ExportMode, Family, ObjectKey, Port, Protocol, Service, Slice,
+};
+use clusterset_dns::model::{Epoch, Event, Health, Model, Settings};
 use clusterset_dns::source::file::{initial_events, load_dir};
 use clusterset_dns::vocab::name::ZoneName;
 use zonegen::{CLUSTERS, FEDERATED, FLAT, Ips, service_doc, slice_doc};
@@ -64,6 +67,12 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let t = Instant::now();
     let services = generate(&dir.path().join("zones"), endpoints);
+    if let Some(keep) = args.iter().position(|a| a == "--keep").and_then(|i| args.get(i + 1)) {
+        // For profiling the server by hand on the same data.
+        generate(Path::new(keep), endpoints);
+        println!("generated a copy in {keep}");
+        return;
+    }
     println!(
         "generated {endpoints} endpoints in {services} services in {:.1}s",
         t.elapsed().as_secs_f64()
@@ -75,7 +84,8 @@ fn main() {
     let (load, rss_full) = serve_until_ready(&dir.path().join("zones"));
     let per_endpoint = rss_full.saturating_sub(rss_empty) as f64 / endpoints as f64;
 
-    let change = changes_and_queries(&dir.path().join("zones"), changes);
+    let change = changes_and_queries(file_setup(&dir.path().join("zones"), changes), changes);
+    let big = changes_and_queries(big_setup(if smoke { 1_000 } else { 10_000 }), changes);
 
     let c = &change;
     println!();
@@ -103,28 +113,13 @@ fn main() {
         ),
         "< 300 B",
     );
-    row(
-        "one endpoint change, applied + published",
-        format!(
-            "p50 {:.0} / p99 {:.0} / max {:.0} µs",
-            c.apply_p50_us, c.apply_p99_us, c.apply_max_us
-        ),
-        "< 1000 µs",
+    change_rows(&row, "", c);
+    let big_size = if smoke { 1_000 } else { 10_000 };
+    change_rows(
+        &row,
+        &format!("big service ({big_size} × 4 clusters, federated headless): "),
+        &big,
     );
-    for (what, l) in [
-        ("query, nothing changing", &c.idle),
-        ("query of other names, while changing", &c.unrelated),
-        ("query of the changing names", &c.same),
-    ] {
-        row(
-            what,
-            format!(
-                "p50 {:.1} / p99.9 {:.1} / max {:.1} µs",
-                l.p50, l.p999, l.max
-            ),
-            "",
-        );
-    }
     println!(
         "({} and {} queries answered during two runs of {changes} changes; RSS {} MiB loaded, {} MiB empty)",
         c.unrelated.count,
@@ -135,7 +130,9 @@ fn main() {
     println!(
         "RESULT endpoints={endpoints} load_s={:.2} rss_bytes={rss_full} rss_empty_bytes={rss_empty} \
          bytes_per_endpoint={per_endpoint:.0} change_p50_us={:.1} change_p99_us={:.1} change_max_us={:.1} \
-         query_p999_idle_us={:.1} query_p999_unrelated_us={:.1} query_p999_same_us={:.1}",
+         query_p999_idle_us={:.1} query_p999_unrelated_us={:.1} query_p999_same_us={:.1} \
+         big_endpoints_per_cluster={big_size} big_change_p50_us={:.1} big_change_p99_us={:.1} big_change_max_us={:.1} \
+         big_query_p999_idle_us={:.1} big_query_p999_unrelated_us={:.1}",
         load.as_secs_f64(),
         c.apply_p50_us,
         c.apply_p99_us,
@@ -143,11 +140,42 @@ fn main() {
         c.idle.p999,
         c.unrelated.p999,
         c.same.p999,
+        big.apply_p50_us,
+        big.apply_p99_us,
+        big.apply_max_us,
+        big.idle.p999,
+        big.unrelated.p999,
     );
     assert!(
         c.unrelated.count > 0 && c.same.count > 0,
         "queries were answered during the changes"
     );
+}
+
+/// The table rows of one change run, each measure prefixed with `what`.
+fn change_rows(row: &dyn Fn(&str, String, &str), what: &str, c: &ChangeReport) {
+    row(
+        &format!("{what}one endpoint change, applied + published"),
+        format!(
+            "p50 {:.0} / p99 {:.0} / max {:.0} µs",
+            c.apply_p50_us, c.apply_p99_us, c.apply_max_us
+        ),
+        if what.is_empty() { "< 100 µs" } else { "< 1000 µs" },
+    );
+    for (name, l) in [
+        ("query, nothing changing", &c.idle),
+        ("query of other names, while changing", &c.unrelated),
+        ("query of the changing names", &c.same),
+    ] {
+        row(
+            &format!("{what}{name}"),
+            format!(
+                "p50 {:.1} / p99.9 {:.1} / max {:.1} µs",
+                l.p50, l.p999, l.max
+            ),
+            "",
+        );
+    }
 }
 
 /// Writes `endpoints` endpoints under `zones`; returns the number of services.
@@ -269,26 +297,34 @@ struct ChangeReport {
     same: Latencies,
 }
 
-/// Loads `zones` into a model, then applies `changes` single-endpoint changes
-/// twice: once while another thread asks names the changes do not touch,
-/// once while it asks the names being changed.
-fn changes_and_queries(zones: &Path, changes: usize) -> ChangeReport {
+/// A model ready for the change runs: the slices to change (with the
+/// cluster they are in), queries of the names they change, and queries of
+/// names they do not touch.
+struct ChangeSetup {
+    model: Model,
+    slices: Vec<(Arc<str>, Slice)>,
+    changed: Vec<Vec<u8>>,
+    others: Vec<Vec<u8>>,
+}
+
+/// Loads `zones` into a model; the first slices of each cluster are changed,
+/// as many others are asked about.
+fn file_setup(zones: &Path, changes: usize) -> ChangeSetup {
     let load = load_dir(zones, Some("west")).expect("load zones");
-    let settings = Arc::new(Settings::new(
-        ZoneName::new("clusterset.local").expect("zone"),
-    ));
-    let mut model = Model::new(settings, Epoch::new(Instant::now(), SystemTime::now()));
+    let mut model = new_model();
     model.apply(
         load.clusters.iter().flat_map(initial_events),
         Instant::now(),
     );
     model.clusters_known(Instant::now());
-    let published = Arc::new(ArcSwap::new(model.snapshot()));
-
     // Per cluster: slices to change, and as many others to ask about.
     let per_cluster = changes / load.clusters.len() + 1;
-    let mut slices: Vec<(Arc<str>, Slice)> = Vec::new();
-    let (mut changed, mut others) = (Vec::new(), Vec::new());
+    let mut setup = ChangeSetup {
+        model,
+        slices: Vec::new(),
+        changed: Vec::new(),
+        others: Vec::new(),
+    };
     for c in &load.clusters {
         for (i, (key, slice)) in c.objects.slices.iter().take(2 * per_cluster).enumerate() {
             let packet = query(&format!(
@@ -296,13 +332,131 @@ fn changes_and_queries(zones: &Path, changes: usize) -> ChangeReport {
                 slice.service, c.name, key.namespace
             ));
             if i < per_cluster {
-                slices.push((c.name.clone(), slice.clone()));
-                changed.push(packet);
+                setup.slices.push((c.name.clone(), slice.clone()));
+                setup.changed.push(packet);
             } else {
-                others.push(packet);
+                setup.others.push(packet);
             }
         }
     }
+    setup
+}
+
+fn new_model() -> Model {
+    let settings = Arc::new(Settings::new(
+        ZoneName::new("clusterset.local").expect("zone"),
+    ));
+    Model::new(settings, Epoch::new(Instant::now(), SystemTime::now()))
+}
+
+/// The big-service case: one federated headless service (a StatefulSet) of
+/// `per_cluster` endpoints in each of the four clusters, in EndpointSlices
+/// of 100 (the Kubernetes default), beside 200 small services per cluster.
+/// The big service's slices are changed; the small ones are the other names.
+fn big_setup(per_cluster: usize) -> ChangeSetup {
+    let mut model = new_model();
+    let now = Instant::now();
+    let ports: Arc<[Port]> = vec![Port {
+        name: Some("peer".into()),
+        protocol: Protocol::Tcp,
+        port: 7000,
+    }]
+    .into();
+    let mut setup = ChangeSetup {
+        model: new_model(),
+        slices: Vec::new(),
+        changed: Vec::new(),
+        others: Vec::new(),
+    };
+    let mut events = Vec::new();
+    for (c, name) in CLUSTERS.iter().enumerate() {
+        let cluster: Arc<str> = (*name).into();
+        events.push(Event::ClusterUp {
+            cluster: cluster.clone(),
+            local: c == 0,
+        });
+        events.push(Event::Health {
+            cluster: cluster.clone(),
+            health: Health {
+                synced: true,
+                ..Health::default()
+            },
+        });
+        let service = |ns: &str, svc: &str, headless: bool| Event::ServiceApplied {
+            cluster: cluster.clone(),
+            service: Service {
+                key: ObjectKey::new(ns, svc),
+                created: 1_700_000_000,
+                export: Some(ExportMode::Flat),
+                federated: headless,
+                headless,
+                cluster_ips: if headless {
+                    Vec::new()
+                } else {
+                    vec![IpAddr::V4(Ipv4Addr::new(10, 96, c as u8, 1))]
+                },
+                ports: ports.to_vec(),
+                publish_not_ready: false,
+                opaque_ports: None,
+                refused: false,
+            },
+        };
+        let slice = |svc: &str, k: usize, from: usize, n: usize, host: bool| Slice {
+            key: ObjectKey::new(if host { "big" } else { "small" }, &format!("{svc}-{k}")),
+            service: svc.into(),
+            family: Family::V4,
+            ports: ports.clone(),
+            endpoints: (from..from + n)
+                .map(|i| Endpoint {
+                    addr: IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | (c as u32) << 20 | i as u32)),
+                    hostname: host.then(|| format!("big-{i}").into()),
+                    ready: true,
+                })
+                .collect(),
+        };
+        events.push(service("big", "big", true));
+        for k in 0..per_cluster.div_ceil(100) {
+            let s = slice("big", k, k * 100, 100.min(per_cluster - k * 100), true);
+            if k % 10 == 0 {
+                setup.slices.push((cluster.clone(), s.clone()));
+            }
+            events.push(Event::SliceApplied {
+                cluster: cluster.clone(),
+                slice: s,
+            });
+        }
+        setup
+            .changed
+            .push(query(&format!("big-{name}.big.svc.clusterset.local")));
+        for i in 0..200 {
+            let svc = format!("s{i}");
+            events.push(service("small", &svc, false));
+            events.push(Event::SliceApplied {
+                cluster: cluster.clone(),
+                slice: slice(&svc, 0, 100_000 + 10 * i, 10, false),
+            });
+            setup
+                .others
+                .push(query(&format!("{svc}-{name}.small.svc.clusterset.local")));
+        }
+    }
+    model.apply(events, now);
+    model.clusters_known(now);
+    setup.model = model;
+    setup
+}
+
+/// Applies `changes` single-endpoint changes twice: once while another
+/// thread asks names the changes do not touch, once while it asks the names
+/// being changed.
+fn changes_and_queries(setup: ChangeSetup, changes: usize) -> ChangeReport {
+    let ChangeSetup {
+        mut model,
+        mut slices,
+        changed,
+        others,
+    } = setup;
+    let published = Arc::new(ArcSwap::new(model.snapshot()));
     let handler = Handler::new(published.clone(), Arc::new(DnsStats::default()), 64 << 20);
     let idle = ask_for(
         &handler,
@@ -322,10 +476,12 @@ fn changes_and_queries(zones: &Path, changes: usize) -> ChangeReport {
             while !warm.load(Ordering::Acquire) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            let count = slices.len();
             for i in 0..changes {
-                let which = i % slices.len();
-                let (cluster, slice) = &mut slices[which];
-                if let Some(e) = slice.endpoints.first_mut() {
+                let (cluster, slice) = &mut slices[i % count];
+                // A different endpoint each time round, as a rolling update would.
+                let n = slice.endpoints.len().max(1);
+                if let Some(e) = slice.endpoints.get_mut((i / count) % n) {
                     e.ready = !e.ready;
                 }
                 let event = Event::SliceApplied {
