@@ -67,7 +67,11 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let t = Instant::now();
     let services = generate(&dir.path().join("zones"), endpoints);
-    if let Some(keep) = args.iter().position(|a| a == "--keep").and_then(|i| args.get(i + 1)) {
+    if let Some(keep) = args
+        .iter()
+        .position(|a| a == "--keep")
+        .and_then(|i| args.get(i + 1))
+    {
         // For profiling the server by hand on the same data.
         generate(Path::new(keep), endpoints);
         println!("generated a copy in {keep}");
@@ -160,7 +164,11 @@ fn change_rows(row: &dyn Fn(&str, String, &str), what: &str, c: &ChangeReport) {
             "p50 {:.0} / p99 {:.0} / max {:.0} µs",
             c.apply_p50_us, c.apply_p99_us, c.apply_max_us
         ),
-        if what.is_empty() { "< 100 µs" } else { "< 1000 µs" },
+        if what.is_empty() {
+            "< 100 µs"
+        } else {
+            "< 1000 µs"
+        },
     );
     for (name, l) in [
         ("query, nothing changing", &c.idle),
@@ -481,7 +489,7 @@ fn changes_and_queries(setup: ChangeSetup, changes: usize) -> ChangeReport {
                 let (cluster, slice) = &mut slices[i % count];
                 // A different endpoint each time round, as a rolling update would.
                 let n = slice.endpoints.len().max(1);
-                if let Some(e) = slice.endpoints.get_mut((i / count) % n) {
+                if let Some(e) = Arc::make_mut(&mut slice.endpoints).get_mut((i / count) % n) {
                     e.ready = !e.ready;
                 }
                 let event = Event::SliceApplied {

@@ -531,7 +531,7 @@ fn service_line(out: &mut String, objects: &ClusterObjects, key: &ObjectKey, svc
         .slices
         .values()
         .filter(|s| s.key.namespace == key.namespace && s.service == key.name)
-        .flat_map(|s| &s.endpoints)
+        .flat_map(|s| s.endpoints.iter())
         .collect();
     let ready = eps.iter().filter(|e| e.ready).count();
     let _ = writeln!(

@@ -180,7 +180,7 @@ pub struct Slice {
     /// The ports the endpoints listen on, shared by every endpoint.
     pub ports: Arc<[Port]>,
     /// Endpoints.
-    pub endpoints: Vec<Endpoint>,
+    pub endpoints: Arc<[Endpoint]>,
 }
 
 /// A linked cluster's multicluster gateway.

@@ -80,7 +80,7 @@ pub(crate) fn slice(
         service: svc.into(),
         family,
         ports: ports.into(),
-        endpoints,
+        endpoints: endpoints.into(),
     }
 }
 

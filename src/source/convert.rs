@@ -721,7 +721,7 @@ pub fn convert_slice(slice: &K8sSlice) -> Result<Converted<Option<Slice>>, Conve
             service: service.into(),
             family,
             ports: ports.into(),
-            endpoints,
+            endpoints: endpoints.into(),
         }),
         warnings: w.0,
     })

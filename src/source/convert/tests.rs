@@ -265,7 +265,7 @@ fn slice_summary(s: &Slice) -> String {
             .unwrap_or_default();
         format!("{host}{}{}", e.addr, if e.ready { "" } else { "!" })
     };
-    let eps = match s.endpoints.as_slice() {
+    let eps = match &s.endpoints[..] {
         [first, .., last] if s.endpoints.len() > 6 => {
             format!(
                 "{} endpoints {} .. {}",
