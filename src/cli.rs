@@ -365,13 +365,14 @@ fn describe_entry(e: &Entry) -> String {
         return "refused by its cluster's budget (SERVFAIL)".to_owned();
     }
     let mut parts = Vec::new();
-    if !e.v4.is_empty() {
-        parts.push(plural(e.v4.len(), "A record"));
+    let (v4, v6) = (e.v4(), e.v6());
+    if !v4.is_empty() {
+        parts.push(plural(v4.len(), "A record"));
     }
-    if !e.v6.is_empty() {
-        parts.push(plural(e.v6.len(), "AAAA record"));
+    if !v6.is_empty() {
+        parts.push(plural(v6.len(), "AAAA record"));
     }
-    if e.v4.is_empty() && e.v6.is_empty() {
+    if v4.is_empty() && v6.is_empty() {
         parts.push("no addresses (NODATA)".to_owned());
     }
     let pod_names = e.name_count() - 1;

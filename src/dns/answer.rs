@@ -207,7 +207,7 @@ enum Found<'e> {
     /// A service name.
     Service(&'e Entry),
     /// Pod names (one pod, one or two families).
-    Pods(&'e [Pod]),
+    Pods(Vec<&'e Pod>),
 }
 
 impl Cx<'_, '_> {
@@ -495,7 +495,13 @@ impl Cx<'_, '_> {
                 let exists = entry
                     .ports
                     .iter()
-                    .chain(entry.pods.iter().flat_map(|p| p.ports.iter()))
+                    .chain(
+                        entry
+                            .parts
+                            .iter()
+                            .flat_map(|part| &part.pods)
+                            .flat_map(|p| p.ports.iter()),
+                    )
                     .any(|p| p.name.is_some() && p.protocol.label() == proto);
                 exists.then(|| self.nodata())
             }
@@ -551,17 +557,17 @@ impl Cx<'_, '_> {
 
     /// Type dispatch at an existing name.
     fn found(&self, entry: &Entry, what: Found<'_>) -> Answer {
+        let is_service = matches!(what, Found::Service(_));
         let (v4, v6): (Vec<Record>, Vec<Record>) = match what {
             Found::Service(e) => (
-                e.v4.iter().map(|ip| self.rr(RData::A(*ip))).collect(),
-                e.v6.iter().map(|ip| self.rr(RData::Aaaa(*ip))).collect(),
+                e.v4().iter().map(|ip| self.rr(RData::A(*ip))).collect(),
+                e.v6().iter().map(|ip| self.rr(RData::Aaaa(*ip))).collect(),
             ),
             Found::Pods(pods) => pods
                 .iter()
                 .map(|p| self.addr_rr(p.addr))
                 .partition(|r| matches!(r.data, RData::A(_))),
         };
-        let is_service = matches!(what, Found::Service(_));
         let records = match self.q.qtype {
             rtype::A => v4,
             rtype::AAAA => v6,
@@ -596,7 +602,7 @@ impl Cx<'_, '_> {
         };
         let mut targets: Vec<(u16, String)> = Vec::new();
         let mut additional = Vec::new();
-        let has_addrs = !entry.v4.is_empty() || !entry.v6.is_empty();
+        let has_addrs = entry.has_addrs();
         let self_ports: Vec<u16> = entry
             .ports
             .iter()
@@ -607,11 +613,11 @@ impl Cx<'_, '_> {
             for port in self_ports {
                 targets.push((port, entry.name.to_string()));
             }
-            let addrs = entry
-                .v4
+            let (v4, v6) = (entry.v4(), entry.v6());
+            let addrs = v4
                 .iter()
                 .map(|ip| IpAddr::V4(*ip))
-                .chain(entry.v6.iter().map(|ip| IpAddr::V6(*ip)));
+                .chain(v6.iter().map(|ip| IpAddr::V6(*ip)));
             additional.extend(addrs.map(|ip| self.named_addr(&entry.name, ip)));
         }
         self.pod_targets(entry, wanted, &mut targets, &mut additional);
@@ -646,21 +652,13 @@ impl Cx<'_, '_> {
         targets: &mut Vec<(u16, String)>,
         additional: &mut Vec<Record>,
     ) {
-        let mut i = 0;
-        while i < entry.pods.len() {
-            let first = &entry.pods[i];
-            let mut j = i + 1;
-            while j < entry.pods.len()
-                && entry.pods[j].cluster == first.cluster
-                && entry.pods[j].hostname == first.hostname
-            {
-                j += 1;
-            }
-            let group = &entry.pods[i..j];
-            i = j;
+        let federated = matches!(entry.origin, Origin::Federated { .. });
+        let pods = entry.pods();
+        for group in pods.chunk_by(|a, b| a.0 == b.0 && a.1.hostname == b.1.hostname) {
+            let (cluster, first) = group[0];
             let mut ports: Vec<u16> = group
                 .iter()
-                .flat_map(|p| p.ports.iter())
+                .flat_map(|(_, p)| p.ports.iter())
                 .filter(|p| wanted(p))
                 .map(|p| p.port)
                 .collect();
@@ -669,14 +667,15 @@ impl Cx<'_, '_> {
             if ports.is_empty() {
                 continue;
             }
-            let target = match &first.cluster {
-                Some(c) => format!("{}.{c}.{}", first.hostname, entry.name),
-                None => format!("{}.{}", first.hostname, entry.name),
+            let target = if federated {
+                format!("{}.{cluster}.{}", first.hostname, entry.name)
+            } else {
+                format!("{}.{}", first.hostname, entry.name)
             };
             for port in ports {
                 targets.push((port, target.clone()));
             }
-            let mut addrs: Vec<&Pod> = group.iter().collect();
+            let mut addrs: Vec<&Pod> = group.iter().map(|(_, p)| *p).collect();
             addrs.sort_by_key(|p| p.addr.is_ipv6());
             additional.extend(addrs.iter().map(|p| self.named_addr(&target, p.addr)));
         }

@@ -56,25 +56,30 @@ fn names(snap: &Snapshot) -> Vec<(String, &'static [u16])> {
         let named: BTreeSet<(String, &str)> = entry
             .ports
             .iter()
-            .chain(entry.pods.iter().flat_map(|p| p.ports.iter()))
+            .chain(
+                entry
+                    .parts
+                    .iter()
+                    .flat_map(|part| &part.pods)
+                    .flat_map(|p| p.ports.iter()),
+            )
             .filter_map(|p| Some((p.name.as_deref()?.to_owned(), p.protocol.label())))
             .collect();
         for (port, proto) in named {
             out.push((format!("_{port}._{proto}.{}", entry.name), &[rtype::SRV]));
         }
         let federated = matches!(entry.origin, Origin::Federated { .. });
-        let hosts: BTreeSet<(Option<&str>, &str)> = entry
-            .pods
-            .iter()
-            .map(|p| (p.cluster.as_deref(), &*p.hostname))
+        let hosts: BTreeSet<(&str, &str)> = entry
+            .pods()
+            .into_iter()
+            .map(|(c, p)| (c, &*p.hostname))
             .collect();
-        for (cluster, host) in hosts {
-            match cluster {
-                Some(c) if federated => {
-                    out.push((format!("{host}.{c}.{}", entry.name), ADDR));
-                    out.push((format!("{host}-{c}.{}", entry.name), ADDR));
-                }
-                _ => out.push((format!("{host}.{}", entry.name), ADDR)),
+        for (c, host) in hosts {
+            if federated {
+                out.push((format!("{host}.{c}.{}", entry.name), ADDR));
+                out.push((format!("{host}-{c}.{}", entry.name), ADDR));
+            } else {
+                out.push((format!("{host}.{}", entry.name), ADDR));
             }
         }
     }

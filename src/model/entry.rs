@@ -5,12 +5,14 @@
 //! Pure functions from the [`ClusterSet`] to an [`Entry`]. They must not
 //! look at other entries, claims or time beyond the `now` they are given.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cluster::{Cluster, ClusterSet, Health};
-use super::objects::{Endpoint, ExportMode, ObjectKey, Port, Service};
+use super::objects::{Endpoint, ExportMode, ObjectKey, Port, Service, Slice};
 use crate::vocab::name::dashed_ip;
 
 /// Where an entry's records come from.
@@ -38,15 +40,97 @@ pub enum Origin {
 /// address is two of these with the same hostname.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Pod {
-    /// The member cluster, for federated names; `None` under a per-cluster
-    /// name.
-    pub cluster: Option<Arc<str>>,
     /// Hostname label (the endpoint's, else the dashed IP).
     pub hostname: Arc<str>,
     /// The address to answer.
     pub addr: IpAddr,
     /// The ports a client dials at `addr` (DESIGN.md decision 10).
     pub ports: Arc<[Port]>,
+}
+
+/// Which reverse (PTR) names a part's addresses offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reverse {
+    /// None (gateway addresses, Linkerd's endpoint mirrors).
+    None,
+    /// Each address names its pod (headless).
+    Pods,
+    /// Each address names the service (flat ClusterIP services).
+    Service,
+}
+
+/// One EndpointSlice's share of a name (or, in gateway mode, the addresses
+/// a client reaches the service by). A name's records are the union of its
+/// parts, so a change of one slice rebuilds one part, not the name: a
+/// service of 10,000 endpoints costs what its changed slice holds. The same
+/// part serves `<svc>-<cluster>` and `<svc>-federated`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Part {
+    /// The cluster the addresses are in.
+    pub cluster: Arc<str>,
+    /// IPv4 addresses, sorted, each once.
+    pub v4: Vec<Ipv4Addr>,
+    /// IPv6 addresses, sorted, each once.
+    pub v6: Vec<Ipv6Addr>,
+    /// Pod names (headless services), sorted by (hostname, address), each
+    /// once.
+    pub pods: Vec<Pod>,
+    /// Reverse names the addresses offer under a per-cluster name.
+    pub reverse: Reverse,
+    /// Octets of the longest hostname, to tell cheaply whether every pod
+    /// name fits under a given suffix.
+    longest_host: usize,
+    /// Distinct hostnames.
+    hostnames: usize,
+}
+
+impl Part {
+    /// A part of `cluster` holding `addrs` and `pods` (either may be empty).
+    pub fn new(
+        cluster: Arc<str>,
+        addrs: impl IntoIterator<Item = IpAddr>,
+        mut pods: Vec<Pod>,
+        reverse: Reverse,
+    ) -> Self {
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        for ip in addrs {
+            match ip {
+                IpAddr::V4(a) => v4.push(a),
+                IpAddr::V6(a) => v6.push(a),
+            }
+        }
+        v4.sort_unstable();
+        v4.dedup();
+        v6.sort_unstable();
+        v6.dedup();
+        pods.sort_unstable();
+        pods.dedup();
+        let longest_host = pods.iter().map(|p| p.hostname.len()).max().unwrap_or(0);
+        let hostnames = if pods.is_empty() {
+            0
+        } else {
+            1 + pods
+                .windows(2)
+                .filter(|w| w[0].hostname != w[1].hostname)
+                .count()
+        };
+        Self {
+            cluster,
+            v4,
+            v6,
+            pods,
+            reverse,
+            longest_host,
+            hostnames,
+        }
+    }
+
+    /// The pods named `hostname`.
+    fn named(&self, hostname: &str) -> &[Pod] {
+        let start = self.pods.partition_point(|p| &*p.hostname < hostname);
+        let end = start + self.pods[start..].partition_point(|p| &*p.hostname == hostname);
+        &self.pods[start..end]
+    }
 }
 
 /// Everything served at and below one service name.
@@ -60,52 +144,140 @@ pub struct Entry {
     pub origin: Origin,
     /// Headless: addresses are pods, SRV targets are pod names.
     pub headless: bool,
-    /// A records of the name, sorted.
-    pub v4: Vec<Ipv4Addr>,
-    /// AAAA records of the name, sorted.
-    pub v6: Vec<Ipv6Addr>,
+    /// Where the records come from, sorted by cluster (then slice name).
+    pub parts: Vec<Arc<Part>>,
     /// SRV ports whose target is the name itself (non-headless answers).
     pub ports: Vec<Port>,
-    /// Pod names, sorted by (cluster, hostname, address).
-    pub pods: Vec<Pod>,
     /// Clusters whose part of this name their budget refused, sorted: the
     /// records they would add are not held (a per-cluster name is then
     /// undecided as a whole; a federated one answers from the others).
     pub refused: Vec<Arc<str>>,
+    /// Names served: this one and its pod names.
+    names: usize,
+    /// Pod names not served because they exceed 253 octets.
+    too_long: u32,
+}
+
+/// Sorted, each once: borrowed when one part holds them all.
+fn merged<T: Ord + Copy>(parts: &[Arc<Part>], of: impl Fn(&Part) -> &[T]) -> Cow<'_, [T]> {
+    let mut holding = parts.iter().filter(|p| !of(p).is_empty());
+    match (holding.next(), holding.next()) {
+        (None, _) => Cow::Borrowed(&[]),
+        (Some(one), None) => Cow::Borrowed(of(one)),
+        _ => {
+            let mut all: Vec<T> = parts.iter().flat_map(|p| of(p).iter().copied()).collect();
+            all.sort_unstable();
+            all.dedup();
+            Cow::Owned(all)
+        }
+    }
 }
 
 impl Entry {
+    fn federated(&self) -> bool {
+        matches!(self.origin, Origin::Federated { .. })
+    }
+
+    /// The A records of the name, sorted, each once.
+    pub fn v4(&self) -> Cow<'_, [Ipv4Addr]> {
+        merged(&self.parts, |p| &p.v4)
+    }
+
+    /// The AAAA records of the name, sorted, each once.
+    pub fn v6(&self) -> Cow<'_, [Ipv6Addr]> {
+        merged(&self.parts, |p| &p.v6)
+    }
+
+    /// True when the name has an address record.
+    pub fn has_addrs(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|p| !p.v4.is_empty() || !p.v6.is_empty())
+    }
+
+    /// The parts whose pods are named under `cluster` (every part under a
+    /// per-cluster name).
+    fn parts_of(&self, cluster: Option<&str>) -> &[Arc<Part>] {
+        let (start, end) = match cluster {
+            Some(c) if self.federated() => {
+                let start = self.parts.partition_point(|p| &*p.cluster < c);
+                let len = self.parts[start..].partition_point(|p| &*p.cluster == c);
+                (start, start + len)
+            }
+            Some(_) => (0, 0),
+            None if self.federated() => (0, 0),
+            None => (0, self.parts.len()),
+        };
+        &self.parts[start..end]
+    }
+
+    /// Whether `<host>.<suffix>` fits in a name, where the suffix is this
+    /// name, or `<cluster>.` and this name for federated pods.
+    fn host_fits(&self, cluster: &str, host_len: usize) -> bool {
+        let suffix = if self.federated() {
+            cluster.len() + 1 + self.name.len()
+        } else {
+            self.name.len()
+        };
+        host_len + 1 + suffix <= crate::vocab::name::MAX_NAME_TEXT
+    }
+
     /// The pods named `hostname` (in `cluster`, for federated names).
-    pub fn pods_named(&self, cluster: Option<&str>, hostname: &str) -> &[Pod] {
-        fn key(p: &Pod) -> (Option<&str>, &str) {
-            (p.cluster.as_deref(), &p.hostname)
+    pub fn pods_named(&self, cluster: Option<&str>, hostname: &str) -> Vec<&Pod> {
+        let mut pods: Vec<&Pod> = Vec::new();
+        for part in self.parts_of(cluster) {
+            if self.host_fits(&part.cluster, hostname.len()) {
+                pods.extend(part.named(hostname));
+            }
         }
-        let start = self.pods.partition_point(|p| key(p) < (cluster, hostname));
-        let end = start + self.pods[start..].partition_point(|p| key(p) == (cluster, hostname));
-        &self.pods[start..end]
+        if self.parts.len() > 1 {
+            pods.sort_unstable();
+            pods.dedup();
+        }
+        pods
+    }
+
+    /// Every pod name's pods, sorted by (cluster, hostname, address), each
+    /// once, with the cluster it is in (named only under federated names).
+    pub fn pods(&self) -> Vec<(&str, &Pod)> {
+        let mut pods: Vec<(&str, &Pod)> = Vec::new();
+        for part in &self.parts {
+            let fits = self.host_fits(&part.cluster, part.longest_host);
+            pods.extend(
+                part.pods
+                    .iter()
+                    .filter(|p| fits || self.host_fits(&part.cluster, p.hostname.len()))
+                    .map(|p| (&*part.cluster, p)),
+            );
+        }
+        if self.parts.iter().filter(|p| !p.pods.is_empty()).count() > 1 {
+            pods.sort_unstable();
+            pods.dedup();
+        }
+        pods
     }
 
     /// True when `cluster` contributes at least one pod name (the empty
     /// non-terminal `<cluster>.<svc>-federated`).
     pub fn has_member(&self, cluster: &str) -> bool {
-        let start = self
-            .pods
-            .partition_point(|p| p.cluster.as_deref() < Some(cluster));
-        self.pods
-            .get(start)
-            .is_some_and(|p| p.cluster.as_deref() == Some(cluster))
+        self.parts_of(Some(cluster))
+            .iter()
+            .any(|p| !p.pods.is_empty())
     }
 
     /// The member clusters contributing pods, in order.
     pub fn members(&self) -> impl Iterator<Item = &str> {
         let mut last: Option<&str> = None;
-        self.pods.iter().filter_map(move |p| {
-            let c = p.cluster.as_deref()?;
-            (last != Some(c)).then(|| {
-                last = Some(c);
-                c
+        self.parts
+            .iter()
+            .filter(|p| self.federated() && !p.pods.is_empty())
+            .filter_map(move |p| {
+                let c = &*p.cluster;
+                (last != Some(c)).then(|| {
+                    last = Some(c);
+                    c
+                })
             })
-        })
     }
 
     /// True when nothing can be answered at this name because of the
@@ -115,9 +287,10 @@ impl Entry {
         !self.refused.is_empty()
             && match self.origin {
                 Origin::Cluster { .. } => true,
-                Origin::Federated { .. } => {
-                    self.v4.is_empty() && self.v6.is_empty() && self.pods.is_empty()
-                }
+                Origin::Federated { .. } => self
+                    .parts
+                    .iter()
+                    .all(|p| p.v4.is_empty() && p.v6.is_empty() && p.pods.is_empty()),
             }
     }
 
@@ -128,28 +301,117 @@ impl Entry {
 
     /// Number of names this entry serves: itself and its pod names.
     pub fn name_count(&self) -> usize {
-        let mut names = 1;
-        let mut prev: Option<(&Option<Arc<str>>, &Arc<str>)> = None;
-        for p in &self.pods {
-            if prev != Some((&p.cluster, &p.hostname)) {
-                names += 1;
-            }
-            prev = Some((&p.cluster, &p.hostname));
+        self.names
+    }
+
+    /// Pod names not served because they would exceed 253 octets.
+    pub fn too_long(&self) -> u32 {
+        self.too_long
+    }
+
+    /// The PTR records this name offers: address → name. Only per-cluster
+    /// names offer them (a federated name repeats its members' addresses).
+    pub fn ptrs(&self) -> Vec<(IpAddr, Arc<str>)> {
+        let mut out = Vec::new();
+        if self.federated() {
+            return out;
         }
-        names
+        for part in &self.parts {
+            match part.reverse {
+                Reverse::None => {}
+                Reverse::Service => out.extend(
+                    part.v4
+                        .iter()
+                        .map(|ip| IpAddr::V4(*ip))
+                        .chain(part.v6.iter().map(|ip| IpAddr::V6(*ip)))
+                        .map(|ip| (ip, self.name.clone())),
+                ),
+                Reverse::Pods => out.extend(
+                    part.pods
+                        .iter()
+                        .filter(|p| self.host_fits(&part.cluster, p.hostname.len()))
+                        .map(|p| (p.addr, format!("{}.{}", p.hostname, self.name).into())),
+                ),
+            }
+        }
+        out
+    }
+
+    /// Builds an entry from its parts; `None` when the name does not exist
+    /// (headless with no address and nothing refused).
+    fn from_parts(head: Head, mut parts: Vec<Arc<Part>>, mut ports: Vec<Port>) -> Option<Self> {
+        let Head {
+            name,
+            namespace,
+            origin,
+            headless,
+            mut refused,
+        } = head;
+        parts.retain(|p| !p.v4.is_empty() || !p.v6.is_empty() || !p.pods.is_empty());
+        parts.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+        ports.sort_unstable();
+        ports.dedup();
+        refused.sort_unstable();
+        let exists = !headless || !parts.is_empty() || !refused.is_empty();
+        let mut entry = Self {
+            name,
+            namespace,
+            origin,
+            headless,
+            parts,
+            ports,
+            refused,
+            names: 1,
+            too_long: 0,
+        };
+        entry.count_names();
+        exists.then_some(entry)
+    }
+
+    /// Counts pod names (and those too long to serve). Hostnames of one
+    /// cluster's slices are distinct except across address families (a
+    /// dual-stack pod is in an IPv4 and an IPv6 slice), so only a cluster
+    /// with parts of both families is counted by set.
+    fn count_names(&mut self) {
+        let mut names = 1;
+        let mut too_long = 0u32;
+        let mut i = 0;
+        while i < self.parts.len() {
+            let c = &self.parts[i].cluster;
+            let j = i + self.parts[i..].partition_point(|p| p.cluster == *c);
+            let group = &self.parts[i..j];
+            let fits = |p: &Part| self.host_fits(c, p.longest_host);
+            let both = group.iter().any(|p| !p.v4.is_empty() && !p.pods.is_empty())
+                && group.iter().any(|p| !p.v6.is_empty() && !p.pods.is_empty());
+            if !both && group.iter().all(|p| fits(p)) {
+                names += group.iter().map(|p| p.hostnames).sum::<usize>();
+            } else {
+                let mut hosts: Vec<&str> = Vec::new();
+                for p in group.iter().flat_map(|p| &p.pods) {
+                    if self.host_fits(c, p.hostname.len()) {
+                        hosts.push(&p.hostname);
+                    } else {
+                        too_long += 1;
+                    }
+                }
+                hosts.sort_unstable();
+                hosts.dedup();
+                names += hosts.len();
+            }
+            i = j;
+        }
+        self.names = names;
+        self.too_long = too_long;
     }
 }
 
-/// The result of building one entry.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Built {
-    /// The entry; `None` when the name does not exist (headless with no
-    /// ready endpoints, no federated member left).
-    pub entry: Option<Entry>,
-    /// PTR records this entry offers: address → name.
-    pub ptrs: Vec<(IpAddr, Arc<str>)>,
-    /// Pod names not served because they exceed 253 characters.
-    pub too_long: u32,
+/// What an entry is, apart from its records.
+struct Head {
+    name: Arc<str>,
+    namespace: Arc<str>,
+    origin: Origin,
+    headless: bool,
+    refused: Vec<Arc<str>>,
 }
 
 /// Inputs of a build that are not cluster state.
@@ -167,116 +429,153 @@ fn ready(svc: &Service, ep: &Endpoint) -> bool {
     ep.ready || svc.publish_not_ready
 }
 
-struct Acc {
-    v4: Vec<Ipv4Addr>,
-    v6: Vec<Ipv6Addr>,
-    ports: Vec<Port>,
-    pods: Vec<Pod>,
-    ptrs: Vec<(IpAddr, Arc<str>)>,
-    too_long: u32,
-    refused: Vec<Arc<str>>,
-}
-
-impl Acc {
-    fn new() -> Self {
-        Self {
-            v4: Vec::new(),
-            v6: Vec::new(),
-            ports: Vec::new(),
-            pods: Vec::new(),
-            ptrs: Vec::new(),
-            too_long: 0,
-            refused: Vec::new(),
-        }
-    }
-
-    fn addr(&mut self, ip: IpAddr) {
-        match ip {
-            IpAddr::V4(v4) => self.v4.push(v4),
-            IpAddr::V6(v6) => self.v6.push(v6),
-        }
-    }
-
-    /// Adds a pod; its name is `<host>.<suffix>`.
-    fn pod(
-        &mut self,
-        cluster: Option<&Arc<str>>,
-        host: Arc<str>,
-        suffix: &str,
-        addr: IpAddr,
-        ports: Arc<[Port]>,
-        ptr: bool,
-    ) {
-        self.addr(addr);
-        if host.len() + 1 + suffix.len() > crate::vocab::name::MAX_NAME_TEXT {
-            self.too_long += 1;
-            return;
-        }
-        if ptr {
-            self.ptrs.push((addr, format!("{host}.{suffix}").into()));
-        }
-        self.pods.push(Pod {
-            cluster: cluster.cloned(),
-            hostname: host,
-            addr,
-            ports,
-        });
-    }
-
-    fn finish(
-        mut self,
-        name: Arc<str>,
-        namespace: Arc<str>,
-        origin: Origin,
-        headless: bool,
-    ) -> Built {
-        self.v4.sort_unstable();
-        self.v4.dedup();
-        self.v6.sort_unstable();
-        self.v6.dedup();
-        self.ports.sort_unstable();
-        self.ports.dedup();
-        self.pods.sort_unstable();
-        self.pods.dedup();
-        self.refused.sort_unstable();
-        // A refused member may hold the pods that would make it exist.
-        let exists = !headless
-            || !self.pods.is_empty()
-            || !self.v4.is_empty()
-            || !self.v6.is_empty()
-            || !self.refused.is_empty();
-        let entry = exists.then_some(Entry {
-            name,
-            namespace,
-            origin,
-            headless,
-            v4: self.v4,
-            v6: self.v6,
-            ports: self.ports,
-            pods: self.pods,
-            refused: self.refused,
-        });
-        if entry.is_none() {
-            self.ptrs.clear();
-        }
-        Built {
-            entry,
-            ptrs: self.ptrs,
-            too_long: self.too_long,
-        }
-    }
-}
-
 fn hostname(ep: &Endpoint) -> Arc<str> {
     ep.hostname
         .clone()
         .unwrap_or_else(|| dashed_ip(ep.addr).into())
 }
 
+/// The rules a slice's part was built under, besides the slice itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Rules {
+    headless: bool,
+    publish_not_ready: bool,
+}
+
+/// A slice's part and what it was built from.
+#[derive(Debug)]
+struct Cached {
+    slice: Arc<str>,
+    endpoints: Arc<[Endpoint]>,
+    ports: Arc<[Port]>,
+    rules: Rules,
+    part: Arc<Part>,
+}
+
+impl Cached {
+    fn holds(&self, slice: &Slice, rules: Rules) -> bool {
+        self.slice == slice.key.name
+            && Arc::ptr_eq(&self.endpoints, &slice.endpoints)
+            && Arc::ptr_eq(&self.ports, &slice.ports)
+            && self.rules == rules
+    }
+}
+
+/// The parts of every held (cluster, service), one per EndpointSlice: a
+/// slice whose endpoint list, ports and service rules are the ones a part
+/// was built from keeps that part, so a batch rebuilds only what changed.
+#[derive(Debug, Default)]
+pub struct PartCache {
+    parts: HashMap<(Arc<str>, ObjectKey), Vec<Cached>>,
+}
+
+impl PartCache {
+    /// Brings the parts of service `key` of `cluster` up to date with `set`
+    /// (dropping them when the service is gone or not held).
+    pub fn update(&mut self, set: &ClusterSet, cluster: &Arc<str>, key: &ObjectKey) {
+        let pair = (cluster.clone(), key.clone());
+        let held = set
+            .get(cluster)
+            .and_then(|c| Some((c, c.services.get(key)?)))
+            .filter(|(_, s)| !s.refused && (s.export.is_some() || s.federated));
+        let Some((c, svc)) = held else {
+            self.parts.remove(&pair);
+            return;
+        };
+        let rules = Rules {
+            headless: svc.headless,
+            publish_not_ready: svc.publish_not_ready,
+        };
+        let mut old = self
+            .parts
+            .remove(&pair)
+            .unwrap_or_default()
+            .into_iter()
+            .peekable();
+        let mut new = Vec::new();
+        for slice in c.slices_of(key) {
+            while old.next_if(|o| o.slice < slice.key.name).is_some() {}
+            let part = match old.next_if(|o| o.holds(slice, rules)) {
+                Some(kept) => kept.part,
+                None => Arc::new(slice_part(&c.name, svc, slice)),
+            };
+            new.push(Cached {
+                slice: slice.key.name.clone(),
+                endpoints: slice.endpoints.clone(),
+                ports: slice.ports.clone(),
+                rules,
+                part,
+            });
+        }
+        self.parts.insert(pair, new);
+    }
+
+    /// The part of `slice` of service `key`, if it was built from this
+    /// version of the slice.
+    fn of_slice(
+        &self,
+        cluster: &Arc<str>,
+        key: &ObjectKey,
+        slice: &Slice,
+        svc: &Service,
+    ) -> Option<&Arc<Part>> {
+        let rules = Rules {
+            headless: svc.headless,
+            publish_not_ready: svc.publish_not_ready,
+        };
+        self.parts
+            .get(&(cluster.clone(), key.clone()))?
+            .iter()
+            .find(|c| c.holds(slice, rules))
+            .map(|c| &c.part)
+    }
+
+    fn of(&self, cluster: &Arc<str>, key: &ObjectKey) -> impl Iterator<Item = &Arc<Part>> {
+        self.parts
+            .get(&(cluster.clone(), key.clone()))
+            .into_iter()
+            .flatten()
+            .map(|c| &c.part)
+    }
+}
+
+/// The part of one slice: its ready addresses, and for a headless service
+/// its pods.
+fn slice_part(cluster: &Arc<str>, svc: &Service, slice: &Slice) -> Part {
+    let ready = slice.endpoints.iter().filter(|ep| ready(svc, ep));
+    let pods = if svc.headless {
+        ready
+            .clone()
+            .map(|ep| Pod {
+                hostname: hostname(ep),
+                addr: ep.addr,
+                ports: slice.ports.clone(),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let reverse = if svc.headless {
+        Reverse::Pods
+    } else {
+        Reverse::Service
+    };
+    Part::new(cluster.clone(), ready.map(|ep| ep.addr), pods, reverse)
+}
+
+/// The result of building one entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Built {
+    /// The entry; `None` when the name does not exist (headless with no
+    /// ready endpoints, no federated member left).
+    pub entry: Option<Entry>,
+}
+
 /// Builds `<label>.<ns>.svc.<zone>` for service `key` of `cluster`, the
-/// winner of that label.
+/// winner of that label, from the slices' parts in `parts`.
 pub fn build_cluster_entry(
     set: &ClusterSet,
+    parts: &PartCache,
     cluster: &Cluster,
     key: &ObjectKey,
     label: &str,
@@ -289,88 +588,145 @@ pub fn build_cluster_entry(
         return Built::default();
     };
     let ns = &key.namespace;
-    let name: Arc<str> = format!("{label}.{ns}.svc.{}", cx.zone).into();
-    let origin = Origin::Cluster {
-        id: cluster.id,
-        name: cluster.name.clone(),
-    };
-    let mut acc = Acc::new();
-    if svc.refused {
-        acc.refused.push(cluster.name.clone());
-        return acc.finish(name, ns.clone(), origin, svc.headless);
-    }
-    if svc.headless {
-        headless_pods(set, cluster, svc, (label, &name), &mut acc);
-        return acc.finish(name, ns.clone(), origin, true);
-    }
-    match (mode, cluster.local) {
-        // A local gateway-mode service needs no gateway: its own ClusterIP.
-        (ExportMode::Gateway, true) => {
-            svc.cluster_ips.iter().for_each(|ip| acc.addr(*ip));
-            acc.ports.extend(svc.ports.iter().cloned());
-        }
-        (ExportMode::Gateway, false) => match set
-            .mirror_for(ns, label, &cluster.name)
-            .filter(|m| !m.cluster_ips.is_empty())
-        {
-            Some(m) => {
-                m.cluster_ips.iter().for_each(|ip| acc.addr(*ip));
-                acc.ports.extend(m.ports.iter().cloned());
-            }
-            None => {
-                if let Some(gw) = &cluster.gateway {
-                    gw.addresses.iter().for_each(|ip| acc.addr(*ip));
-                    if let Some(port) = gw.port {
-                        acc.ports
-                            .extend(svc.ports.iter().map(|p| Port { port, ..p.clone() }));
-                    }
-                }
-            }
+    let mut head = Head {
+        name: format!("{label}.{ns}.svc.{}", cx.zone).into(),
+        namespace: ns.clone(),
+        origin: Origin::Cluster {
+            id: cluster.id,
+            name: cluster.name.clone(),
         },
-        (ExportMode::Flat, _) => {
-            for slice in cluster.slices_of(key) {
-                acc.ports.extend(slice.ports.iter().cloned());
-                for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
-                    acc.addr(ep.addr);
-                    acc.ptrs.push((ep.addr, name.clone()));
-                }
-            }
-        }
+        headless: svc.headless,
+        refused: Vec::new(),
+    };
+    if svc.refused {
+        head.refused.push(cluster.name.clone());
+        return Built {
+            entry: Entry::from_parts(head, Vec::new(), Vec::new()),
+        };
     }
-    acc.finish(name, ns.clone(), origin, false)
+    let (found, ports) = match (mode, cluster.local, svc.headless) {
+        // Through Linkerd's per-pod endpoint mirrors where they exist:
+        // their ClusterIPs are what a client can reach.
+        (ExportMode::Gateway, false, true) => {
+            (mirrored_pods(set, parts, cluster, svc, label), Vec::new())
+        }
+        // A local gateway-mode service needs no gateway: its own ClusterIP.
+        (ExportMode::Gateway, true, false) => (
+            vec![Arc::new(Part::new(
+                cluster.name.clone(),
+                svc.cluster_ips.iter().copied(),
+                Vec::new(),
+                Reverse::None,
+            ))],
+            svc.ports.clone(),
+        ),
+        (ExportMode::Gateway, false, false) => gateway_part(set, cluster, svc, label),
+        (ExportMode::Flat, _, _) | (ExportMode::Gateway, true, true) => {
+            let ports = if svc.headless {
+                Vec::new()
+            } else {
+                cluster
+                    .slices_of(key)
+                    .flat_map(|s| s.ports.iter().cloned())
+                    .collect()
+            };
+            (parts.of(&cluster.name, key).cloned().collect(), ports)
+        }
+    };
+    Built {
+        entry: Entry::from_parts(head, found, ports),
+    }
 }
 
-/// The pods of headless `svc` of `cluster` into `acc`: each ready endpoint,
-/// or in gateway mode Linkerd's per-pod endpoint mirror when there is one.
-fn headless_pods(
+/// A remote gateway-mode service's address: the ClusterIP of its mirror
+/// Service in the local cluster, else the cluster's gateway.
+fn gateway_part(
     set: &ClusterSet,
     cluster: &Cluster,
     svc: &Service,
-    (label, name): (&str, &str),
-    acc: &mut Acc,
-) {
-    let (key, ns) = (&svc.key, &svc.key.namespace);
-    let mode = svc.export;
-    for slice in cluster.slices_of(key) {
+    label: &str,
+) -> (Vec<Arc<Part>>, Vec<Port>) {
+    let part = |addrs: &[IpAddr]| {
+        vec![Arc::new(Part::new(
+            cluster.name.clone(),
+            addrs.iter().copied(),
+            Vec::new(),
+            Reverse::None,
+        ))]
+    };
+    match set
+        .mirror_for(&svc.key.namespace, label, &cluster.name)
+        .filter(|m| !m.cluster_ips.is_empty())
+    {
+        Some(m) => (part(&m.cluster_ips), m.ports.clone()),
+        None => match &cluster.gateway {
+            Some(gw) => {
+                let ports = gw.port.map_or_else(Vec::new, |port| {
+                    svc.ports
+                        .iter()
+                        .map(|p| Port { port, ..p.clone() })
+                        .collect()
+                });
+                (part(&gw.addresses), ports)
+            }
+            None => (Vec::new(), Vec::new()),
+        },
+    }
+}
+
+/// The parts of remote headless gateway-mode `svc`: an endpoint Linkerd
+/// mirrors per pod is answered by the mirror's ClusterIPs (what a client can
+/// reach); a slice with no such endpoint keeps its own part.
+fn mirrored_pods(
+    set: &ClusterSet,
+    parts: &PartCache,
+    cluster: &Cluster,
+    svc: &Service,
+    label: &str,
+) -> Vec<Arc<Part>> {
+    let ns = &svc.key.namespace;
+    let mut out = Vec::new();
+    for slice in cluster.slices_of(&svc.key) {
+        let (mut mirrored, mut own) = (Vec::new(), Vec::new());
         for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
             let host = hostname(ep);
-            // Gateway mode through Linkerd's per-pod endpoint mirrors when
-            // they exist: their ClusterIPs are what a client can reach.
-            let mirror = (mode == Some(ExportMode::Gateway) && !cluster.local)
-                .then(|| set.endpoint_mirror(ns, label, &host, &cluster.name))
-                .flatten()
-                .filter(|m| !m.cluster_ips.is_empty());
-            match mirror {
+            match set
+                .endpoint_mirror(ns, label, &host, &cluster.name)
+                .filter(|m| !m.cluster_ips.is_empty())
+            {
                 Some(m) => {
                     let ports: Arc<[Port]> = m.ports.clone().into();
-                    for ip in &m.cluster_ips {
-                        acc.pod(None, host.clone(), name, *ip, ports.clone(), false);
-                    }
+                    mirrored.extend(m.cluster_ips.iter().map(|ip| Pod {
+                        hostname: host.clone(),
+                        addr: *ip,
+                        ports: ports.clone(),
+                    }));
                 }
-                None => acc.pod(None, host, name, ep.addr, slice.ports.clone(), true),
+                None => own.push(Pod {
+                    hostname: host,
+                    addr: ep.addr,
+                    ports: slice.ports.clone(),
+                }),
             }
         }
+        if mirrored.is_empty() {
+            match parts.of_slice(&cluster.name, &svc.key, slice, svc) {
+                Some(p) => out.push(Arc::clone(p)),
+                None => out.push(Arc::new(slice_part(&cluster.name, svc, slice))),
+            }
+            continue;
+        }
+        for (pods, reverse) in [(mirrored, Reverse::None), (own, Reverse::Pods)] {
+            let addrs: Vec<IpAddr> = pods.iter().map(|p| p.addr).collect();
+            out.push(Arc::new(Part::new(
+                cluster.name.clone(),
+                addrs,
+                pods,
+                reverse,
+            )));
+        }
     }
+    out
 }
 
 /// Whether a member cluster takes part in federated answers now (DESIGN.md
@@ -396,9 +752,10 @@ pub fn federated_members<'s>(
 }
 
 /// Builds `<svc>-federated.<ns>.svc.<zone>`: the union of every member's
-/// ready pod addresses (DESIGN.md decision 4).
+/// ready pod addresses (DESIGN.md decision 4), from the members' parts.
 pub fn build_federated_entry(
     set: &ClusterSet,
+    parts: &PartCache,
     key: &ObjectKey,
     label: &str,
     cx: &BuildContext<'_>,
@@ -417,44 +774,29 @@ pub fn build_federated_entry(
     let used = if fail_open { members } else { eligible };
     let stale = used.iter().any(|c| c.health.broken_since.is_some());
     let ns = &key.namespace;
-    let name: Arc<str> = format!("{label}.{ns}.svc.{}", cx.zone).into();
-    let mut acc = Acc::new();
-    acc.refused = refused.iter().map(|c| c.name.clone()).collect();
-    let mut headless = refused
-        .iter()
-        .all(|c| c.services.get(key).is_some_and(|s| s.headless));
+    let mut head = Head {
+        name: format!("{label}.{ns}.svc.{}", cx.zone).into(),
+        namespace: ns.clone(),
+        origin: Origin::Federated { fail_open, stale },
+        headless: refused
+            .iter()
+            .all(|c| c.services.get(key).is_some_and(|s| s.headless)),
+        refused: refused.iter().map(|c| c.name.clone()).collect(),
+    };
+    let (mut found, mut ports) = (Vec::new(), Vec::new());
     for c in used {
         let Some(svc) = c.services.get(key) else {
             continue;
         };
-        headless &= svc.headless;
-        let pod_suffix = format!("{}.{name}", c.name);
-        for slice in c.slices_of(key) {
-            if !svc.headless {
-                acc.ports.extend(slice.ports.iter().cloned());
-            }
-            for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
-                if svc.headless {
-                    acc.pod(
-                        Some(&c.name),
-                        hostname(ep),
-                        &pod_suffix,
-                        ep.addr,
-                        slice.ports.clone(),
-                        false,
-                    );
-                } else {
-                    acc.addr(ep.addr);
-                }
-            }
+        head.headless &= svc.headless;
+        if !svc.headless {
+            ports.extend(c.slices_of(key).flat_map(|s| s.ports.iter().cloned()));
         }
+        found.extend(parts.of(&c.name, key).cloned());
     }
-    acc.finish(
-        name,
-        ns.clone(),
-        Origin::Federated { fail_open, stale },
-        headless,
-    )
+    Built {
+        entry: Entry::from_parts(head, found, ports),
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use super::Epoch;
 use super::budget::Budget;
 use super::cluster::{ClusterSet, Dirty};
 use super::entry::{
-    BuildContext, Entry, build_cluster_entry, build_federated_entry, federated_members,
+    BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry, federated_members,
 };
 use super::objects::ObjectKey;
 use crate::vocab::name::FEDERATED;
@@ -196,6 +196,8 @@ pub struct Index {
     losers: HashMap<Arc<str>, usize>,
     entry_ptrs: HashMap<Arc<str>, Vec<IpAddr>>,
     ptr_claims: HashMap<IpAddr, Vec<PtrClaim>>,
+    /// Each held slice's part of its names, rebuilt only when it changes.
+    parts: PartCache,
     snap: Snapshot,
     /// Wall-clock time for serials.
     epoch: Epoch,
@@ -217,6 +219,7 @@ impl Index {
             losers: HashMap::new(),
             entry_ptrs: HashMap::new(),
             ptr_claims: HashMap::new(),
+            parts: PartCache::default(),
         }
     }
 
@@ -304,6 +307,7 @@ impl Index {
         let mut touched: BTreeSet<Arc<str>> = BTreeSet::new();
         let mut federated: BTreeSet<ObjectKey> = BTreeSet::new();
         for (cluster, key) in &dirty.services {
+            self.parts.update(set, cluster, key);
             federated.insert(key.clone());
             self.update_cluster_claim(set, cluster, key, &mut touched);
         }
@@ -442,9 +446,13 @@ impl Index {
         let (label, _) = key.split_once('.').unwrap_or((key, ""));
         let built = match claims.first() {
             None => Default::default(),
-            Some(w) if !w.per_cluster => build_federated_entry(set, &w.service, label, cx),
+            Some(w) if !w.per_cluster => {
+                build_federated_entry(set, &self.parts, &w.service, label, cx)
+            }
             Some(w) => match set.get(&w.cluster) {
-                Some(cluster) => build_cluster_entry(set, cluster, &w.service, label, cx),
+                Some(cluster) => {
+                    build_cluster_entry(set, &self.parts, cluster, &w.service, label, cx)
+                }
                 None => Default::default(),
             },
         };
@@ -471,23 +479,25 @@ impl Index {
         }
         self.snap.stats.collisions = self.snap.stats.collisions + losers as u64 - before as u64;
 
-        if built.too_long == 0 {
+        let too_long = built.entry.as_ref().map_or(0, Entry::too_long);
+        if too_long == 0 {
             self.too_long_pods.remove(key);
         } else {
-            self.too_long_pods.insert(key.clone(), built.too_long);
+            self.too_long_pods.insert(key.clone(), too_long);
         }
-
-        let old = match &built.entry {
-            Some(entry) => self
-                .snap
-                .entries
-                .insert(key.clone(), Arc::new(entry.clone())),
+        let ptrs = match &built.entry {
+            Some(e) if !self.settings.reverse_zones.is_empty() => e.ptrs(),
+            _ => Vec::new(),
+        };
+        let new = built.entry.map(Arc::new);
+        let old = match &new {
+            Some(entry) => self.snap.entries.insert(key.clone(), entry.clone()),
             None => self.snap.entries.remove(key),
         };
         let old_names = old.as_ref().map_or(0, |e| e.name_count() as u64);
-        let new_names = built.entry.as_ref().map_or(0, |e| e.name_count() as u64);
+        let new_names = new.as_ref().map_or(0, |e| e.name_count() as u64);
         self.snap.stats.names = self.snap.stats.names + new_names - old_names;
-        match (&old, &built.entry) {
+        match (&old, &new) {
             (None, Some(e)) => *self.snap.namespaces.entry(e.namespace.clone()).or_insert(0) += 1,
             (Some(e), None) => {
                 let gone = match self.snap.namespaces.get_mut(&e.namespace) {
@@ -509,7 +519,7 @@ impl Index {
                 .first()
                 .map(|w| (w.created, w.cluster.clone()))
                 .unwrap_or((i64::MAX, Arc::from("")));
-            self.update_ptrs(key, built.ptrs, priority);
+            self.update_ptrs(key, ptrs, priority);
         }
     }
 

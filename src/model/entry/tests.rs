@@ -13,9 +13,9 @@ fn snapshot(events: Vec<Event>) -> Arc<crate::model::Snapshot> {
 }
 
 fn pods(e: &Entry) -> Vec<String> {
-    e.pods
-        .iter()
-        .map(|p| {
+    e.pods()
+        .into_iter()
+        .map(|(_, p)| {
             format!(
                 "{}={} ports {:?}",
                 p.hostname,
@@ -113,7 +113,7 @@ fn publish_not_ready_serves_not_ready_endpoints() {
     ));
     let snap = snapshot(ev);
     assert_eq!(
-        snap.entries.get("warm-east.prod").map(|e| e.v4.len()),
+        snap.entries.get("warm-east.prod").map(|e| e.v4().len()),
         Some(1)
     );
 }
@@ -157,7 +157,7 @@ fn pod_names_over_253_are_left_out_but_addresses_stay() {
         .entries
         .get(format!("{svc_name}-federated.{ns}").as_str())
         .expect("entry");
-    assert_eq!(e.v4.len(), 2, "both addresses answer the service name");
+    assert_eq!(e.v4().len(), 2, "both addresses answer the service name");
     assert_eq!(pods(e), ["short=10.1.1.2 ports [80]"]);
     // One pod name, and the per-cluster label (53 + 1 + 50 = 104 octets).
     assert_eq!(snap.stats.too_long, 2);
@@ -230,9 +230,9 @@ fn an_address_in_two_slices_of_a_service_is_answered_once() {
     }
     let snap = snapshot(ev);
     let flat = snap.entries.get("flat-east.prod").expect("flat");
-    assert_eq!(flat.v4.len(), 2, "{:?}", flat.v4);
+    assert_eq!(flat.v4().len(), 2, "{:?}", flat.v4());
     let db = snap.entries.get("db-east.prod").expect("db");
-    assert_eq!(db.v4.len(), 2, "{:?}", db.v4);
+    assert_eq!(db.v4().len(), 2, "{:?}", db.v4());
     assert_eq!(
         pods(db),
         ["10-1-0-2=10.1.0.2 ports [80]", "db-0=10.1.0.1 ports [80]"]

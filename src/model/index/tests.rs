@@ -15,11 +15,12 @@ fn model() -> Model {
 
 fn addrs(snap: &Snapshot, key: &str) -> Option<Vec<String>> {
     snap.entries.get(key).map(|e| {
-        let mut v: Vec<String> =
-            e.v4.iter()
-                .map(ToString::to_string)
-                .chain(e.v6.iter().map(ToString::to_string))
-                .collect();
+        let mut v: Vec<String> = e
+            .v4()
+            .iter()
+            .map(ToString::to_string)
+            .chain(e.v6().iter().map(ToString::to_string))
+            .collect();
         v.sort();
         v
     })
