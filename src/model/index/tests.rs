@@ -397,7 +397,12 @@ fn op() -> impl Strategy<Value = Event> {
         Just(Some(ExportMode::Flat)),
         Just(Some(ExportMode::Gateway))
     ];
-    let ip = (1u8..4, 1u8..4).prop_map(|(x, y)| format!("10.0.{x}.{y}"));
+    let ip = prop_oneof![
+        3 => (1u8..4, 1u8..4).prop_map(|(x, y)| format!("10.0.{x}.{y}")),
+        1 => (1u8..4).prop_map(|x| format!("fd00::{x}")),
+    ];
+    // Two slices per service, so a change of one keeps the other's part.
+    let slice_no = 1u8..3;
     prop_oneof![
         (
             cluster.clone(),
@@ -406,9 +411,10 @@ fn op() -> impl Strategy<Value = Event> {
             mode,
             any::<bool>(),
             any::<bool>(),
-            0i64..4
+            0i64..4,
+            any::<bool>()
         )
-            .prop_map(|(cl, ns, name, export, federated, headless, created)| {
+            .prop_map(|(cl, ns, name, export, federated, headless, created, not_ready)| {
                 let mut s = service(
                     ns,
                     name,
@@ -419,6 +425,8 @@ fn op() -> impl Strategy<Value = Event> {
                     vec![port(Some("http"), Protocol::Tcp, 80)],
                 );
                 s.created = created;
+                // Changes the part of every slice without changing a slice.
+                s.publish_not_ready = not_ready;
                 svc_event(cl, s)
             }),
         (cluster.clone(), ns.clone(), name.clone()).prop_map(|(cl, ns, name)| {
@@ -431,9 +439,10 @@ fn op() -> impl Strategy<Value = Event> {
             cluster.clone(),
             ns.clone(),
             name.clone(),
+            slice_no.clone(),
             proptest::collection::vec((ip, any::<bool>(), any::<bool>()), 0..3)
         )
-            .prop_map(|(cl, ns, name, eps)| {
+            .prop_map(|(cl, ns, name, k, eps)| {
                 let eps: Vec<(String, Option<String>, bool)> = eps
                     .into_iter()
                     .enumerate()
@@ -447,17 +456,17 @@ fn op() -> impl Strategy<Value = Event> {
                     cl,
                     slice(
                         ns,
-                        &format!("{name}-1"),
+                        &format!("{name}-{k}"),
                         name,
                         vec![port(Some("http"), Protocol::Tcp, 80)],
                         &refs,
                     ),
                 )
             }),
-        (cluster.clone(), ns.clone(), name.clone()).prop_map(|(cl, ns, name)| {
+        (cluster.clone(), ns.clone(), name.clone(), slice_no).prop_map(|(cl, ns, name, k)| {
             Event::SliceDeleted {
                 cluster: c(cl),
-                key: ObjectKey::new(ns, &format!("{name}-1")),
+                key: ObjectKey::new(ns, &format!("{name}-{k}")),
             }
         }),
         (ns, name).prop_map(|(ns, name)| Event::MirrorApplied {
@@ -488,7 +497,7 @@ fn op() -> impl Strategy<Value = Event> {
 use crate::model::{ClusterSet, Health};
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(1000))]
 
     /// Applying events one by one (incremental updates) gives the same index
     /// as building it from the final state in one go.
