@@ -331,6 +331,7 @@ fn changes_and_queries(zones: &Path, changes: usize) -> ChangeReport {
                 let event = Event::SliceApplied {
                     cluster: cluster.clone(),
                     slice: slice.clone(),
+                    trigger: None,
                 };
                 let t = Instant::now();
                 model.apply([event], t);
