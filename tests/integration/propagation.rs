@@ -34,7 +34,10 @@ async fn observed(admin: std::net::SocketAddr, cluster: &str) -> Result<(u64, f6
     });
     for sample in samples {
         if let PrometheusValue::Histogram(h) = &sample.value {
-            let sum = h.sum.as_ref().map_or(0.0, |n| n.as_f64());
+            let sum = h
+                .sum
+                .as_ref()
+                .map_or(0.0, openmetrics_parser::MetricNumber::as_f64);
             return Ok((h.count.unwrap_or(0), sum));
         }
     }
