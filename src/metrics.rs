@@ -715,6 +715,42 @@ mod tests {
     }
 
     #[test]
+    fn propagation_is_a_histogram_per_known_cluster() {
+        use crate::model::{ClusterSet, Dirty, Event};
+        use crate::propagation::Pending;
+        use std::time::UNIX_EPOCH;
+        let shared = shared();
+        assert!(
+            !Metrics::new(&shared)
+                .encode()
+                .expect("encode")
+                .contains("propagation"),
+            "no family before the first cluster"
+        );
+        let up = Event::ClusterUp {
+            cluster: "east".into(),
+            local: false,
+        };
+        let mut set = ClusterSet::new();
+        set.apply(up.clone(), &mut Dirty::default());
+        let mut pending = Pending::default();
+        pending.note(&[up]);
+        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        pending.publish(&shared.propagation, &set, now);
+        let text = Metrics::new(&shared).encode().expect("encode");
+        let name = "clusterset_dns_propagation_seconds";
+        for line in [
+            format!("# TYPE {name} histogram"),
+            format!("{name}_bucket{{cluster=\"east\",le=\"5\"}} 0"),
+            format!("{name}_count{{cluster=\"east\"}} 0"),
+            "clusterset_dns_propagation_clock_skew_total{cluster=\"east\"} 0".to_owned(),
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
+        assert!(parse_prometheus(&text).is_ok(), "{text}");
+    }
+
+    #[test]
     fn a_label_value_cannot_break_out_of_its_quotes() {
         let shared = shared();
         let name: Arc<str> = "a\"} 1\nevil{x=\"y\\".into();
