@@ -495,6 +495,7 @@ fn changes_and_queries(setup: ChangeSetup, changes: usize) -> ChangeReport {
                 let event = Event::SliceApplied {
                     cluster: cluster.clone(),
                     slice: slice.clone(),
+                    trigger: None,
                 };
                 let t = Instant::now();
                 model.apply([event], t);

@@ -14,8 +14,8 @@
 //!    sockets) and the Kubernetes glue (clients, watches).
 //! 4. [`source`] (files or live watches → model events) and [`mirror`]
 //!    (model → objects written into the local cluster).
-//! 5. [`config`], [`metrics`], [`admin`], [`runtime`] and [`cli`]: the
-//!    process around them.
+//! 5. [`config`], [`metrics`], [`propagation`], [`admin`], [`runtime`] and
+//!    [`cli`]: the process around them.
 //!
 //! Everything in `vocab`, `model`, `dns::name`, `dns::wire`, `dns::answer`,
 //! `source::convert`, `source::state` and `mirror::desired` is synchronous,
@@ -31,6 +31,7 @@ pub mod k8s;
 pub mod metrics;
 pub mod mirror;
 pub mod model;
+pub mod propagation;
 pub mod runtime;
 pub mod source;
 pub mod vocab;

@@ -4,7 +4,8 @@
 //! Owns every metric name, help text and label name: its collectors read,
 //! at scrape time, the DNS layer's atomics (`dns::stats`), the snapshot and
 //! readiness, the sources' status board (`source::status`) and the mirror's
-//! counters (`mirror::stats`). So the query path costs what it did (a
+//! counters (`mirror::stats`) and the propagation histograms
+//! (`propagation`). So the query path costs what it did (a
 //! relaxed atomic add) and the encoder is the crate's, which escapes every
 //! label value. It also defines [`Shared`], the state observers read, with
 //! the one counter that belongs to no lower layer ([`ConfigReloads`], which
@@ -30,6 +31,7 @@ use arc_swap::ArcSwap;
 use crate::dns::stats::{DnsCounts, DnsStats};
 use crate::mirror::stats::MirrorStats;
 use crate::model::Snapshot;
+use crate::propagation::Propagation;
 use crate::source::status::{ClusterReport, StatusBoard};
 
 /// What the process publishes for observers: the snapshot, the counters,
@@ -49,6 +51,8 @@ pub struct Shared {
     pub mirror: Arc<MirrorStats>,
     /// Per-cluster status of the source.
     pub board: Arc<StatusBoard>,
+    /// Per-cluster propagation times, observed by the model task.
+    pub propagation: Arc<Propagation>,
 }
 
 /// Configuration reloads, counted by whoever reloads (the `serve` command).
@@ -91,6 +95,7 @@ impl Metrics {
         registry.register_collector(Box::new(Server(shared.clone())));
         registry.register_collector(Box::new(Sources(shared.board.clone())));
         registry.register_collector(Box::new(Mirror(shared.mirror.clone())));
+        registry.register_collector(Box::new(Propagated(shared.propagation.clone())));
         Self { registry }
     }
 
@@ -525,6 +530,41 @@ impl Sources {
     }
 }
 
+/// How long a remote EndpointSlice change took to be answered, per known
+/// cluster (none before the first cluster).
+#[derive(Debug)]
+struct Propagated(Arc<Propagation>);
+
+impl Collector for Propagated {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let series = self.0.read();
+        if series.is_empty() {
+            return Ok(());
+        }
+        let mut m = enc.encode_descriptor(
+            "clusterset_dns_propagation_seconds",
+            "Time from an EndpointSlice change on its cluster (its endpoints.kubernetes.io/last-change-trigger-time annotation) to the publication of answers reflecting it; slices without the annotation are not observed.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (cluster, s) in &series {
+            s.seconds
+                .encode(m.encode_family(&[("cluster", &**cluster)])?)?;
+        }
+        family(
+            &mut enc,
+            (
+                "clusterset_dns_propagation_clock_skew_total",
+                COUNTER,
+                "Trigger times later than the publication (the cluster's clock ahead of ours), observed as 0 in clusterset_dns_propagation_seconds.",
+            ),
+            series
+                .iter()
+                .map(|(c, s)| ([("cluster", &**c)], Num::Int(s.clock_skew))),
+        )
+    }
+}
+
 /// The mirror controller, when it runs.
 #[derive(Debug)]
 struct Mirror(Arc<MirrorStats>);
@@ -618,6 +658,7 @@ mod tests {
             ready: AtomicBool::new(true),
             mirror: Arc::default(),
             board: Arc::default(),
+            propagation: Arc::default(),
         })
     }
 
@@ -671,6 +712,42 @@ mod tests {
             PrometheusValue::Histogram(h) => assert_eq!(h.count, Some(2)),
             other => panic!("not a histogram: {other:?}"),
         }
+    }
+
+    #[test]
+    fn propagation_is_a_histogram_per_known_cluster() {
+        use crate::model::{ClusterSet, Dirty, Event};
+        use crate::propagation::Pending;
+        use std::time::UNIX_EPOCH;
+        let shared = shared();
+        assert!(
+            !Metrics::new(&shared)
+                .encode()
+                .expect("encode")
+                .contains("propagation"),
+            "no family before the first cluster"
+        );
+        let up = Event::ClusterUp {
+            cluster: "east".into(),
+            local: false,
+        };
+        let mut set = ClusterSet::new();
+        set.apply(up.clone(), &mut Dirty::default());
+        let mut pending = Pending::default();
+        pending.note(&[up]);
+        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        pending.publish(&shared.propagation, &set, now);
+        let text = Metrics::new(&shared).encode().expect("encode");
+        let name = "clusterset_dns_propagation_seconds";
+        for line in [
+            format!("# TYPE {name} histogram"),
+            format!("{name}_bucket{{cluster=\"east\",le=\"5\"}} 0"),
+            format!("{name}_count{{cluster=\"east\"}} 0"),
+            "clusterset_dns_propagation_clock_skew_total{cluster=\"east\"} 0".to_owned(),
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
+        assert!(parse_prometheus(&text).is_ok(), "{text}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::k8s::layer::DEFAULT_MAX_INFLIGHT;
 use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
 use crate::model::{ClusterSet, Epoch, Model, Settings};
+use crate::propagation::Pending;
 use crate::source::SourceMsg;
 use crate::source::feed::{Feed, FeedTx, Round};
 use crate::source::live::{self, LiveConfig};
@@ -304,6 +305,7 @@ impl Server {
             ready: AtomicBool::new(false),
             board: Arc::new(StatusBoard::default()),
             mirror: Arc::new(MirrorStats::default()),
+            propagation: Arc::default(),
         });
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
@@ -458,6 +460,7 @@ async fn model_task(
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut work = true;
+    let mut propagated = Pending::default();
     loop {
         // (names changed, the mirror should look again)
         let (changed, mirror_due) = tokio::select! {
@@ -486,7 +489,7 @@ async fn model_task(
                     work = false;
                     continue;
                 }
-                let (changed, known) = apply_round(&mut model, round);
+                let (changed, known) = apply_round(&mut model, round, &mut propagated);
                 initial_done |= known;
                 // Let the sockets and the sources run between rounds.
                 tokio::task::yield_now().await;
@@ -496,6 +499,9 @@ async fn model_task(
         if changed {
             shared.snapshot.store(model.snapshot());
         }
+        // Measured once the answers say it: the wall clock is the one the
+        // remote trigger times are compared with.
+        propagated.publish(&shared.propagation, model.clusters(), SystemTime::now());
         if mirror_due
             && initial_done
             && let Some(feed) = &mirror
@@ -515,9 +521,10 @@ async fn model_task(
 }
 
 /// Applies one round: control first (clusters coming and going, "every
-/// cluster is known"), then the queued object events. Returns whether any
-/// name changed and whether every cluster is now known.
-fn apply_round(model: &mut Model, round: Round) -> (bool, bool) {
+/// cluster is known"), then the queued object events, noting their trigger
+/// times into `propagated`. Returns whether any name changed and whether
+/// every cluster is now known.
+fn apply_round(model: &mut Model, round: Round, propagated: &mut Pending) -> (bool, bool) {
     // One moment and, unless "every cluster is known" falls in between, one
     // refresh of the index for the whole round, control events first.
     let now = Instant::now();
@@ -530,6 +537,7 @@ fn apply_round(model: &mut Model, round: Round) -> (bool, bool) {
             // mirror may start (before, a cluster not yet announced would
             // look unlinked).
             SourceMsg::ClustersKnown => {
+                propagated.note(&events);
                 changed |= model.apply(std::mem::take(&mut events), now);
                 known = true;
                 changed |= model.clusters_known(now);
@@ -537,6 +545,7 @@ fn apply_round(model: &mut Model, round: Round) -> (bool, bool) {
         }
     }
     events.extend(round.events);
+    propagated.note(&events);
     changed |= model.apply(events, now);
     (changed, known)
 }

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use tracing::warn;
 
@@ -72,6 +72,14 @@ pub enum Event {
         cluster: Arc<str>,
         /// The slice.
         slice: Slice,
+        /// When the change this version carries began on its cluster (its
+        /// `endpoints.kubernetes.io/last-change-trigger-time`), for the
+        /// propagation metric (`crate::propagation`); `None` when there is
+        /// none to measure. The model ignores it: it travels beside the
+        /// slice, not in it, so a new trigger time alone never makes the
+        /// slice compare different (no rebuild, no new snapshot) and is
+        /// never held in the model's memory.
+        trigger: Option<SystemTime>,
     },
     /// An EndpointSlice was deleted.
     SliceDeleted {

@@ -115,6 +115,7 @@ pub(crate) fn slice_event(cluster: &str, slice: Slice) -> Event {
     Event::SliceApplied {
         cluster: c(cluster),
         slice,
+        trigger: None,
     }
 }
 

@@ -18,17 +18,20 @@
 //!
 //! It must not keep the full objects (only the fields the model needs, and
 //! of the annotations only the bounded `config.linkerd.io/opaque-ports` and
-//! gateway identity), must not decide anything about DNS names, and must not
-//! count or log: its callers do.
+//! gateway identity, plus a slice's last-change trigger time read as a time
+//! for the propagation metric, [`slice_trigger_time`]), must not decide
+//! anything about DNS names, and must not count or log: its callers do.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
 
 use super::selector::{LINKERD_DEFAULTS, Selectors};
 use crate::model::objects::{
@@ -854,6 +857,57 @@ fn key_for_slice(meta: &ObjectMeta) -> Result<ObjectKey, ConvertError> {
         ));
     }
     Ok(ObjectKey::new(namespace, name))
+}
+
+/// Longest trigger-time annotation read: RFC 3339 with nanoseconds and an
+/// offset is 35 characters; anything much longer is not a time.
+const MAX_TRIGGER_TIME: usize = 64;
+
+/// Why a slice's `endpoints.kubernetes.io/last-change-trigger-time` is not
+/// used (the slice is, unchanged: the annotation only feeds a metric).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TriggerTimeError {
+    /// Longer than any RFC 3339 time.
+    #[error("{0} bytes, longer than an RFC 3339 time")]
+    TooLong(usize),
+    /// Not an RFC 3339 time with an offset (`Z` or `±hh:mm`).
+    #[error("{text} is not an RFC 3339 time: {why}")]
+    NotRfc3339 {
+        /// The value, quoted and bounded.
+        text: String,
+        /// What the parser said.
+        why: String,
+    },
+}
+
+/// Parses a trigger time as the EndpointSlice controller writes it (Go's
+/// `time.RFC3339Nano`): RFC 3339 with `Z` or a numeric offset, fractional
+/// seconds optional. A time without an offset names no instant and is
+/// refused. Uses the parser k8s-openapi reads `metav1.Time` with, so the
+/// spellings accepted are the ones the API objects use.
+pub fn parse_trigger_time(text: &str) -> Result<SystemTime, TriggerTimeError> {
+    if text.len() > MAX_TRIGGER_TIME {
+        return Err(TriggerTimeError::TooLong(text.len()));
+    }
+    let at: Timestamp =
+        text.parse()
+            .map_err(|e: k8s_openapi::jiff::Error| TriggerTimeError::NotRfc3339 {
+                text: quote(text),
+                why: e.to_string(),
+            })?;
+    Ok(SystemTime::from(at))
+}
+
+/// A slice's trigger time, `None` when it has none or an unusable one
+/// (such a slice is simply not measured: the annotation is informational,
+/// and the controllers of other projects do not set it).
+pub fn slice_trigger_time(slice: &K8sSlice) -> Option<SystemTime> {
+    let text = slice
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_TRIGGER_TIME)?;
+    parse_trigger_time(text).ok()
 }
 
 #[cfg(test)]

@@ -693,9 +693,12 @@ pub fn diff(cluster: &Arc<str>, old: &ClusterObjects, new: &ClusterObjects) -> V
     }
     for (k, s) in &new.slices {
         if old.slices.get(k) != Some(s) {
+            // No trigger time: a zones file holds no change in progress,
+            // and what it was copied with is as old as the copy.
             events.push(Event::SliceApplied {
                 cluster: c(),
                 slice: s.clone(),
+                trigger: None,
             });
         }
     }

@@ -9,7 +9,9 @@
 //! the cluster's budget (a refused service is announced refused and its
 //! slices are counted, not held; admitted again, they are listed anew), and
 //! carrying state across a restart (new credentials or selectors) so the
-//! old data is served until the new watches have listed.
+//! old data is served until the new watches have listed; and which slice
+//! deliveries bring a new last-change trigger time to measure propagation
+//! from (a change, not a list's first sight of a slice).
 //!
 //! Its entry points follow kube-runtime's watcher events, kubert-style:
 //! [`ClusterState::watched`] takes one event of one [`Watch`] and returns
@@ -21,6 +23,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
@@ -28,6 +31,7 @@ use kube::runtime::watcher::Event as WatchEvent;
 
 use super::convert::{
     Adjustment, ConvertError, ServiceKind, Warning, convert_service, convert_slice,
+    slice_trigger_time,
 };
 use super::selector::Selectors;
 use crate::model::Event;
@@ -131,6 +135,9 @@ struct HeldSlice {
     /// The endpoint count of the version the model holds; `None` when the
     /// model has none (its service is refused, or it waits in `deferred`).
     sent: Option<usize>,
+    /// Its last-change trigger time now: a delivery carrying the same one
+    /// again (a relist, a relabel by someone else) is no new change.
+    trigger: Option<SystemTime>,
 }
 
 /// Counts for status pages.
@@ -184,8 +191,9 @@ pub struct ClusterState {
     forwarded: (usize, usize),
     /// Slices delivered since the last [`Self::settle`]: the model gets
     /// them once the budget has judged their service, so a refused
-    /// service's endpoints never reach it.
-    deferred: BTreeMap<ObjectKey, crate::model::objects::Slice>,
+    /// service's endpoints never reach it. Each with the trigger time to
+    /// measure its propagation from, if it brings a new one.
+    deferred: BTreeMap<ObjectKey, (crate::model::objects::Slice, Option<SystemTime>)>,
     /// Exported services against the budget.
     admission: Admission,
     budget: Budget,
@@ -395,7 +403,7 @@ impl ClusterState {
     /// Sends the model the slices delivered since the last settle whose
     /// service is admitted; the others stay counted only.
     fn forward_deferred(&mut self, out: &mut Output) {
-        for (key, slice) in std::mem::take(&mut self.deferred) {
+        for (key, (slice, trigger)) in std::mem::take(&mut self.deferred) {
             let Some(held) = self.slices.get_mut(&key) else {
                 continue;
             };
@@ -410,6 +418,7 @@ impl ClusterState {
             out.events.push(Event::SliceApplied {
                 cluster: self.name.clone(),
                 slice,
+                trigger,
             });
         }
     }
@@ -727,10 +736,16 @@ impl ClusterState {
         self.check_synced();
     }
 
-    /// The slice watch saw `slice` added or changed. Problems are reported
-    /// only for slices of exported services: the watch sees every slice of
-    /// the cluster, and the others are none of our business.
+    /// The slice watch saw `slice` added or changed, or listed it (while
+    /// a list is under way).
     fn slice_apply(&mut self, slice: &K8sSlice, out: &mut Output) {
+        self.slice_delivered(slice, self.slice_relist.is_some(), out);
+    }
+
+    /// `slice` was delivered (`listed`: by a list, not the watch). Problems
+    /// are reported only for slices of exported services: the watch sees
+    /// every slice of the cluster, and the others are none of our business.
+    fn slice_delivered(&mut self, slice: &K8sSlice, listed: bool, out: &mut Output) {
         let meta = &slice.metadata;
         let ours = meta
             .labels
@@ -793,7 +808,28 @@ impl ClusterState {
         if let Some(seen) = self.slice_relist.as_mut() {
             seen.insert(s.key.clone());
         }
-        self.hold_slice(service, s, out);
+        let trigger = slice_trigger_time(slice);
+        self.hold_slice(service, s, (trigger, listed), out);
+    }
+
+    /// The trigger time a delivery of `key` brings to measure, if any: one
+    /// that differs from the held version's (an update, as CoreDNS measures
+    /// them), or any for a slice not held that the watch (not a list) saw
+    /// created. A list's new slices are not measured: their trigger time is
+    /// when they last changed, long before this process looked (the
+    /// cluster's first sync, a service exported later).
+    fn new_trigger(
+        &self,
+        key: &ObjectKey,
+        (trigger, listed): (Option<SystemTime>, bool),
+    ) -> Option<SystemTime> {
+        let fresh = match self.slices.get(key) {
+            Some(held) => trigger.filter(|t| held.trigger != Some(*t)),
+            None => trigger.filter(|_| !listed),
+        };
+        // A later version that brings none does not cancel one still
+        // waiting for the settle (its change is in what is sent).
+        fresh.or_else(|| self.deferred.get(key).and_then(|(_, t)| *t))
     }
 
     /// Keeps `s` of exported `service`: counted against the budget now,
@@ -803,8 +839,10 @@ impl ClusterState {
         &mut self,
         service: ObjectKey,
         s: crate::model::objects::Slice,
+        (trigger, listed): (Option<SystemTime>, bool),
         out: &mut Output,
     ) {
+        let measured = self.new_trigger(&s.key, (trigger, listed));
         let n = s.endpoints.len();
         let mut sent = None;
         if let Some(old) = self.slices.remove(&s.key) {
@@ -833,9 +871,10 @@ impl ClusterState {
                 service,
                 endpoints: n,
                 sent,
+                trigger,
             },
         );
-        self.deferred.insert(s.key.clone(), s);
+        self.deferred.insert(s.key.clone(), (s, measured));
     }
 
     /// The slice watch saw `slice` deleted.
@@ -888,7 +927,7 @@ impl ClusterState {
                 if touched.contains(&key) {
                     continue;
                 }
-                self.slice_apply(&slice, out);
+                self.slice_delivered(&slice, true, out);
             }
             // Admitted again while refused: its slices are in, so it may
             // answer.

@@ -22,6 +22,10 @@ pub const ANNOTATION_GATEWAY_IDENTITY: &str = "mirror.linkerd.io/gateway-identit
 pub const ANNOTATION_OPAQUE_PORTS: &str = "config.linkerd.io/opaque-ports";
 /// `kubernetes.io/service-name` on EndpointSlices.
 pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// `endpoints.kubernetes.io/last-change-trigger-time` on EndpointSlices:
+/// when the change (of a Pod or Service) that the controller's last write
+/// carries happened, in RFC 3339, as the EndpointSlice controller sets it.
+pub const ANNOTATION_TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 /// Namespace of the Linkerd multicluster gateway.
 pub const GATEWAY_NAMESPACE: &str = "linkerd-multicluster";
 /// Name of the Linkerd multicluster gateway Service.

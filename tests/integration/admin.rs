@@ -26,6 +26,7 @@ async fn ready_is_503_until_loaded() {
         ready: AtomicBool::new(false),
         board: Arc::default(),
         mirror: Arc::default(),
+        propagation: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -22,7 +22,7 @@ use crate::binary::http_get;
 use crate::kubesim_api::{client, sim};
 use crate::support::{Links, Live, Options, Proto, ask, create_object, eventually, q, start_live};
 
-const NS: &str = "prod";
+pub(crate) const NS: &str = "prod";
 
 /// rcode and A records of `name`.
 async fn a(dns: SocketAddr, name: &str) -> (ResponseCode, BTreeSet<String>) {
@@ -38,7 +38,7 @@ async fn a(dns: SocketAddr, name: &str) -> (ResponseCode, BTreeSet<String>) {
     (msg.metadata.response_code, ips)
 }
 
-fn fqdn(label: &str) -> String {
+pub(crate) fn fqdn(label: &str) -> String {
     format!("{label}.{NS}.svc.clusterset.local.")
 }
 
@@ -49,7 +49,7 @@ fn ips(list: &[&str]) -> BTreeSet<String> {
 /// Polls until `name` answers `want` (NOERROR with exactly these A records,
 /// or the rcode alone when `want` is empty and `rcode` is not NOERROR), at
 /// most `limit`. Returns how long it took.
-async fn until(
+pub(crate) async fn until(
     dns: SocketAddr,
     name: &str,
     rcode: ResponseCode,
@@ -69,7 +69,7 @@ async fn until(
 }
 
 /// A flat-mode (remote-discovery) service `name` with one slice of `addrs`.
-async fn export(c: &kube::Client, name: &str, addrs: &[&str]) {
+pub(crate) async fn export(c: &kube::Client, name: &str, addrs: &[&str]) {
     create_object(
         c,
         json!({
@@ -178,7 +178,7 @@ async fn link(local: &kube::Client, remote: &kubesim::Cluster) {
     create_object(local, link_doc(&remote.name)).await;
 }
 
-fn clusters_file(dir: &Path, clusters: &[&kubesim::Cluster]) -> std::path::PathBuf {
+pub(crate) fn clusters_file(dir: &Path, clusters: &[&kubesim::Cluster]) -> std::path::PathBuf {
     let path = dir.join("clusters.yaml");
     write_clusters(&path, clusters);
     path
@@ -201,7 +201,7 @@ pub(crate) fn write_clusters(path: &Path, clusters: &[&kubesim::Cluster]) {
     std::fs::rename(&tmp, path).expect("rename clusters file");
 }
 
-const SECOND: Duration = Duration::from_secs(1);
+pub(crate) const SECOND: Duration = Duration::from_secs(1);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn links_and_secrets_start_stop_and_rotate_clusters() {

@@ -28,6 +28,7 @@ mod live_demo;
 mod metrics_scrape;
 mod mirror;
 mod mirror_equivalence;
+mod propagation;
 mod rbac;
 mod reload;
 mod soak;

@@ -14,10 +14,10 @@ use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
 
 use crate::support::{Options, Proto, ask, eventually, fixture, q, start};
 
-type Exposition = MetricsExposition<PrometheusType, PrometheusValue>;
+pub(crate) type Exposition = MetricsExposition<PrometheusType, PrometheusValue>;
 
 /// `GET /metrics`: (Content-Type, body), from a blocking thread.
-async fn scrape(admin: SocketAddr) -> (String, String) {
+pub(crate) async fn scrape(admin: SocketAddr) -> (String, String) {
     tokio::task::spawn_blocking(move || {
         let mut s = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(2))
             .expect("connect to admin");
@@ -46,7 +46,7 @@ async fn scrape(admin: SocketAddr) -> (String, String) {
 }
 
 /// The scrape parsed, or the parser's complaint with the scrape.
-fn parse(body: &str) -> Exposition {
+pub(crate) fn parse(body: &str) -> Exposition {
     match parse_prometheus(body) {
         Ok(e) => e,
         Err(e) => panic!("the scrape does not parse: {e:?}\n{body}"),
@@ -173,7 +173,7 @@ async fn a_zones_file_cannot_forge_or_grow_the_scrape() {
 
 /// Every family a file-mode server exposes, with its Prometheus type: the
 /// names and types dashboards and alerts depend on.
-const FAMILIES: [(&str, PrometheusType); 29] = [
+const FAMILIES: [(&str, PrometheusType); 31] = [
     ("clusterset_dns_queries_total", PrometheusType::Counter),
     (
         "clusterset_dns_tls_handshake_failures_total",
@@ -255,6 +255,16 @@ const FAMILIES: [(&str, PrometheusType); 29] = [
     ),
     (
         "clusterset_dns_cluster_objects_adjusted_total",
+        PrometheusType::Counter,
+    ),
+    // Every known cluster has a series from the start (file mode observes
+    // nothing: its slices carry no change in progress).
+    (
+        "clusterset_dns_propagation_seconds",
+        PrometheusType::Histogram,
+    ),
+    (
+        "clusterset_dns_propagation_clock_skew_total",
         PrometheusType::Counter,
     ),
 ];

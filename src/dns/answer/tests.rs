@@ -1074,7 +1074,7 @@ fn fixture_with_refused(refused: &[(&str, &str)]) -> Vec<Event> {
     fixture_events()
         .into_iter()
         .filter_map(|e| match e {
-            Event::SliceApplied { cluster, slice }
+            Event::SliceApplied { cluster, slice, .. }
                 if refused.contains(&(&*cluster, &*slice.service)) =>
             {
                 None

@@ -919,3 +919,69 @@ fn reason_labels_are_fixed_distinct_snake_case() {
     assert_eq!(Adjustment::Skipped.label(), "skipped");
     assert_eq!(Adjustment::Clamped.label(), "clamped");
 }
+
+#[test]
+fn trigger_times_are_rfc3339_with_an_offset() {
+    use std::time::{Duration, UNIX_EPOCH};
+    let at = |secs: u64, nanos: u32| UNIX_EPOCH + Duration::new(secs, nanos);
+    // 2026-01-02T03:04:05Z
+    let base = 1_767_323_045;
+    let ok = [
+        ("2026-01-02T03:04:05Z", at(base, 0)),
+        // Go's RFC3339Nano, as the EndpointSlice controller writes it.
+        ("2026-01-02T03:04:05.123456789Z", at(base, 123_456_789)),
+        ("2026-01-02T03:04:05.5Z", at(base, 500_000_000)),
+        ("2026-01-02T05:04:05+02:00", at(base, 0)),
+        ("2026-01-01T22:04:05.25-05:00", at(base, 250_000_000)),
+        // Far in the future is a time; the metric clamps it, not the parse.
+        ("3000-01-01T00:00:00Z", at(32_503_680_000, 0)),
+    ];
+    for (text, want) in ok {
+        assert_eq!(parse_trigger_time(text), Ok(want), "{text}");
+    }
+    let bad = [
+        "",
+        "garbage",
+        "2026-01-02",
+        // No offset: no instant.
+        "2026-01-02T03:04:05",
+        "2026-13-02T03:04:05Z",
+        "1767323045",
+        // Past the parser's range (its last instant is a day earlier).
+        "9999-12-31T23:59:59Z",
+    ];
+    for text in bad {
+        assert!(
+            matches!(
+                parse_trigger_time(text),
+                Err(TriggerTimeError::NotRfc3339 { .. })
+            ),
+            "{text}: {:?}",
+            parse_trigger_time(text)
+        );
+    }
+    let long = format!("2026-01-02T03:04:05.{}Z", "1".repeat(100));
+    assert_eq!(
+        parse_trigger_time(&long),
+        Err(TriggerTimeError::TooLong(long.len()))
+    );
+}
+
+#[test]
+fn a_slice_without_a_usable_trigger_time_has_none() {
+    let with = |annotations: serde_json::Value| {
+        let s: K8sSlice = serde_json::from_value(json!({
+            "metadata": {"name": "db-1", "namespace": "prod", "annotations": annotations,
+                         "labels": {"kubernetes.io/service-name": "db"}},
+            "addressType": "IPv4",
+            "endpoints": []
+        }))
+        .expect("an EndpointSlice");
+        slice_trigger_time(&s)
+    };
+    let key = "endpoints.kubernetes.io/last-change-trigger-time";
+    assert!(with(json!({key: "2026-01-02T03:04:05Z"})).is_some());
+    assert_eq!(with(json!({})), None);
+    assert_eq!(with(json!({"other": "2026-01-02T03:04:05Z"})), None);
+    assert_eq!(with(json!({key: "yesterday"})), None);
+}

@@ -24,7 +24,7 @@ fn names(events: &[Event]) -> Vec<String> {
     events
         .iter()
         .map(|e| match e {
-            Event::SliceApplied { cluster, slice } => {
+            Event::SliceApplied { cluster, slice, .. } => {
                 format!("{cluster}:{}@{}", slice.key.name, slice.endpoints[0].addr)
             }
             Event::Health { cluster, .. } => format!("{cluster}:health"),

@@ -551,3 +551,112 @@ fn a_targeted_list_is_taken_through_listed() {
     st.settle(&mut out);
     assert_eq!(summary(&out), ["+svc prod/web", "+slice prod/web-1 (1)"]);
 }
+
+fn triggered(name: &str, ips: &[&str], at: &str) -> K8sSlice {
+    let mut s = slice(name, "web", ips);
+    s.metadata.annotations = Some(
+        [(
+            "endpoints.kubernetes.io/last-change-trigger-time".to_owned(),
+            at.to_owned(),
+        )]
+        .into(),
+    );
+    s
+}
+
+/// The trigger times the events carry: `slice@unix-seconds` or `slice@-`.
+fn triggers(out: &Output) -> Vec<String> {
+    out.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SliceApplied { slice, trigger, .. } => Some(format!(
+                "{}@{}",
+                slice.key.name,
+                trigger
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or("-".to_owned(), |d| d.as_secs().to_string())
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn only_a_change_brings_a_trigger_time_to_measure() {
+    use kube::runtime::watcher::Event as E;
+    let t = |s: u32| format!("2026-01-02T03:04:{s:02}Z");
+    let secs = |s: u32| 1_767_323_040 + u64::from(s);
+    let mut st = remote();
+    // The first sync lists web-1: its trigger time is history, not measured.
+    let out = sync(
+        &mut st,
+        [vec![gateway_mode("web")], vec![], vec![]],
+        vec![triggered("web-1", &["10.1.0.1"], &t(1))],
+    );
+    assert_eq!(triggers(&out), ["web-1@-"]);
+
+    let mut watched = |objects: Vec<K8sSlice>| {
+        let mut out = Output::default();
+        for s in objects {
+            merge(
+                &mut out,
+                st.watched(Watch::Slices, E::Apply(Object::slice(s))),
+            );
+        }
+        st.settle(&mut out);
+        triggers(&out)
+    };
+    // An update with a new trigger time is measured, a slice created while
+    // watching too, one without the annotation is not.
+    assert_eq!(
+        watched(vec![
+            triggered("web-1", &["10.1.0.2"], &t(5)),
+            triggered("web-2", &["10.1.0.3"], &t(6)),
+            slice("web-3", "web", &["10.1.0.4"]),
+        ]),
+        [
+            format!("web-1@{}", secs(5)),
+            format!("web-2@{}", secs(6)),
+            "web-3@-".to_owned()
+        ]
+    );
+    // The same trigger time again (someone relabelled it) is no change.
+    assert_eq!(
+        watched(vec![triggered("web-1", &["10.1.0.2"], &t(5))]),
+        ["web-1@-"]
+    );
+    // Two versions before a settle: the new one's time; a later version
+    // without a new time does not cancel it.
+    assert_eq!(
+        watched(vec![
+            triggered("web-2", &["10.1.0.5"], &t(8)),
+            triggered("web-2", &["10.1.0.5", "10.1.0.6"], &t(8)),
+        ]),
+        [format!("web-2@{}", secs(8))]
+    );
+
+    // A relist measures what changed while it was away, not the rest.
+    let mut out = st.watched(Watch::Slices, E::Init);
+    for s in [
+        triggered("web-1", &["10.1.0.2"], &t(5)),
+        triggered("web-2", &["10.1.0.7"], &t(9)),
+        triggered("web-4", &["10.1.0.8"], &t(9)),
+    ] {
+        merge(
+            &mut out,
+            st.watched(Watch::Slices, E::InitApply(Object::slice(s))),
+        );
+    }
+    merge(&mut out, st.watched(Watch::Slices, E::InitDone));
+    st.settle(&mut out);
+    let mut got = triggers(&out);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "web-1@-".to_owned(),
+            format!("web-2@{}", secs(9)),
+            "web-4@-".to_owned()
+        ]
+    );
+}
