@@ -431,6 +431,7 @@ fn big_setup(per_cluster: usize) -> ChangeSetup {
             events.push(Event::SliceApplied {
                 cluster: cluster.clone(),
                 slice: s,
+                trigger: None,
             });
         }
         setup
@@ -442,6 +443,7 @@ fn big_setup(per_cluster: usize) -> ChangeSetup {
             events.push(Event::SliceApplied {
                 cluster: cluster.clone(),
                 slice: slice(&svc, 0, 100_000 + 10 * i, 10, false),
+                trigger: None,
             });
             setup
                 .others
