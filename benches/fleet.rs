@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 
 use changes::{Measured, print_breakdown, run_changes, wait_answer};
-use common::{ChildGuard, Kube, LOAD_CONCURRENCY, flag, listening_addr, mib, ms, percentile, size};
+use common::{ChildGuard, Kube, LOAD_CONCURRENCY, flag, listening_addr, mib, percentile, size};
 use dns::{Dns, admin_ready};
 
 /// Longest wait for the server to be ready, and then for every cluster to answer.
@@ -244,10 +244,6 @@ fn quantiles(samples: &mut [Duration]) -> [Duration; 3] {
     ]
 }
 
-fn secs(d: Duration) -> String {
-    format!("{:.2} s", d.as_secs_f64())
-}
-
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -261,94 +257,89 @@ fn growth(first: f64, last: f64) -> String {
     }
 }
 
-/// Prints the table: a row per measure, a column per fleet size, and the growth from the first
+/// A table with a row per measure, a column per fleet size, and the growth from the first
 /// size to the last.
+struct Table<'a> {
+    runs: &'a [FleetRun],
+}
+
+impl Table<'_> {
+    /// A row: `value` of every run, shown by `show`, and its growth.
+    fn row(&self, what: &str, value: impl Fn(&FleetRun) -> f64, show: impl Fn(f64) -> String) {
+        let cells: Vec<String> = self.runs.iter().map(|r| show(value(r))).collect();
+        let (first, last) = (&self.runs[0], &self.runs[self.runs.len() - 1]);
+        println!(
+            "  | {what} | {} | {} |",
+            cells.join(" | "),
+            growth(value(first), value(last))
+        );
+    }
+
+    /// A row of text cells, without growth.
+    fn text_row(&self, what: &str, cell: impl Fn(&FleetRun) -> String) {
+        let cells: Vec<String> = self.runs.iter().map(cell).collect();
+        println!("  | {what} | {} | |", cells.join(" | "));
+    }
+}
+
+/// Prints the fleet table (the runs' latency samples end up sorted).
 fn print_table(runs: &mut [FleetRun], per_cluster: usize) {
+    for r in runs.iter_mut() {
+        r.m.latency.sort();
+    }
     let head: Vec<String> = runs
         .iter()
         .map(|r| format!("{} clusters", r.clusters))
         .collect();
-    let (a, b) = (0, runs.len() - 1);
     println!("  | measure | {} | growth |", head.join(" | "));
     println!("  |---|{}---|", "---|".repeat(runs.len()));
-    let row = |what: &str, cells: Vec<String>, values: (f64, f64)| {
-        println!(
-            "  | {what} | {} | {} |",
-            cells.join(" | "),
-            growth(values.0, values.1)
-        );
-    };
-    let endpoints = |r: &FleetRun| (r.clusters * per_cluster) as f64;
-    row(
+    let t = Table { runs };
+    let count = |v: f64| format!("{v:.0}");
+    let s = |v: f64| format!("{v:.2} s");
+    let mb = |v: f64| format!("{v:.1} MiB");
+    let msec = |v: f64| format!("{v:.2} ms");
+    t.row(
         "linked endpoints",
-        runs.iter()
-            .map(|r| format!("{}", r.clusters * per_cluster))
-            .collect(),
-        (endpoints(&runs[a]), endpoints(&runs[b])),
+        |r| (r.clusters * per_cluster) as f64,
+        count,
     );
-    let timed: [(&str, fn(&FleetRun) -> Duration); 2] = [
-        ("server start → /ready", |r| r.ready),
-        ("server start → every cluster answering", |r| r.answering),
-    ];
-    for (what, get) in timed {
-        row(
-            what,
-            runs.iter().map(|r| secs(get(r))).collect(),
-            (get(&runs[a]).as_secs_f64(), get(&runs[b]).as_secs_f64()),
-        );
-    }
-    let mem: [(&str, fn(&FleetRun) -> f64); 3] = [
-        ("server RSS, every cluster answering (MiB)", |r| {
-            mib(r.rss.0)
-        }),
-        ("server RSS after the changes (MiB)", |r| mib(r.rss.1)),
-        ("server peak RSS (MiB)", |r| mib(r.rss.2)),
-    ];
-    for (what, get) in mem {
-        let cells = runs.iter().map(|r| format!("{:.1}", get(r))).collect();
-        row(what, cells, (get(&runs[a]), get(&runs[b])));
-    }
-    print_conn_rows(runs, &row);
-    let qs: Vec<[Duration; 3]> = runs
-        .iter_mut()
-        .map(|r| quantiles(&mut r.m.latency))
-        .collect();
-    for (i, what) in ["propagation p50", "propagation p99", "propagation max"]
-        .iter()
-        .enumerate()
-    {
-        let cells = qs.iter().map(|q| ms(q[i])).collect();
-        row(what, cells, (us(qs[a][i]), us(qs[b][i])));
-    }
-    let timeouts = runs.iter().map(|r| r.m.timeouts.to_string()).collect();
-    row("propagation timeouts (> 5 s)", timeouts, (0.0, 0.0));
-}
-
-/// The connection rows of the table.
-fn print_conn_rows(runs: &[FleetRun], row: &dyn Fn(&str, Vec<String>, (f64, f64))) {
-    let (a, b) = (0, runs.len() - 1);
-    let conn: [(&str, fn(&Conns) -> usize); 3] = [
-        ("server TCP connections established", |c| c.established),
-        ("… of them to linked API servers", |c| c.to_linked),
-        ("server socket fds (TCP, UDP, Unix)", |c| c.socket_fds),
-    ];
-    for (what, get) in conn {
-        let cells = runs
-            .iter()
-            .map(|r| format!("{} (after changes {})", get(&r.conns.0), get(&r.conns.1)))
-            .collect();
-        let v = |r: &FleetRun| get(&r.conns.0) as f64;
-        row(what, cells, (v(&runs[a]), v(&runs[b])));
-    }
-    let cells = runs
-        .iter()
-        .map(|r| format!("{} / {}", r.conns.0.per_cluster.0, r.conns.0.per_cluster.1))
-        .collect();
-    row(
-        "connections per linked cluster, min / max",
-        cells,
-        (0.0, 0.0),
+    t.row("server start → /ready", |r| r.ready.as_secs_f64(), s);
+    t.row(
+        "server start → every cluster answering",
+        |r| r.answering.as_secs_f64(),
+        s,
     );
+    t.row("server RSS, every cluster answering", |r| mib(r.rss.0), mb);
+    t.row("server RSS after the changes", |r| mib(r.rss.1), mb);
+    t.row("server peak RSS", |r| mib(r.rss.2), mb);
+    t.row(
+        "server TCP connections established",
+        |r| r.conns.0.established as f64,
+        count,
+    );
+    t.row(
+        "… of them to linked API servers",
+        |r| r.conns.0.to_linked as f64,
+        count,
+    );
+    t.text_row("… per linked cluster, min / max", |r| {
+        format!("{} / {}", r.conns.0.per_cluster.0, r.conns.0.per_cluster.1)
+    });
+    t.row(
+        "server socket fds (TCP, UDP, Unix)",
+        |r| r.conns.0.socket_fds as f64,
+        count,
+    );
+    t.row(
+        "server TCP connections established after the changes",
+        |r| r.conns.1.established as f64,
+        count,
+    );
+    let q = |p: f64| move |r: &FleetRun| percentile(&r.m.latency, p).as_secs_f64() * 1e3;
+    t.row("propagation p50", q(0.5), msec);
+    t.row("propagation p99", q(0.99), msec);
+    t.row("propagation max", q(1.0), msec);
+    t.text_row("propagation timeouts (> 5 s)", |r| r.m.timeouts.to_string());
 }
 
 /// Prints the `RESULT fleet` line of one size.
