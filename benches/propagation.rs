@@ -43,31 +43,28 @@
 //! `PROPAGATION_CLUSTERS`, `PROPAGATION_SERVICES`, `PROPAGATION_ENDPOINTS` and
 //! `PROPAGATION_CHANGES`; `PROPAGATION_TLS=1` serves kubesim over HTTPS.
 
+#[path = "common/changes.rs"]
+mod changes;
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/dns.rs"]
+mod dns;
 
-use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
-use std::ops::Range;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clusterset_dns::runtime::Server;
-use hickory_proto::op::{Message, MessageType, OpCode, Query};
-use hickory_proto::rr::{Name, RData, RecordType};
 use kube::Client;
 
+use changes::{Measured, print_breakdown, run_changes, wait_answer, wait_answers};
 use common::{
-    CHANGE_TIMEOUT, ChildGuard, Kube, LOAD_CONCURRENCY, Mode, NS, RemoteChange, Rss, flag,
-    listening_addr, mib, ms, percentile, remote_name, rss_of, size, table_head, table_row,
+    CHANGE_TIMEOUT, ChildGuard, Kube, LOAD_CONCURRENCY, Mode, RemoteChange, Rss, flag,
+    listening_addr, mib, ms, percentile, remote_name, rss_of, size,
 };
+use dns::{Dns, admin_ready};
 
-/// Pause between two polls of one change.
-const POLL_GAP: Duration = Duration::from_micros(100);
-/// Longest wait for one DNS response before the query is sent again.
-const QUERY_TIMEOUT: Duration = Duration::from_millis(200);
 /// Longest wait for the server to start, sync and answer.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -75,236 +72,6 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 enum Running {
     Process(ChildGuard),
     InProcess(Server),
-}
-
-/// `GET /ready` on the admin server: true on 200.
-fn admin_ready(admin: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&admin, Duration::from_secs(1)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-    if s.write_all(b"GET /ready HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
-}
-
-/// A UDP DNS client with one query in flight.
-struct Dns {
-    sock: UdpSocket,
-    id: u16,
-    buf: Vec<u8>,
-}
-
-impl Dns {
-    fn new(server: SocketAddr) -> Self {
-        let sock = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
-        sock.connect(server).expect("connect udp");
-        sock.set_read_timeout(Some(QUERY_TIMEOUT))
-            .expect("read timeout");
-        Self {
-            sock,
-            id: 0,
-            buf: vec![0; 65535],
-        }
-    }
-
-    /// The A records answering `name`, or `None` when no response came in time.
-    fn a(&mut self, name: &Name) -> Option<Vec<Ipv4Addr>> {
-        self.id = self.id.wrapping_add(1);
-        let mut m = Message::new(self.id, MessageType::Query, OpCode::Query);
-        m.add_query(Query::query(name.clone(), RecordType::A));
-        let bytes = m.to_vec().expect("encode query");
-        self.sock.send(&bytes).ok()?;
-        let deadline = Instant::now() + QUERY_TIMEOUT;
-        while Instant::now() < deadline {
-            let n = self.sock.recv(&mut self.buf).ok()?;
-            let Ok(resp) = Message::from_vec(&self.buf[..n]) else {
-                continue;
-            };
-            // A late answer to an earlier, timed-out query: skip it.
-            if resp.metadata.id != self.id {
-                continue;
-            }
-            return Some(
-                resp.answers
-                    .iter()
-                    .filter_map(|r| match &r.data {
-                        RData::A(a) => Some(a.0),
-                        _ => None,
-                    })
-                    .collect(),
-            );
-        }
-        None
-    }
-}
-
-fn qname(s: usize, c: usize) -> Name {
-    Name::from_ascii(format!(
-        "svc-{s}-{}.{NS}.svc.clusterset.local.",
-        remote_name(c)
-    ))
-    .expect("query name")
-}
-
-/// Waits until service `s` of remote cluster `c` answers exactly `ips` (in any order).
-fn wait_answer(dns: &mut Dns, c: usize, s: usize, ips: &[Ipv4Addr], deadline: Instant) {
-    let mut want = ips.to_vec();
-    want.sort();
-    let name = qname(s, c);
-    loop {
-        if let Some(mut got) = dns.a(&name) {
-            got.sort();
-            if got == want {
-                break;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} did not answer {want:?} in time"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// Waits until every remote cluster's last service answers with its full endpoint set.
-fn wait_answers(dns: &mut Dns, ips: &[Vec<Vec<Ipv4Addr>>], deadline: Instant) {
-    for (c, services) in ips.iter().enumerate() {
-        let s = services.len() - 1;
-        wait_answer(dns, c, s, &services[s], deadline);
-    }
-}
-
-/// What one run of changes measured.
-struct Measured {
-    /// Write sent → first answer with the new IP.
-    latency: Vec<Duration>,
-    /// Write sent → the API call returned.
-    write: Vec<Duration>,
-    /// Write sent → kubesim committed it.
-    to_commit: Vec<Duration>,
-    /// Commit → first answer with the new IP.
-    from_commit: Vec<Duration>,
-    /// Queries sent.
-    polls: u64,
-    timeouts: usize,
-}
-
-/// Runs the changes numbered `ks`, round-robin over remote clusters `skip..` and their services
-/// (every run takes numbers never used before, so it puts in IPs never used before); the
-/// clusters before `skip` are not changed here.
-fn run_changes(
-    rt: &tokio::runtime::Runtime,
-    clients: &[Client],
-    kube: &Kube,
-    dns: &mut Dns,
-    ips: &mut [Vec<Vec<Ipv4Addr>>],
-    skip: usize,
-    ks: Range<usize>,
-) -> Measured {
-    let changes = ks.len();
-    // Commit times from in-process subscribers to each measured cluster's store.
-    let commits: Arc<Mutex<HashMap<(usize, u64), Instant>>> = Arc::default();
-    let recorders: Vec<_> = (skip..clients.len())
-        .map(|c| {
-            let mut rx = kube.remote(c).subscribe();
-            let commits = commits.clone();
-            rt.spawn(async move {
-                while let Ok(change) = rx.recv().await {
-                    let at = Instant::now();
-                    commits.lock().expect("commits").insert((c, change.rv), at);
-                }
-            })
-        })
-        .collect();
-    let mut m = Measured {
-        latency: Vec::with_capacity(changes),
-        write: Vec::with_capacity(changes),
-        to_commit: Vec::with_capacity(changes),
-        from_commit: Vec::with_capacity(changes),
-        polls: 0,
-        timeouts: 0,
-    };
-    for k in ks {
-        let change = RemoteChange::new(k, &clients[skip..], &ips[skip..]);
-        let (c, s, new_ip) = (skip + change.c, change.s, change.new_ip);
-        let name = qname(s, c);
-        let write = change.write();
-
-        let t0 = Instant::now();
-        let write = rt.spawn(async move {
-            let r = write.await;
-            (r, t0.elapsed())
-        });
-        let deadline = t0 + CHANGE_TIMEOUT;
-        let mut seen = None;
-        while Instant::now() < deadline {
-            m.polls += 1;
-            if let Some(answer) = dns.a(&name)
-                && answer.contains(&new_ip)
-            {
-                seen = Some(Instant::now());
-                break;
-            }
-            std::thread::sleep(POLL_GAP);
-        }
-        let (result, write_time) = rt.block_on(write).expect("write task");
-        let patched = result.unwrap_or_else(|e| panic!("patch of svc-{s} in c{}: {e}", c + 1));
-        ips[c][s] = change.next;
-        m.write.push(write_time);
-        let Some(seen) = seen else {
-            m.timeouts += 1;
-            continue;
-        };
-        m.latency.push(seen - t0);
-        let rv = patched
-            .metadata
-            .resource_version
-            .as_deref()
-            .and_then(|v| v.parse::<u64>().ok());
-        // The recorder may lag the write by a moment; it is in-process and never far behind.
-        let commit = rv.and_then(|rv| {
-            let until = Instant::now() + Duration::from_secs(1);
-            loop {
-                if let Some(at) = commits.lock().expect("commits").get(&(c, rv)).copied() {
-                    break Some(at);
-                }
-                if Instant::now() > until {
-                    break None;
-                }
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        });
-        if let Some(at) = commit {
-            m.to_commit.push(at.saturating_duration_since(t0));
-            m.from_commit.push(seen.saturating_duration_since(at));
-        }
-    }
-    for r in recorders {
-        r.abort();
-    }
-    m
-}
-
-/// Prints the latency table of one run of `changes` changes (and sorts its samples).
-fn print_breakdown(m: &mut Measured, changes: usize) {
-    table_head();
-    table_row("write sent → new IP in a DNS answer", &mut m.latency);
-    table_row("write sent → kubesim commit", &mut m.to_commit);
-    table_row(
-        "kubesim commit → new IP in a DNS answer",
-        &mut m.from_commit,
-    );
-    table_row("write sent → patch call returned", &mut m.write);
-    println!(
-        "  ({} DNS queries polled, {:.1} per change)",
-        m.polls,
-        m.polls as f64 / changes.max(1) as f64
-    );
 }
 
 /// Storm writes per writer, at most (each writer's loop is bounded in count as well as in time).
