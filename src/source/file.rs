@@ -16,10 +16,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
+use rayon::prelude::*;
 use serde_json::Value;
 
 use super::convert::{
-    Adjustment, ConvertError, Reason, ServiceKind, Warning, convert_service, convert_slice,
+    Adjustment, ConvertError, Converted, Reason, ServiceKind, Warning, convert_service,
+    convert_slice,
 };
 use super::selector::LINKERD_DEFAULTS;
 use super::state::BudgetReport;
@@ -325,6 +327,122 @@ fn yaml_error(e: &serde_saphyr::Error, first_line: usize) -> String {
     }
 }
 
+/// One document, parsed: the part of reading that needs no other document
+/// and so runs in parallel.
+enum Parsed {
+    /// Nothing but comments or `null`.
+    Empty,
+    /// A Service, converted; with its namespace/name as written.
+    Service(ObjectKey, Result<Converted<ServiceKind>, ConvertError>),
+    /// An EndpointSlice, converted.
+    Slice(Result<Converted<Option<Slice>>, ConvertError>),
+    /// Any other object, or one the direct read refused (the generic read
+    /// names the field in its error).
+    Value(Value),
+    /// Not YAML: the message.
+    Invalid(String),
+}
+
+/// A file's documents, each with the line its content starts on; or why
+/// the file could not be read.
+struct ParsedFile {
+    path: PathBuf,
+    docs: Result<Vec<(usize, Parsed)>, String>,
+}
+
+fn parse_file(path: &Path, local: bool) -> ParsedFile {
+    let docs = match std::fs::read_to_string(path) {
+        Ok(text) => Ok(split_documents(&text)
+            .into_iter()
+            .map(|(first_line, doc)| (first_line, parse_document(&doc, first_line, local)))
+            .collect()),
+        Err(e) => Err(format!("cannot read file: {e}")),
+    };
+    ParsedFile {
+        path: path.to_owned(),
+        docs,
+    }
+}
+
+/// Parses one document (and converts it, when it is an object we hold: the
+/// converted form is what is kept, so the parsed one need not wait for the
+/// reader). A block-style Service or EndpointSlice is read straight into its
+/// type: the generic tree in between was most of the load time of a large
+/// zones directory (`cargo bench --bench index_scale`). Anything else, and
+/// anything the direct read refuses, takes the generic path, whose errors
+/// the reader reports.
+fn parse_document(doc: &str, first_line: usize, local: bool) -> Parsed {
+    match object_head(doc) {
+        Some(("v1", "Service")) => {
+            if let Ok(svc) = serde_saphyr::from_str::<K8sService>(doc) {
+                let (key, converted) = service_doc(&svc, local);
+                return Parsed::Service(key, converted);
+            }
+        }
+        Some(("discovery.k8s.io/v1", "EndpointSlice")) => {
+            if let Ok(slice) = serde_saphyr::from_str::<K8sSlice>(doc) {
+                return Parsed::Slice(convert_slice(&slice));
+            }
+        }
+        _ => {}
+    }
+    match serde_saphyr::from_str::<Value>(doc) {
+        Ok(Value::Null) => Parsed::Empty,
+        Ok(value) => Parsed::Value(value),
+        Err(e) => Parsed::Invalid(format!("invalid YAML: {}", yaml_error(&e, first_line))),
+    }
+}
+
+/// A Service's namespace/name as written, and its conversion.
+fn service_doc(
+    svc: &K8sService,
+    local: bool,
+) -> (ObjectKey, Result<Converted<ServiceKind>, ConvertError>) {
+    let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
+    let name = svc.metadata.name.as_deref().unwrap_or("");
+    (
+        ObjectKey::new(ns, name),
+        convert_service(svc, local, &LINKERD_DEFAULTS),
+    )
+}
+
+/// `apiVersion` and `kind` of a block-style document, when each is a plain
+/// scalar on a top-level line of its own, exactly once; `None` for anything
+/// less simple (flow style, anchors, tags, block scalars), which then takes
+/// the generic path.
+fn object_head(doc: &str) -> Option<(&str, &str)> {
+    let (mut api, mut kind) = (None, None);
+    for line in doc.lines() {
+        let slot = if let Some(v) = line.strip_prefix("apiVersion:") {
+            (&mut api, v)
+        } else if let Some(v) = line.strip_prefix("kind:") {
+            (&mut kind, v)
+        } else {
+            continue;
+        };
+        let value = plain_scalar(slot.1)?;
+        if slot.0.replace(value).is_some() {
+            return None;
+        }
+    }
+    Some((api?, kind?))
+}
+
+/// The text of a one-line scalar with its comment and quotes removed, if it
+/// is that simple.
+fn plain_scalar(raw: &str) -> Option<&str> {
+    let v = raw.split(" #").next().unwrap_or("").trim();
+    let v = v
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+        .unwrap_or(v);
+    let simple = !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '-' | '_'));
+    simple.then_some(v)
+}
+
 struct Reader {
     local: bool,
     load: ClusterLoad,
@@ -357,30 +475,30 @@ impl Reader {
         });
     }
 
-    fn read_file(&mut self, path: &Path) {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+    /// Takes in one parsed file, in order: problems and duplicates are
+    /// reported as if the files were read one after the other.
+    fn read_parsed(&mut self, file: ParsedFile) {
+        let ParsedFile { path, docs } = file;
+        let docs = match docs {
+            Ok(d) => d,
             Err(e) => {
-                self.problem(
-                    path,
-                    None,
-                    None,
-                    Severity::Error,
-                    format!("cannot read file: {e}"),
-                );
+                self.problem(&path, None, None, Severity::Error, e);
                 return;
             }
         };
         self.load.files += 1;
-        for (n, (first_line, doc)) in split_documents(&text).into_iter().enumerate() {
+        for (n, (first_line, doc)) in docs.into_iter().enumerate() {
             let doc_no = n + 1;
             self.line = first_line;
-            match serde_saphyr::from_str::<Value>(&doc) {
-                Ok(Value::Null) => {}
-                Ok(value) => self.read_object(path, doc_no, None, value),
-                Err(e) => {
-                    let msg = format!("invalid YAML: {}", yaml_error(&e, first_line));
-                    self.problem(path, Some(doc_no), None, Severity::Error, msg);
+            match doc {
+                Parsed::Empty => {}
+                Parsed::Service(key, converted) => {
+                    self.service(&path, doc_no, None, key, converted);
+                }
+                Parsed::Slice(converted) => self.slice(&path, doc_no, None, converted),
+                Parsed::Value(value) => self.read_object(&path, doc_no, None, value),
+                Parsed::Invalid(msg) => {
+                    self.problem(&path, Some(doc_no), None, Severity::Error, msg);
                 }
             }
         }
@@ -415,7 +533,10 @@ impl Reader {
                 Some(_) => err(self, "items: must be a list".to_owned()),
             },
             ("v1", "Service") => match serde_path_to_error::deserialize::<_, K8sService>(value) {
-                Ok(svc) => self.service(path, doc, item, &svc),
+                Ok(svc) => {
+                    let (key, converted) = service_doc(&svc, self.local);
+                    self.service(path, doc, item, key, converted);
+                }
                 Err(e) => {
                     self.count(Adjustment::Skipped, Reason::Undecodable);
                     err(self, format!("Service {}: {}", e.path(), e.inner()));
@@ -423,7 +544,7 @@ impl Reader {
             },
             ("discovery.k8s.io/v1", "EndpointSlice") => {
                 match serde_path_to_error::deserialize::<_, K8sSlice>(value) {
-                    Ok(slice) => self.slice(path, doc, item, &slice),
+                    Ok(slice) => self.slice(path, doc, item, convert_slice(&slice)),
                     Err(e) => {
                         self.count(Adjustment::Skipped, Reason::Undecodable);
                         err(self, format!("EndpointSlice {}: {}", e.path(), e.inner()));
@@ -476,16 +597,20 @@ impl Reader {
         true
     }
 
-    fn service(&mut self, path: &Path, doc: usize, item: Option<usize>, svc: &K8sService) {
-        let converted = match convert_service(svc, self.local, &LINKERD_DEFAULTS) {
+    fn service(
+        &mut self,
+        path: &Path,
+        doc: usize,
+        item: Option<usize>,
+        key: ObjectKey,
+        converted: Result<Converted<ServiceKind>, ConvertError>,
+    ) {
+        let converted = match converted {
             Ok(c) => c,
             Err(e) => return self.convert_error(path, doc, item, "Service", e),
         };
         let adjustment = converted.adjustment();
         self.warnings(path, doc, item, adjustment, converted.warnings);
-        let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
-        let name = svc.metadata.name.as_deref().unwrap_or("");
-        let key = ObjectKey::new(ns, name);
         if !self.first_definition("Service", &key, path, doc, item) {
             return;
         }
@@ -502,8 +627,14 @@ impl Reader {
         }
     }
 
-    fn slice(&mut self, path: &Path, doc: usize, item: Option<usize>, slice: &K8sSlice) {
-        let converted = match convert_slice(slice) {
+    fn slice(
+        &mut self,
+        path: &Path,
+        doc: usize,
+        item: Option<usize>,
+        converted: Result<Converted<Option<Slice>>, ConvertError>,
+    ) {
+        let converted = match converted {
             Ok(c) => c,
             Err(e) => return self.convert_error(path, doc, item, "EndpointSlice", e),
         };
@@ -597,8 +728,10 @@ pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
         slices: Vec::new(),
         line: 1,
     };
-    for f in &files {
-        reader.read_file(f);
+    // Parsed and converted on every core, taken in in order.
+    let parsed: Vec<ParsedFile> = files.par_iter().map(|f| parse_file(f, local)).collect();
+    for file in parsed {
+        reader.read_parsed(file);
     }
     reader.finish()
 }

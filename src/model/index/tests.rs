@@ -414,21 +414,23 @@ fn op() -> impl Strategy<Value = Event> {
             0i64..4,
             any::<bool>()
         )
-            .prop_map(|(cl, ns, name, export, federated, headless, created, not_ready)| {
-                let mut s = service(
-                    ns,
-                    name,
-                    export,
-                    federated,
-                    headless,
-                    &["10.96.0.1"],
-                    vec![port(Some("http"), Protocol::Tcp, 80)],
-                );
-                s.created = created;
-                // Changes the part of every slice without changing a slice.
-                s.publish_not_ready = not_ready;
-                svc_event(cl, s)
-            }),
+            .prop_map(
+                |(cl, ns, name, export, federated, headless, created, not_ready)| {
+                    let mut s = service(
+                        ns,
+                        name,
+                        export,
+                        federated,
+                        headless,
+                        &["10.96.0.1"],
+                        vec![port(Some("http"), Protocol::Tcp, 80)],
+                    );
+                    s.created = created;
+                    // Changes the part of every slice without changing a slice.
+                    s.publish_not_ready = not_ready;
+                    svc_event(cl, s)
+                }
+            ),
         (cluster.clone(), ns.clone(), name.clone()).prop_map(|(cl, ns, name)| {
             Event::ServiceDeleted {
                 cluster: c(cl),
