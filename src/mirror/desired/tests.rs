@@ -107,7 +107,56 @@ fn check_invariants(case: &str, got: &[Desired]) {
     }
 }
 
+/// Applies the case's events one at a time, keeping a [`DesiredState`] up
+/// to date from each batch's `Dirty`, and compares it after every event
+/// with [`desired`] computed from scratch: objects equal, problems equal
+/// as sets, refused names equal.
+fn check_incremental(case: &Case) {
+    let mut settings = MirrorSettings::new("west", now());
+    (case.settings)(&mut settings);
+    let mut set = ClusterSet::new();
+    let mut state = DesiredState::default();
+    for (i, e) in case.events.iter().enumerate() {
+        let before = set.clone();
+        let objects_before = state.objects().clone();
+        let mut dirty = Dirty::default();
+        set.apply(e.clone(), &mut dirty);
+        let keys = DesiredState::keys_of(&dirty, &before, &set);
+        let touched = state.update(&set, keys, &settings);
+        let (want, problems) = desired(&set, &settings);
+        let got: Vec<&Desired> = state.objects().values().collect();
+        let want_refs: Vec<&Desired> = want.iter().collect();
+        assert_eq!(got, want_refs, "{}: after event {i} ({e:?})", case.name);
+        let mut got_p: Vec<String> = state.problems().map(ToString::to_string).collect();
+        let mut want_p: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        got_p.sort();
+        want_p.sort();
+        assert_eq!(got_p, want_p, "{}: problems after event {i}", case.name);
+        assert_eq!(
+            state.problem_count(),
+            want_p.len(),
+            "{}: problem count",
+            case.name
+        );
+        assert_eq!(state.held(), held_by_budget(&set), "{}: held", case.name);
+        let rebuilt = DesiredState::build(&set, &settings);
+        assert_eq!(rebuilt.objects(), state.objects(), "{}: build", case.name);
+        // Every object that changed is among those the update touched: the
+        // reconciler looks at no other.
+        let refs: BTreeSet<&ObjectRef> = objects_before
+            .keys()
+            .chain(state.objects().keys())
+            .collect();
+        for r in refs {
+            if objects_before.get(r) != state.objects().get(r) {
+                assert!(touched.contains(r), "{}: {r} changed untouched", case.name);
+            }
+        }
+    }
+}
+
 fn check(case: Case) {
+    check_incremental(&case);
     let (got, problems) = run(&case);
     check_invariants(case.name, &got);
     let mut got: Vec<Value> = got.into_iter().map(|d| d.object).collect();
