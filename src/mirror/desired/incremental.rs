@@ -254,7 +254,7 @@ impl DesiredState {
         if self
             .keys
             .get(key)
-            .is_some_and(|s| s.candidates.is_empty() && s.problems.is_empty())
+            .is_some_and(|s| s.candidates.is_empty() && s.problems.is_empty() && s.held.is_empty())
         {
             self.keys.remove(key);
         }
