@@ -132,21 +132,16 @@ fn incremental_equals_full(name: &str, events: &[Event], settings: &MirrorSettin
         let (want, problems) = desired(&set, &settings);
         let got: Vec<&Desired> = state.objects().values().collect();
         let want_refs: Vec<&Desired> = want.iter().collect();
-        assert_eq!(got, want_refs, "{}: after event {i} ({e:?})", name);
+        assert_eq!(got, want_refs, "{name}: after event {i} ({e:?})");
         let mut got_p: Vec<String> = state.problems().map(ToString::to_string).collect();
         let mut want_p: Vec<String> = problems.iter().map(ToString::to_string).collect();
         got_p.sort();
         want_p.sort();
-        assert_eq!(got_p, want_p, "{}: problems after event {i}", name);
-        assert_eq!(
-            state.problem_count(),
-            want_p.len(),
-            "{}: problem count",
-            name
-        );
-        assert_eq!(state.held(), held_by_budget(&set), "{}: held", name);
+        assert_eq!(got_p, want_p, "{name}: problems after event {i}");
+        assert_eq!(state.problem_count(), want_p.len(), "{name}: problem count");
+        assert_eq!(state.held(), held_by_budget(&set), "{name}: held");
         let rebuilt = DesiredState::build(&set, &settings);
-        assert_eq!(rebuilt.objects(), state.objects(), "{}: build", name);
+        assert_eq!(rebuilt.objects(), state.objects(), "{name}: build");
         // Every object that changed is among those the update touched: the
         // reconciler looks at no other.
         let refs: BTreeSet<&ObjectRef> = objects_before
@@ -155,7 +150,7 @@ fn incremental_equals_full(name: &str, events: &[Event], settings: &MirrorSettin
             .collect();
         for r in refs {
             if objects_before.get(r) != state.objects().get(r) {
-                assert!(touched.contains(r), "{}: {r} changed untouched", name);
+                assert!(touched.contains(r), "{name}: {r} changed untouched");
             }
         }
     }
