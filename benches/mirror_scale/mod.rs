@@ -137,42 +137,20 @@ fn run_size(
     measured.complete.sort();
     let problems = check_mirrors(&local, &ips, sizes);
 
-    let restart = restart.then(|| {
-        let before = mirror_write_count(&local);
+    let restart = if restart {
+        Some(restart_converge(
+            rt,
+            (mode, binary),
+            &kube,
+            &local_client,
+            &ips,
+            sizes,
+            running,
+        ))
+    } else {
         stop(rt, running);
-        rt.block_on(async {
-            let leases: Api<Lease> = Api::namespaced(local_client.clone(), LEASE_NS);
-            leases
-                .delete("clusterset-dns-mirror", &DeleteParams::default())
-                .await
-                .map(|_| ())
-        })
-        .expect("delete the mirror's Lease");
-        let started = Instant::now();
-        let deadline = started + SYNC_TIMEOUT;
-        let running = start_server(rt, mode, binary, &kube, SCALE_RESYNC);
-        let leading = wait_converged(&running, &local, sizes, started, deadline);
-        // Objects of ours: a Service and an EndpointSlice per expected mirror.
-        let owned = 2 * sizes.expected_objects() as u64;
-        while running.objects_owned() < owned {
-            assert!(
-                Instant::now() < deadline,
-                "no reconcile pass after the restart"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let converge = started.elapsed();
-        wait_quiet(&local, sizes.quiet, deadline);
-        let writes = mirror_write_count(&local) - before;
-        let problems = check_mirrors(&local, &ips, sizes);
-        stop(rt, running);
-        Restart {
-            converge,
-            leading,
-            writes,
-            problems,
-        }
-    });
+        None
+    };
     Scale {
         services: sizes.services,
         endpoints: sizes.endpoints,
@@ -183,6 +161,54 @@ fn run_size(
         complete_p50: common::percentile(&measured.complete, 0.5),
         problems,
         restart,
+    }
+}
+
+/// Stops `running`, deletes its Lease, starts a new server and measures its convergence over
+/// the mirror it left (see the module docs).
+fn restart_converge(
+    rt: &tokio::runtime::Runtime,
+    (mode, binary): (Mode, Option<&std::path::Path>),
+    kube: &Kube,
+    local_client: &kube::Client,
+    ips: &[Vec<Vec<std::net::Ipv4Addr>>],
+    sizes: Sizes,
+    running: Running,
+) -> Restart {
+    let local = kube.local();
+    let before = mirror_write_count(local);
+    stop(rt, running);
+    rt.block_on(async {
+        let leases: Api<Lease> = Api::namespaced(local_client.clone(), LEASE_NS);
+        leases
+            .delete("clusterset-dns-mirror", &DeleteParams::default())
+            .await
+            .map(|_| ())
+    })
+    .expect("delete the mirror's Lease");
+    let started = Instant::now();
+    let deadline = started + SYNC_TIMEOUT;
+    let running = start_server(rt, mode, binary, kube, SCALE_RESYNC);
+    let leading = wait_converged(&running, local, sizes, started, deadline);
+    // Objects of ours: a Service and an EndpointSlice per expected mirror.
+    let owned = 2 * sizes.expected_objects() as u64;
+    while running.objects_owned() < owned {
+        assert!(
+            Instant::now() < deadline,
+            "no reconcile pass after the restart"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let converge = started.elapsed();
+    wait_quiet(local, sizes.quiet, deadline);
+    let writes = mirror_write_count(local) - before;
+    let problems = check_mirrors(local, ips, sizes);
+    stop(rt, running);
+    Restart {
+        converge,
+        leading,
+        writes,
+        problems,
     }
 }
 
