@@ -44,9 +44,16 @@
 //! n-th Service is a federated member; 0: none), `MIRROR_WRITES_RESYNC_MS` and
 //! `MIRROR_WRITES_QUIET_MS`;
 //! `MIRROR_WRITES_TLS=1` serves kubesim over HTTPS; `MIRROR_WRITES_LOG` is the child's `RUST_LOG`.
+//!
+//! Before all that, per server mode, the scale part (`mirror_scale/mod.rs`): the server's CPU per
+//! remote change at about 1,000 and 100,000 mirrored endpoints (within 2x of each other: the
+//! controller's cost follows the change), and a restart at the large size that must write
+//! nothing; `MIRROR_SCALE=0` skips it, `MIRROR_WRITES_SCALE_ONLY=1` runs only it.
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "mirror_scale/mod.rs"]
+mod scale;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -64,6 +71,8 @@ use kubesim::resources::{ENDPOINTSLICES, RESOURCES, SERVICES};
 use kubesim::store::{Change, ReadAt};
 use serde_json::Value;
 use tokio::sync::broadcast;
+
+use scale::cpu_of;
 
 use common::{
     CHANGE_TIMEOUT, ChildGuard, Kube, Mode, NS, RemoteChange, Rss, flag, ms, remote_name, size,
@@ -222,6 +231,30 @@ impl Running {
             value("clusterset_dns_mirror_reconcile_seconds_sum "),
             value("clusterset_dns_mirror_reconcile_seconds_count ") as u64,
         )
+    }
+
+    /// `clusterset_dns_mirror_objects_owned`: set at the end of every reconcile pass, so it is
+    /// 0 until the first pass after a start is done.
+    fn objects_owned(&self) -> u64 {
+        match self {
+            Running::Process { .. } => self
+                .metrics()
+                .lines()
+                .find_map(|l| l.strip_prefix("clusterset_dns_mirror_objects_owned "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map_or(0, |v| v as u64),
+            Running::InProcess(server) => server.shared.mirror.objects().0,
+        }
+    }
+
+    /// CPU time (user + system) of the server's process so far: the child's, or this whole
+    /// process's (kubesim and the bench included) when the server runs in it.
+    fn cpu(&self) -> Duration {
+        let path = match self {
+            Running::Process { child, .. } => format!("/proc/{}/stat", child.0.id()),
+            Running::InProcess(_) => "/proc/self/stat".to_owned(),
+        };
+        cpu_of(&path)
     }
 
     /// `clusterset_dns_mirror_writes_total` by its label set.
@@ -670,10 +703,77 @@ struct Report {
     rss: String,
 }
 
+/// Starts the server in `mode` on `kube`, with `--mirror-resync resync`.
+fn start_server(
+    rt: &tokio::runtime::Runtime,
+    mode: Mode,
+    binary: Option<&Path>,
+    kube: &Kube,
+    resync: Duration,
+) -> Running {
+    let kubeconfig = kube.local().kubeconfig_path().to_owned();
+    match mode {
+        Mode::Process => {
+            let binary = binary.expect("binary");
+            let resync = format!("{}ms", resync.as_millis());
+            let (child, line) = common::start_process(
+                binary,
+                &kubeconfig,
+                &kube.clusters_file,
+                &[
+                    "--mirror",
+                    "--mirror-namespace",
+                    LEASE_NS,
+                    "--mirror-resync",
+                    &resync,
+                ],
+                "MIRROR_WRITES_LOG",
+            );
+            let admin = common::listening_addr(&line, "admin=");
+            Running::Process { child, admin }
+        }
+        Mode::InProcess => Running::InProcess(rt.block_on(start_in_process(
+            &kubeconfig,
+            &kube.clusters_file,
+            resync,
+        ))),
+    }
+}
+
+/// Waits until the server is ready and leads and the local cluster holds as many objects of
+/// ours as expected; returns the time since `started`.
+fn wait_converged(
+    running: &Running,
+    local: &kubesim::Cluster,
+    sizes: Sizes,
+    started: Instant,
+    deadline: Instant,
+) -> Duration {
+    while !running.ready() || !running.leader() {
+        assert!(
+            Instant::now() < deadline,
+            "server not ready or not leading in time"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let expected = sizes.expected_objects();
+    loop {
+        let slices = ours(local, ENDPOINTSLICES).len();
+        let services = ours(local, SERVICES).len();
+        if slices >= expected && services >= expected {
+            return started.elapsed();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mirror did not converge in time: {services} Services and {slices} EndpointSlices of ours, want {expected} each"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn run(rt: &tokio::runtime::Runtime, mode: Mode, binary: Option<&Path>, sizes: Sizes) -> Report {
     let kube = Kube::start(rt, sizes.clusters, flag("MIRROR_WRITES_TLS"), false);
     let local = kube.local().clone();
-    let local_kubeconfig = local.kubeconfig_path().to_owned();
     let remotes = kube.remotes();
 
     let mut ips = common::initial_ips(sizes.clusters, sizes.services, sizes.endpoints);
@@ -696,53 +796,8 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, binary: Option<&Path>, sizes: S
     let base = counters(&local);
     let started = Instant::now();
     let deadline = started + SYNC_TIMEOUT;
-    let running = match mode {
-        Mode::Process => {
-            let binary = binary.expect("binary");
-            let resync = format!("{}ms", sizes.resync.as_millis());
-            let (child, line) = common::start_process(
-                binary,
-                &local_kubeconfig,
-                &kube.clusters_file,
-                &[
-                    "--mirror",
-                    "--mirror-namespace",
-                    LEASE_NS,
-                    "--mirror-resync",
-                    &resync,
-                ],
-                "MIRROR_WRITES_LOG",
-            );
-            let admin = common::listening_addr(&line, "admin=");
-            Running::Process { child, admin }
-        }
-        Mode::InProcess => Running::InProcess(rt.block_on(start_in_process(
-            &local_kubeconfig,
-            &kube.clusters_file,
-            sizes.resync,
-        ))),
-    };
-    while !running.ready() || !running.leader() {
-        assert!(
-            Instant::now() < deadline,
-            "server not ready or not leading in time"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let expected = sizes.expected_objects();
-    loop {
-        let slices = ours(&local, ENDPOINTSLICES).len();
-        let services = ours(&local, SERVICES).len();
-        if slices >= expected && services >= expected {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the mirror did not converge in time: {services} Services and {slices} EndpointSlices of ours, want {expected} each"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let converge_time = started.elapsed();
+    let running = start_server(rt, mode, binary, &kube, sizes.resync);
+    let converge_time = wait_converged(&running, &local, sizes, started, deadline);
     wait_quiet(&local, sizes.quiet, deadline);
     let initial_problems = check_mirrors(&local, &ips, sizes);
     let settled = counters(&local);
@@ -988,6 +1043,14 @@ fn main() {
     let (binary, modes, rt) = common::setup("mirror_writes", "MIRROR_WRITES_IN_PROCESS", bench);
     let _entered = rt.enter();
     for mode in modes {
+        if let Some((small, large)) = scale::run(&rt, mode, binary.as_deref(), bench)
+            && !bench
+        {
+            scale::check(&small, &large);
+        }
+        if flag("MIRROR_WRITES_SCALE_ONLY") {
+            continue;
+        }
         let mut report = run(&rt, mode, binary.as_deref(), sizes);
         print(&mut report, sizes);
         if !bench {

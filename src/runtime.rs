@@ -21,9 +21,10 @@ use crate::dns::server::{ConnectionSlots, bind_dns, serve_tcp, serve_tls, serve_
 use crate::dns::stats::DnsStats;
 use crate::dns::tls;
 use crate::k8s::layer::DEFAULT_MAX_INFLIGHT;
+use crate::mirror::feed::{self as mirror_feed, Changed};
 use crate::mirror::run::MirrorConfig;
 use crate::mirror::stats::MirrorStats;
-use crate::model::{ClusterSet, Epoch, Model, Settings};
+use crate::model::{Epoch, Model, Settings};
 use crate::propagation::Pending;
 use crate::source::SourceMsg;
 use crate::source::feed::{Feed, FeedTx, Round};
@@ -312,7 +313,7 @@ impl Server {
 
         let (feed, tx) = Feed::new();
         let to_mirror = mirror.map(|m| {
-            let (feed_tx, feed_rx) = tokio::sync::watch::channel(None);
+            let (feed_tx, feed_rx) = mirror_feed::channel();
             tasks.spawn(crate::mirror::run::run(
                 m,
                 feed_rx,
@@ -423,7 +424,7 @@ impl SettingsHandle {
 }
 
 /// Where the model task hands the mirror controller each new state.
-type MirrorFeed = tokio::sync::watch::Sender<Option<(Arc<ClusterSet>, Instant)>>;
+type MirrorFeed = mirror_feed::FeedTx;
 
 /// Events each cluster's queue gives the model per round: a cluster in a
 /// churn storm gives this many, then every other cluster with work gets its
@@ -456,6 +457,11 @@ async fn model_task(
     shutdown: CancellationToken,
 ) {
     let _close = CloseOnDrop(feed.clone());
+    if mirror.is_some() {
+        model.track_changes();
+    }
+    // Whether the mirror has had its first (full) state.
+    let mut mirror_started = false;
     let mut initial_done = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -502,12 +508,13 @@ async fn model_task(
         // Measured once the answers say it: the wall clock is the one the
         // remote trigger times are compared with.
         propagated.publish(&shared.propagation, model.clusters(), SystemTime::now());
-        if mirror_due
-            && initial_done
-            && let Some(feed) = &mirror
-        {
-            // The mirror derives from the same state: a copy per change.
-            feed.send_replace(Some((Arc::new(model.clusters().clone()), Instant::now())));
+        if let Some(feed) = &mirror {
+            send_to_mirror(
+                feed,
+                &mut model,
+                mirror_due && initial_done,
+                &mut mirror_started,
+            );
         }
         let ready = initial_done
             && model
@@ -518,6 +525,27 @@ async fn model_task(
             info!("ready: every cluster has loaded");
         }
     }
+}
+
+/// Hands the mirror the model's state (an O(1) clone sharing every node)
+/// and what changed since the last send; the first send says everything
+/// did. Before `due` the changes keep accumulating in the model. A batch
+/// that changed mirror inputs but no name is sent too.
+fn send_to_mirror(feed: &MirrorFeed, model: &mut Model, due: bool, started: &mut bool) {
+    if !due && !*started {
+        return;
+    }
+    let dirty = model.take_changes();
+    let changed = if *started {
+        if !due && dirty.is_empty() {
+            return;
+        }
+        Changed::Some(dirty)
+    } else {
+        *started = true;
+        Changed::All
+    };
+    feed.send(model.clusters().clone(), changed, Instant::now());
 }
 
 /// Applies one round: control first (clusters coming and going, "every

@@ -154,15 +154,7 @@ pub fn held_by_budget(set: &ClusterSet) -> BTreeSet<(Arc<str>, Arc<str>)> {
     let mut held = BTreeSet::new();
     for c in set.iter() {
         for svc in c.services.values().filter(|s| s.refused) {
-            let ns = svc.key.namespace.clone();
-            if svc.export.is_some() {
-                let name = fit_name(&format!("{}-{}", svc.key.name, c.name), MAX_SERVICE_NAME);
-                held.insert((ns.clone(), Arc::from(name)));
-            }
-            if svc.federated {
-                let name = fit_name(&format!("{}-{FEDERATED}", svc.key.name), MAX_SERVICE_NAME);
-                held.insert((ns, Arc::from(name)));
-            }
+            held.extend(refused_names(c, svc));
         }
     }
     held
@@ -220,8 +212,9 @@ struct Unit {
     /// The name it should have; shortened if too long.
     full_name: String,
     cluster: Option<Arc<str>>,
-    /// For an endpoint mirror, the root's full name: if the root loses its
-    /// name, its children go too.
+    /// For an endpoint mirror, the root's full name. If the root loses its
+    /// name, its children go too (the root is the tier-1 unit of the same
+    /// cluster and service).
     parent: Option<String>,
     labels: Map<String, Value>,
     annotations: Map<String, Value>,
@@ -598,48 +591,107 @@ fn federated_units(
         .map(|s| &s.key)
         .collect();
     for key in keys {
-        // In cluster-name order (the set is a BTreeMap).
-        let members: Members<'_> = set
-            .iter()
-            .filter_map(|c| Some((c, c.services.get(key).filter(|s| s.federated)?)))
-            .collect();
-        // Source of truth for ports and opaque-ports: the local member, else
-        // the oldest Service. Linkerd uses the oldest Link, which the model
-        // does not hold; the Service's age is the closest stable stand-in.
-        let Some((_, truth)) = members
-            .iter()
-            .min_by_key(|(c, s)| (!is_local(c, settings), s.created, c.name.clone()))
-        else {
-            continue;
-        };
-        let full_name = format!("{}-{FEDERATED}", key.name);
-        let name = fit_name(&full_name, MAX_SERVICE_NAME);
-        let mut labels = Map::new();
-        labels.insert(LABEL_MIRRORED.to_owned(), text("true"));
-        let slice_labels = labels.clone();
-        units.push(Unit {
-            rank: Rank {
-                tier: 0,
-                created: i64::MIN,
-                cluster: Arc::from(""),
-                service: key.clone(),
-                host: Arc::from(""),
-            },
-            namespace: key.namespace.clone(),
-            full_name,
-            cluster: None,
-            parent: None,
-            labels,
-            annotations: federated_annotations(key, &members, truth, settings),
-            ports: truth.ports.clone(),
-            // The shape follows every member, not only the healthy ones, so
-            // a probe flap does not flip the (immutable) clusterIP.
-            headless: members.iter().all(|(_, s)| s.headless),
-            slice_labels,
-            slice_annotations: Map::new(),
-            endpoints: federated_endpoints(key, &name, &members, settings, problems),
-        });
+        federated_unit(set, key, settings, units, problems);
     }
+}
+
+/// `<svc>-federated` of service `key`, if it has a federated member.
+fn federated_unit(
+    set: &ClusterSet,
+    key: &ObjectKey,
+    settings: &MirrorSettings,
+    units: &mut Vec<Unit>,
+    problems: &mut Vec<Problem>,
+) {
+    // In cluster-name order (the set is ordered).
+    let members: Members<'_> = set
+        .iter()
+        .filter_map(|c| Some((c, c.services.get(key).filter(|s| s.federated)?)))
+        .collect();
+    // Source of truth for ports and opaque-ports: the local member, else
+    // the oldest Service. Linkerd uses the oldest Link, which the model
+    // does not hold; the Service's age is the closest stable stand-in.
+    let Some((_, truth)) = members
+        .iter()
+        .min_by_key(|(c, s)| (!is_local(c, settings), s.created, c.name.clone()))
+    else {
+        return;
+    };
+    let full_name = format!("{}-{FEDERATED}", key.name);
+    let name = fit_name(&full_name, MAX_SERVICE_NAME);
+    let mut labels = Map::new();
+    labels.insert(LABEL_MIRRORED.to_owned(), text("true"));
+    let slice_labels = labels.clone();
+    units.push(Unit {
+        rank: Rank {
+            tier: 0,
+            created: i64::MIN,
+            cluster: Arc::from(""),
+            service: key.clone(),
+            host: Arc::from(""),
+        },
+        namespace: key.namespace.clone(),
+        full_name,
+        cluster: None,
+        parent: None,
+        labels,
+        annotations: federated_annotations(key, &members, truth, settings),
+        ports: truth.ports.clone(),
+        // The shape follows every member, not only the healthy ones, so
+        // a probe flap does not flip the (immutable) clusterIP.
+        headless: members.iter().all(|(_, s)| s.headless),
+        slice_labels,
+        slice_annotations: Map::new(),
+        endpoints: federated_endpoints(key, &name, &members, settings, problems),
+    });
+}
+
+/// Every unit of service `key`: its `<svc>-federated`, and its
+/// `<svc>-<cluster>` (with endpoint mirrors) in every remote cluster not
+/// managed by Linkerd. What [`desired`] computes, for one service.
+fn key_units(
+    set: &ClusterSet,
+    key: &ObjectKey,
+    settings: &MirrorSettings,
+    units: &mut Vec<Unit>,
+    problems: &mut Vec<Problem>,
+) {
+    federated_unit(set, key, settings, units, problems);
+    for c in set.iter() {
+        if is_local(c, settings) || settings.linkerd_managed.contains(&c.name) {
+            continue;
+        }
+        if let Some(svc) = c.services.get(key) {
+            cluster_units(set, c, svc, settings, units, problems);
+        }
+    }
+}
+
+/// The mirror Services of service `key` that its clusters' budgets
+/// refused (see [`held_by_budget`]).
+fn key_held(set: &ClusterSet, key: &ObjectKey) -> Vec<(Arc<str>, Arc<str>)> {
+    let mut held = Vec::new();
+    for c in set.iter() {
+        if let Some(svc) = c.services.get(key).filter(|s| s.refused) {
+            held.extend(refused_names(c, svc));
+        }
+    }
+    held
+}
+
+/// `<svc>-<cluster>` and `<svc>-federated` of a refused service.
+fn refused_names(c: &Cluster, svc: &Service) -> Vec<(Arc<str>, Arc<str>)> {
+    let mut held = Vec::new();
+    let ns = svc.key.namespace.clone();
+    if svc.export.is_some() {
+        let name = fit_name(&format!("{}-{}", svc.key.name, c.name), MAX_SERVICE_NAME);
+        held.push((ns.clone(), Arc::from(name)));
+    }
+    if svc.federated {
+        let name = fit_name(&format!("{}-{FEDERATED}", svc.key.name), MAX_SERVICE_NAME);
+        held.push((ns, Arc::from(name)));
+    }
+    held
 }
 
 /// Who the members are (Linkerd's remote- and local-discovery) and the
@@ -754,14 +806,16 @@ fn finish(
     problems: &mut Vec<Problem>,
 ) {
     units.sort_by(|a, b| a.rank.cmp(&b.rank));
-    // Who holds each Service name, and which roots lost theirs.
+    // Who holds each Service name, and which roots (by cluster and
+    // service: an endpoint mirror's root is the unit of its own service in
+    // its own cluster) lost theirs.
     let mut holders: BTreeMap<ObjectRef, String> = BTreeMap::new();
-    let mut lost: BTreeSet<(Arc<str>, String)> = BTreeSet::new();
+    let mut lost: BTreeSet<(Arc<str>, ObjectKey)> = BTreeSet::new();
     for unit in units {
         let name = fit_name(&unit.full_name, MAX_SERVICE_NAME);
         let key = service_ref(&unit.namespace, &name);
-        if let Some(parent) = &unit.parent
-            && lost.contains(&(unit.namespace.clone(), parent.clone()))
+        if unit.parent.is_some()
+            && lost.contains(&(unit.rank.cluster.clone(), unit.rank.service.clone()))
         {
             continue;
         }
@@ -773,7 +827,9 @@ fn finish(
                     describe(&unit)
                 ),
             });
-            lost.insert((unit.namespace.clone(), unit.full_name.clone()));
+            if unit.rank.tier == 1 {
+                lost.insert((unit.rank.cluster.clone(), unit.rank.service.clone()));
+            }
             continue;
         }
         let shortened = name != unit.full_name;
@@ -974,6 +1030,9 @@ fn fnv1a32(bytes: &[u8]) -> u32 {
         (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
     })
 }
+
+mod incremental;
+pub use incremental::DesiredState;
 
 #[cfg(test)]
 mod tests;

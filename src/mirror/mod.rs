@@ -2,7 +2,10 @@
 //! clusterset's names visible in the local cluster's own DNS and to
 //! kube-proxy, derived from the same model the DNS answers come from.
 //!
-//! - [`desired`]: the desired objects, a pure function of the cluster state;
+//! - [`desired`]: the desired objects, a pure function of the cluster state,
+//!   and [`desired::DesiredState`], the same kept per service between model
+//!   batches and recomputed only for the services a batch touched;
+//! - [`feed`]: the model's states and what changed, merged while busy;
 //! - [`reconcile`]: desired vs actual, and the writes that close the gap,
 //!   as a pure plan;
 //! - [`cache`]: what exists of ours, from the watches and our own write
@@ -22,6 +25,7 @@
 pub mod api;
 pub mod cache;
 pub mod desired;
+pub mod feed;
 pub mod lease;
 pub mod reconcile;
 pub mod run;

@@ -113,63 +113,114 @@ impl Op {
 /// which objects must be neither written nor deleted for now: those whose
 /// desired state is not known yet because a cluster has not synced, or a
 /// service its cluster's budget refused (see [`Hold`]).
-pub fn plan(
-    desired: &[Desired],
+pub fn plan<'d>(
+    desired: impl IntoIterator<Item = &'d Desired>,
     actual: &BTreeMap<ObjectRef, Actual>,
     unowned: &BTreeSet<ObjectRef>,
     hold: impl Fn(Subject<'_>) -> bool,
 ) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut wanted = BTreeSet::new();
-    // The slices of a Service someone else owns would feed their Service
-    // (by `kubernetes.io/service-name`): they are not wanted either.
-    let blocked: BTreeSet<(&str, &str)> = unowned
-        .iter()
-        .filter(|k| k.kind == super::Kind::Service)
-        .map(|k| (&*k.namespace, &*k.name))
-        .collect();
-    for d in desired {
-        if d.key.kind == super::Kind::EndpointSlice
-            && let Some(svc) = d
-                .object
-                .pointer("/metadata/labels/kubernetes.io~1service-name")
-                .and_then(Value::as_str)
-            && blocked.contains(&(&*d.key.namespace, svc))
-        {
-            continue;
-        }
+    let blocked = blocked(unowned);
+    for d in desired.into_iter().filter(|d| !is_blocked(d, &blocked)) {
         wanted.insert(&d.key);
-        if hold(Subject::of(&d.key, &d.object, d.cluster.as_deref())) {
-            continue;
-        }
-        let d = &stamped(d);
-        match actual.get(&d.key) {
-            None if unowned.contains(&d.key) => {}
-            None => ops.push(Op::Create(d.clone())),
-            Some(a) if headless(&a.object) != headless(&d.object) => {
-                // `spec.clusterIP` is immutable: headless ↔ ClusterIP is a
-                // new object.
-                ops.push(Op::Delete {
-                    key: d.key.clone(),
-                    uid: a.uid().map(str::to_owned),
-                    resource_version: a.resource_version().map(str::to_owned),
-                });
-                ops.push(Op::Create(d.clone()));
-            }
-            Some(a) if !contains(&a.object, &d.object) => ops.push(Op::Apply(d.clone())),
-            Some(_) => {}
-        }
+        plan_one(d, actual, unowned, &hold, &mut ops);
     }
     for (key, a) in actual {
-        if !wanted.contains(key) && !hold(Subject::of(key, &a.object, a.cluster())) {
-            ops.push(Op::Delete {
-                key: key.clone(),
-                uid: a.uid().map(str::to_owned),
-                resource_version: a.resource_version().map(str::to_owned),
-            });
+        if !wanted.contains(key) {
+            plan_delete(key, a, &hold, &mut ops);
         }
     }
     ops
+}
+
+/// What to write for the objects `keys` alone, `desired` holding every
+/// desired object: the same decisions as [`plan`] for those keys, for a
+/// model batch that changed only them. What exists of ours outside `keys`
+/// is not looked at (a full pass deletes leftovers).
+pub fn plan_some(
+    desired: &BTreeMap<ObjectRef, Desired>,
+    keys: &BTreeSet<ObjectRef>,
+    actual: &BTreeMap<ObjectRef, Actual>,
+    unowned: &BTreeSet<ObjectRef>,
+    hold: impl Fn(Subject<'_>) -> bool,
+) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let blocked = blocked(unowned);
+    for key in keys {
+        let want = desired.get(key).filter(|d| !is_blocked(d, &blocked));
+        match (want, actual.get(key)) {
+            (Some(d), _) => plan_one(d, actual, unowned, &hold, &mut ops),
+            (None, Some(a)) => plan_delete(key, a, &hold, &mut ops),
+            (None, None) => {}
+        }
+    }
+    ops
+}
+
+/// The slices of a Service someone else owns would feed their Service
+/// (by `kubernetes.io/service-name`): they are not wanted either.
+fn blocked(unowned: &BTreeSet<ObjectRef>) -> BTreeSet<(&str, &str)> {
+    unowned
+        .iter()
+        .filter(|k| k.kind == super::Kind::Service)
+        .map(|k| (&*k.namespace, &*k.name))
+        .collect()
+}
+
+/// A slice of a Service someone else owns: not wanted.
+fn is_blocked(d: &Desired, blocked: &BTreeSet<(&str, &str)>) -> bool {
+    d.key.kind == super::Kind::EndpointSlice
+        && d.object
+            .pointer("/metadata/labels/kubernetes.io~1service-name")
+            .and_then(Value::as_str)
+            .is_some_and(|svc| blocked.contains(&(&*d.key.namespace, svc)))
+}
+
+/// The writes for one wanted object.
+fn plan_one(
+    d: &Desired,
+    actual: &BTreeMap<ObjectRef, Actual>,
+    unowned: &BTreeSet<ObjectRef>,
+    hold: &impl Fn(Subject<'_>) -> bool,
+    ops: &mut Vec<Op>,
+) {
+    if hold(Subject::of(&d.key, &d.object, d.cluster.as_deref())) {
+        return;
+    }
+    let d = &stamped(d);
+    match actual.get(&d.key) {
+        None if unowned.contains(&d.key) => {}
+        None => ops.push(Op::Create(d.clone())),
+        Some(a) if headless(&a.object) != headless(&d.object) => {
+            // `spec.clusterIP` is immutable: headless ↔ ClusterIP is a
+            // new object.
+            ops.push(Op::Delete {
+                key: d.key.clone(),
+                uid: a.uid().map(str::to_owned),
+                resource_version: a.resource_version().map(str::to_owned),
+            });
+            ops.push(Op::Create(d.clone()));
+        }
+        Some(a) if !contains(&a.object, &d.object) => ops.push(Op::Apply(d.clone())),
+        Some(_) => {}
+    }
+}
+
+/// An object of ours nobody wants: deleted unless held.
+fn plan_delete(
+    key: &ObjectRef,
+    a: &Actual,
+    hold: &impl Fn(Subject<'_>) -> bool,
+    ops: &mut Vec<Op>,
+) {
+    if !hold(Subject::of(key, &a.object, a.cluster())) {
+        ops.push(Op::Delete {
+            key: key.clone(),
+            uid: a.uid().map(str::to_owned),
+            resource_version: a.resource_version().map(str::to_owned),
+        });
+    }
 }
 
 /// `d` with [`HASH_ANNOTATION`] set to a hash of its body: a field we stop

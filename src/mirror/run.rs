@@ -1,7 +1,9 @@
 //! The mirror controller's loop: keeps the cache of the objects we own in
 //! the local cluster up to date from its watches, recomputes the desired
-//! objects when the model changes, and, while this process holds the Lease,
-//! writes the difference.
+//! objects of the services a model batch touched, and, while this process
+//! holds the Lease, writes the difference for those objects. A start, a
+//! resync, a leadership change, news from the watches, or a change of which
+//! clusters have synced looks at every object instead.
 //!
 //! Thin: what to write is `mirror::desired` and `mirror::reconcile`, how a
 //! request is made is `mirror::api`, what the watches say is
@@ -23,16 +25,17 @@ use tracing::{debug, info, warn};
 
 use super::api::LocalApi;
 use super::cache::{Cache, is_ours};
-use super::desired::{MirrorSettings, desired, held_by_budget};
+use super::desired::{DesiredState, MirrorSettings};
+use super::feed::{Changed, FeedRx, Update};
 use super::lease::{self, LeaseConfig};
-use super::reconcile::{Hold, Op, contains, plan};
+use super::reconcile::{Hold, Op, contains, plan, plan_some};
 use super::stats::MirrorStats;
 use super::watch::{self as watches, Change};
 use super::{Desired, ObjectRef};
 use crate::model::ClusterSet;
 
-/// A model state for the mirror, and when it changed.
-pub type ModelFeed = watch::Receiver<Option<(Arc<ClusterSet>, Instant)>>;
+/// The model's states for the mirror ([`super::feed`]).
+pub type ModelFeed = FeedRx;
 
 /// What the controller needs.
 #[derive(Clone)]
@@ -107,11 +110,26 @@ struct Controller {
     unowned: BTreeSet<ObjectRef>,
     reported: BTreeSet<String>,
     linkerd: BTreeSet<Arc<str>>,
+    /// The desired objects, as of `base`.
+    state: DesiredState,
+    /// The model state `state` was computed from.
+    base: Option<ClusterSet>,
+    /// The newest model state.
+    set: Option<ClusterSet>,
+    /// What changed between `base` and `set` (`None`: nothing), and since
+    /// when.
+    pending: Option<(Changed, Instant)>,
+    /// Every object is to be looked at on the next pass, not only those of
+    /// the services that changed.
+    plan_all: bool,
+    /// The clusters held back last pass: when they change, every object is
+    /// looked at (objects of a cluster that just synced may be stale).
+    last_hold: Option<(BTreeSet<Arc<str>>, bool)>,
 }
 
 /// Before a cluster's first sync its part of the desired state is unknown;
 /// a refused service's mirrors are left as they are.
-fn hold(set: &ClusterSet) -> Hold {
+fn hold(set: &ClusterSet, state: &DesiredState) -> Hold {
     Hold {
         unsynced: set
             .iter()
@@ -121,7 +139,7 @@ fn hold(set: &ClusterSet) -> Hold {
         waiting: set
             .iter()
             .any(|c| !c.health.synced && !c.health.sync_given_up),
-        refused: held_by_budget(set),
+        refused: state.held(),
     }
 }
 
@@ -135,6 +153,21 @@ impl Controller {
             unowned: BTreeSet::new(),
             reported: BTreeSet::new(),
             linkerd: BTreeSet::new(),
+            state: DesiredState::default(),
+            base: None,
+            set: None,
+            pending: None,
+            plan_all: true,
+            last_hold: None,
+        }
+    }
+
+    /// Takes a model state in: the newest wins, what changed accumulates.
+    fn take(&mut self, u: Update) {
+        self.set = Some(u.set);
+        match &mut self.pending {
+            Some((changed, _)) => changed.merge(u.changed),
+            None => self.pending = Some((u.changed, u.since)),
         }
     }
 
@@ -155,44 +188,70 @@ impl Controller {
         }
     }
 
-    /// The desired objects for `set`; problems are logged once each.
-    fn want(&mut self, set: &ClusterSet) -> Vec<Desired> {
-        let settings = MirrorSettings {
+    fn settings(&self) -> MirrorSettings {
+        MirrorSettings {
             local: self.config.local.clone(),
             cluster_domain: self.config.cluster_domain.clone(),
             linkerd_flat_compat: self.config.linkerd_flat_compat,
             linkerd_managed: self.linkerd.clone(),
             now: Instant::now(),
             federated_grace: self.config.federated_grace,
+        }
+    }
+
+    /// Brings the desired objects to `set`: from scratch when everything
+    /// may have changed, else only the services that did. Returns the
+    /// objects to look at (`None`: all). Problems are logged once each.
+    fn want(&mut self, set: &ClusterSet, changed: Option<Changed>) -> Option<BTreeSet<ObjectRef>> {
+        let settings = self.settings();
+        let touched = match (changed, &self.base) {
+            (None, _) => Some(BTreeSet::new()),
+            (Some(Changed::Some(dirty)), Some(base)) => {
+                let keys = DesiredState::keys_of(&dirty, base, set);
+                Some(self.state.update(set, keys, &settings))
+            }
+            (Some(_), _) => {
+                self.state = DesiredState::build(set, &settings);
+                None
+            }
         };
-        let (want, problems) = desired(set, &settings);
-        self.stats.set_problems(problems.len());
-        for p in problems {
+        self.base = Some(set.clone());
+        self.stats.set_problems(self.state.problem_count());
+        for p in self.state.take_fresh() {
             let text = format!("{}: {}", p.object, p.message);
             if self.reported.insert(text.clone()) {
                 warn!("mirror: {text}");
             }
         }
-        want
+        touched
     }
 
     /// Computes and writes the difference. Stops at once if leadership is
     /// lost.
-    async fn reconcile(
-        &mut self,
-        set: &ClusterSet,
-        changed: Option<Instant>,
-        leading: &watch::Receiver<bool>,
-    ) {
-        let want = self.want(set);
-        let hold = hold(set);
+    async fn reconcile(&mut self, leading: &watch::Receiver<bool>) {
+        let Some(set) = self.set.clone() else { return };
+        let (changed, since) = self.pending.take().unzip();
+        let mut keys = self.want(&set, changed);
+        let hold = hold(&set, &self.state);
+        let held = (hold.unsynced.clone(), hold.waiting);
+        if std::mem::take(&mut self.plan_all) || self.last_hold.as_ref() != Some(&held) {
+            keys = None;
+        }
+        self.last_hold = Some(held);
+        if keys.as_ref().is_some_and(BTreeSet::is_empty) {
+            return;
+        }
         let mut wrote = false;
         // A create that finds someone else's Service changes what is wanted
         // (its slices would feed that Service): plan again from there. Each
         // round settles at least one object, so this ends.
-        for _ in 0..=want.len() {
+        for _ in 0..=self.state.objects().len() {
             let unowned_before = self.unowned.len();
-            let ops = plan(&want, self.cache.actual(), &self.unowned, |o| hold.holds(o));
+            let (want, actual) = (self.state.objects(), self.cache.actual());
+            let ops = match &keys {
+                Some(keys) => plan_some(want, keys, actual, &self.unowned, |o| hold.holds(o)),
+                None => plan(want.values(), actual, &self.unowned, |o| hold.holds(o)),
+            };
             if ops.is_empty() {
                 break;
             }
@@ -210,7 +269,7 @@ impl Controller {
                 break;
             }
         }
-        if wrote && let Some(t) = changed {
+        if wrote && let Some(t) = since {
             self.stats.observe_latency(t.elapsed());
         }
         self.stats
@@ -388,7 +447,7 @@ struct Inputs {
 impl Inputs {
     async fn next(&mut self, c: &mut Controller) -> Wake {
         tokio::select! {
-            r = self.model.changed() => if r.is_ok() { Wake::Model } else { Wake::Stop },
+            open = self.model.changed() => if open { Wake::Model } else { Wake::Stop },
             m = self.changes.recv() => {
                 let Some(change) = m else { return Wake::Stop };
                 let mut news = c.on_watch(change);
@@ -441,43 +500,43 @@ pub async fn run(
         shutdown,
     };
     let mut c = Controller::new(config, stats.clone());
-    let mut dirty = true;
     loop {
         let full = match inputs.next(&mut c).await {
             Wake::Stop => return,
-            Wake::Model => {
-                dirty = true;
-                false
-            }
+            Wake::Model => false,
             Wake::Watched(news) => {
-                dirty |= news;
+                // Someone else's write to our objects: every object is
+                // compared again (nothing is recomputed for it).
+                c.plan_all |= news;
                 false
             }
             Wake::Leading => {
                 stats.set_leader(*inputs.leading.borrow());
-                dirty = true;
                 true
             }
-            Wake::Resync => {
-                dirty = true;
-                true
-            }
+            Wake::Resync => true,
         };
+        if let Some(update) = inputs.model.take() {
+            c.take(update);
+        }
         if full {
-            // Retry what was blocked and look again for Linkerd's own mirror.
+            // Retry what was blocked and look again for Linkerd's own
+            // mirror; everything is recomputed from scratch.
             c.unowned.clear();
             c.linkerd =
                 watches::linkerd_managed(&c.config.client, c.config.link_namespace.as_deref())
                     .await;
+            c.plan_all = true;
+            let since = c.pending.take().map_or_else(Instant::now, |(_, t)| t);
+            c.pending = Some((Changed::All, since));
         }
-        if !dirty || !*inputs.leading.borrow() || !c.cache.listed() {
+        if !*inputs.leading.borrow() || !c.cache.listed() {
             continue;
         }
-        let Some((set, changed)) = inputs.model.borrow_and_update().clone() else {
+        if c.pending.is_none() && !c.plan_all {
             continue;
-        };
-        dirty = false;
-        c.reconcile(&set, Some(changed), &inputs.leading).await;
+        }
+        c.reconcile(&inputs.leading).await;
     }
 }
 

@@ -4,10 +4,19 @@
 //! Owns the per-cluster maps of slim objects and the sync/health state.
 //! Applying an event records which services it touched ([`Dirty`]) so the
 //! index recomputes only those. It must not compute DNS records.
+//!
+//! The maps are persistent (`imbl::OrdMap`): cloning a [`ClusterSet`] is
+//! O(1) and shares every node, and a later change copies only the nodes on
+//! its path. The mirror controller reads such a clone per model batch
+//! instead of a deep copy. A service's slices sit behind one `Arc`, so a
+//! copied node copies pointers, not endpoints; changing a slice copies that
+//! one service's slices (only while a clone shares them).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
+
+use imbl::OrdMap;
 
 use tracing::warn;
 
@@ -139,14 +148,14 @@ pub struct Cluster {
     /// The local cluster.
     pub local: bool,
     /// Exported or federated services.
-    pub services: HashMap<ObjectKey, Service>,
+    pub services: OrdMap<ObjectKey, Service>,
     /// EndpointSlices grouped by their service (namespace, service name),
     /// then by slice name.
-    pub slices: HashMap<ObjectKey, BTreeMap<Arc<str>, Slice>>,
+    pub slices: OrdMap<ObjectKey, Arc<BTreeMap<Arc<str>, Slice>>>,
     /// Which service each slice belongs to, so a delete needs only the key.
-    slice_service: HashMap<ObjectKey, ObjectKey>,
+    slice_service: OrdMap<ObjectKey, ObjectKey>,
     /// Mirror Services (local cluster only).
-    pub mirrors: HashMap<ObjectKey, Mirror>,
+    pub mirrors: OrdMap<ObjectKey, Mirror>,
     /// The gateway.
     pub gateway: Option<Gateway>,
     /// Sync and health.
@@ -159,10 +168,10 @@ impl Cluster {
             name,
             id,
             local,
-            services: HashMap::new(),
-            slices: HashMap::new(),
-            slice_service: HashMap::new(),
-            mirrors: HashMap::new(),
+            services: OrdMap::new(),
+            slices: OrdMap::new(),
+            slice_service: OrdMap::new(),
+            mirrors: OrdMap::new(),
             gateway: None,
             health: Health::default(),
         }
@@ -247,9 +256,12 @@ impl Cluster {
         }
         let group = self.slices.entry(service.clone()).or_default();
         if group.get(&slice.key.name) != Some(&slice) {
-            self.slice_service
-                .insert(slice.key.clone(), service.clone());
-            group.insert(slice.key.name.clone(), slice);
+            let key = slice.key.clone();
+            Arc::make_mut(group).insert(key.name.clone(), slice);
+            // Unchanged most of the time: no path copy for nothing.
+            if self.slice_service.get(&key) != Some(&service) {
+                self.slice_service.insert(key, service.clone());
+            }
             dirty.services.insert((name, service));
         }
     }
@@ -271,10 +283,10 @@ impl Dirty {
     }
 }
 
-/// Every cluster, by name.
+/// Every cluster, by name. Cloning is O(1) (see the module docs).
 #[derive(Debug, Default, Clone)]
 pub struct ClusterSet {
-    clusters: BTreeMap<Arc<str>, Cluster>,
+    clusters: OrdMap<Arc<str>, Cluster>,
     next_id: u32,
 }
 
@@ -375,9 +387,10 @@ impl ClusterSet {
 fn remove_slice(c: &mut Cluster, key: &ObjectKey) -> Option<ObjectKey> {
     let service = c.slice_service.remove(key)?;
     if let Some(group) = c.slices.get_mut(&service) {
-        group.remove(&key.name);
-        if group.is_empty() {
+        if group.len() == 1 && group.contains_key(&key.name) {
             c.slices.remove(&service);
+        } else if group.contains_key(&key.name) {
+            Arc::make_mut(group).remove(&key.name);
         }
     }
     Some(service)

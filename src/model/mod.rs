@@ -68,6 +68,9 @@ pub struct Model {
     set: ClusterSet,
     index: Index,
     last_tick: Instant,
+    /// What changed since [`Model::take_changes`], when someone reads it
+    /// ([`Model::track_changes`]); `None`: nobody does, nothing is kept.
+    changes: Option<Dirty>,
 }
 
 impl Model {
@@ -78,6 +81,28 @@ impl Model {
             set: ClusterSet::new(),
             index: Index::new(settings, epoch),
             last_tick: epoch.at(),
+            changes: None,
+        }
+    }
+
+    /// From now on, keeps what every batch and tick touched until
+    /// [`Model::take_changes`] (the mirror controller recomputes only that).
+    pub fn track_changes(&mut self) {
+        self.changes.get_or_insert_with(Dirty::default);
+    }
+
+    /// What changed since the last call (empty unless tracking).
+    pub fn take_changes(&mut self) -> Dirty {
+        self.changes
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn keep(&mut self, dirty: &Dirty) {
+        if let Some(c) = &mut self.changes {
+            c.services.extend(dirty.services.iter().cloned());
+            c.health.extend(dirty.health.iter().cloned());
         }
     }
 
@@ -88,6 +113,7 @@ impl Model {
         for event in events {
             self.set.apply(event, &mut dirty);
         }
+        self.keep(&dirty);
         self.index.refresh(&self.set, &dirty, now)
     }
 
@@ -118,6 +144,7 @@ impl Model {
             }
         }
         self.last_tick = now;
+        self.keep(&dirty);
         self.index.refresh(&self.set, &dirty, now)
     }
 

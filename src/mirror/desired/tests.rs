@@ -107,7 +107,57 @@ fn check_invariants(case: &str, got: &[Desired]) {
     }
 }
 
+/// Applies the case's events one at a time, keeping a [`DesiredState`] up
+/// to date from each batch's `Dirty`, and compares it after every event
+/// with [`desired`] computed from scratch: objects equal, problems equal
+/// as sets, refused names equal.
+fn check_incremental(case: &Case) {
+    let mut settings = MirrorSettings::new("west", now());
+    (case.settings)(&mut settings);
+    incremental_equals_full(case.name, &case.events, &settings);
+}
+
+/// See [`check_incremental`].
+fn incremental_equals_full(name: &str, events: &[Event], settings: &MirrorSettings) {
+    let settings = settings.clone();
+    let mut set = ClusterSet::new();
+    let mut state = DesiredState::default();
+    for (i, e) in events.iter().enumerate() {
+        let before = set.clone();
+        let objects_before = state.objects().clone();
+        let mut dirty = Dirty::default();
+        set.apply(e.clone(), &mut dirty);
+        let keys = DesiredState::keys_of(&dirty, &before, &set);
+        let touched = state.update(&set, keys, &settings);
+        let (want, problems) = desired(&set, &settings);
+        let got: Vec<&Desired> = state.objects().values().collect();
+        let want_refs: Vec<&Desired> = want.iter().collect();
+        assert_eq!(got, want_refs, "{name}: after event {i} ({e:?})");
+        let mut got_p: Vec<String> = state.problems().map(ToString::to_string).collect();
+        let mut want_p: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        got_p.sort();
+        want_p.sort();
+        assert_eq!(got_p, want_p, "{name}: problems after event {i}");
+        assert_eq!(state.problem_count(), want_p.len(), "{name}: problem count");
+        assert_eq!(state.held(), held_by_budget(&set), "{name}: held");
+        let rebuilt = DesiredState::build(&set, &settings);
+        assert_eq!(rebuilt.objects(), state.objects(), "{name}: build");
+        // Every object that changed is among those the update touched: the
+        // reconciler looks at no other.
+        let refs: BTreeSet<&ObjectRef> = objects_before
+            .keys()
+            .chain(state.objects().keys())
+            .collect();
+        for r in refs {
+            if objects_before.get(r) != state.objects().get(r) {
+                assert!(touched.contains(r), "{name}: {r} changed untouched");
+            }
+        }
+    }
+}
+
 fn check(case: Case) {
+    check_incremental(&case);
     let (got, problems) = run(&case);
     check_invariants(case.name, &got);
     let mut got: Vec<Value> = got.into_iter().map(|d| d.object).collect();
@@ -1548,4 +1598,152 @@ fn refused_services_hold_their_mirrors_and_federated_unions() {
     ];
     want.sort();
     assert_eq!(held, want, "api is admitted: nothing of it is held");
+}
+
+// ---- incremental == full, on random event sequences ----
+
+mod random {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::model::testing::port;
+
+    /// Clusters `b-c` and `c` with services `a` and `a-b` both want
+    /// `a-b-c`: collisions happen. `west` is local.
+    const CLUSTERS: [&str; 4] = ["east", "b-c", "c", "west"];
+    const SERVICES: [&str; 3] = ["a", "a-b", "db"];
+    const HOSTS: [&str; 3] = ["pod-0", "pod-1", "0pod"];
+
+    fn cluster() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(&CLUSTERS[..])
+    }
+
+    fn svc_name() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(&SERVICES[..])
+    }
+
+    fn service_event() -> impl Strategy<Value = Event> {
+        (
+            cluster(),
+            svc_name(),
+            prop::option::of(prop_oneof![
+                Just(ExportMode::Flat),
+                Just(ExportMode::Gateway)
+            ]),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            0..3i64,
+        )
+            .prop_map(
+                |(cl, name, export, federated, headless, refused, created)| {
+                    let mut s = service(
+                        "ns",
+                        name,
+                        export,
+                        federated,
+                        headless,
+                        &[],
+                        vec![port(Some("http"), Protocol::Tcp, 80)],
+                    );
+                    s.refused = refused;
+                    s.created = created;
+                    svc_event(cl, s)
+                },
+            )
+    }
+
+    fn slice_event_s() -> impl Strategy<Value = Event> {
+        let ep = (
+            0..4u8,
+            prop::option::of(prop::sample::select(&HOSTS[..])),
+            any::<bool>(),
+        );
+        (
+            cluster(),
+            svc_name(),
+            0..2u8,
+            proptest::collection::vec(ep, 0..3),
+        )
+            .prop_map(|(cl, name, n, eps)| {
+                let ips: Vec<String> = eps.iter().map(|(i, _, _)| format!("10.0.0.{i}")).collect();
+                let eps: Vec<(&str, Option<&str>, bool)> = eps
+                    .iter()
+                    .zip(&ips)
+                    .map(|((_, h, r), ip)| (ip.as_str(), *h, *r))
+                    .collect();
+                let ports = vec![port(Some("http"), Protocol::Tcp, 8080)];
+                slice_event(cl, slice("ns", &format!("{name}-{n}"), name, ports, &eps))
+            })
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            4 => service_event(),
+            4 => slice_event_s(),
+            1 => (cluster(), svc_name()).prop_map(|(cl, name)| Event::ServiceDeleted {
+                cluster: c(cl),
+                key: ObjectKey::new("ns", name),
+            }),
+            1 => (cluster(), svc_name(), 0..2u8).prop_map(|(cl, name, n)| Event::SliceDeleted {
+                cluster: c(cl),
+                key: ObjectKey::new("ns", &format!("{name}-{n}")),
+            }),
+            1 => (cluster(), any::<bool>(), any::<bool>()).prop_map(|(cl, synced, broken)| {
+                Event::Health {
+                    cluster: c(cl),
+                    health: Health {
+                        synced,
+                        broken_since: broken.then(base),
+                        gateway_alive: Some(synced),
+                        sync_given_up: false,
+                    },
+                }
+            }),
+            1 => (cluster(), any::<bool>()).prop_map(|(cl, has)| Event::GatewayApplied {
+                cluster: c(cl),
+                gateway: has.then(|| Gateway {
+                    addresses: vec!["192.0.2.1".parse().expect("ip")],
+                    port: Some(4143),
+                    identity: Some("gw".into()),
+                }),
+            }),
+            1 => (cluster(), prop::sample::select(&HOSTS[..]), 0..2u8).prop_map(|(cl, host, ip)| {
+                endpoint_mirror_of(cl, host, ip)
+            }),
+            1 => cluster().prop_map(|cl| Event::ClusterDown { cluster: c(cl) }),
+            1 => cluster().prop_map(|cl| Event::ClusterUp { cluster: c(cl), local: cl == "west" }),
+        ]
+    }
+
+    /// The local endpoint mirror `<host>-<cluster>` of `db-<cluster>`.
+    fn endpoint_mirror_of(cl: &str, host: &str, ip: u8) -> Event {
+        Event::MirrorApplied {
+            cluster: c("west"),
+            mirror: Mirror {
+                key: ObjectKey::new("ns", &format!("{host}-{cl}")),
+                cluster: c(cl),
+                headless_parent: Some(format!("db-{cl}").into()),
+                cluster_ips: vec![format!("10.96.0.{ip}").parse().expect("ip")],
+                ports: vec![port(Some("http"), Protocol::Tcp, 80)],
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(150))]
+
+        /// After every event, the kept state equals `desired` from scratch.
+        #[test]
+        fn incremental_equals_full_on_random_events(
+            more in proptest::collection::vec(event(), 1..30),
+        ) {
+            let mut events: Vec<Event> = CLUSTERS
+                .iter()
+                .flat_map(|cl| up(cl, *cl == "west"))
+                .collect();
+            events.extend(more);
+            incremental_equals_full("random", &events, &MirrorSettings::new("west", now()));
+        }
+    }
 }
