@@ -23,6 +23,10 @@
 
 mod zonegen;
 
+/// The server binary's allocator, so the in-process model is timed as the server runs it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;

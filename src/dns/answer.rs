@@ -493,15 +493,7 @@ impl Cx<'_, '_> {
             Parsed::Service { .. } => Some(self.found(entry, Found::Service(entry))),
             Parsed::Proto { proto, .. } => {
                 let exists = entry
-                    .ports
-                    .iter()
-                    .chain(
-                        entry
-                            .parts
-                            .iter()
-                            .flat_map(|part| &part.pods)
-                            .flat_map(|p| p.ports.iter()),
-                    )
+                    .all_ports()
                     .any(|p| p.name.is_some() && p.protocol.label() == proto);
                 exists.then(|| self.nodata())
             }
@@ -654,11 +646,14 @@ impl Cx<'_, '_> {
     ) {
         let federated = matches!(entry.origin, Origin::Federated { .. });
         let pods = entry.pods();
-        for group in pods.chunk_by(|a, b| a.0 == b.0 && a.1.hostname == b.1.hostname) {
-            let (cluster, first) = group[0];
+        for group in
+            pods.chunk_by(|a, b| a.0.cluster == b.0.cluster && a.1.hostname == b.1.hostname)
+        {
+            let (part, first) = group[0];
+            let cluster = &part.cluster;
             let mut ports: Vec<u16> = group
                 .iter()
-                .flat_map(|(_, p)| p.ports.iter())
+                .flat_map(|(part, _)| part.ports.iter())
                 .filter(|p| wanted(p))
                 .map(|p| p.port)
                 .collect();
@@ -676,7 +671,8 @@ impl Cx<'_, '_> {
                 targets.push((port, target.clone()));
             }
             let mut addrs: Vec<&Pod> = group.iter().map(|(_, p)| *p).collect();
-            addrs.sort_by_key(|p| p.addr.is_ipv6());
+            addrs.sort_by_key(|p| (p.addr.is_ipv6(), p.addr));
+            addrs.dedup();
             additional.extend(addrs.iter().map(|p| self.named_addr(&target, p.addr)));
         }
     }

@@ -54,15 +54,7 @@ fn names(snap: &Snapshot) -> Vec<(String, &'static [u16])> {
     for entry in snap.entries.values() {
         out.push((entry.name.to_string(), SERVICE));
         let named: BTreeSet<(String, &str)> = entry
-            .ports
-            .iter()
-            .chain(
-                entry
-                    .parts
-                    .iter()
-                    .flat_map(|part| &part.pods)
-                    .flat_map(|p| p.ports.iter()),
-            )
+            .all_ports()
             .filter_map(|p| Some((p.name.as_deref()?.to_owned(), p.protocol.label())))
             .collect();
         for (port, proto) in named {
@@ -72,7 +64,7 @@ fn names(snap: &Snapshot) -> Vec<(String, &'static [u16])> {
         let hosts: BTreeSet<(&str, &str)> = entry
             .pods()
             .into_iter()
-            .map(|(c, p)| (c, &*p.hostname))
+            .map(|(part, p)| (&*part.cluster, &*p.hostname))
             .collect();
         for (c, host) in hosts {
             if federated {

@@ -44,8 +44,6 @@ pub struct Pod {
     pub hostname: Arc<str>,
     /// The address to answer.
     pub addr: IpAddr,
-    /// The ports a client dials at `addr` (DESIGN.md decision 10).
-    pub ports: Arc<[Port]>,
 }
 
 /// Which reverse (PTR) names a part's addresses offer.
@@ -75,6 +73,9 @@ pub struct Part {
     /// Pod names (headless services), sorted by (hostname, address), each
     /// once.
     pub pods: Vec<Pod>,
+    /// The ports a client dials at the pods (DESIGN.md decision 10): the
+    /// slice's, shared by all its pods.
+    pub ports: Arc<[Port]>,
     /// Reverse names the addresses offer under a per-cluster name.
     pub reverse: Reverse,
     /// Octets of the longest hostname, to tell cheaply whether every pod
@@ -85,11 +86,12 @@ pub struct Part {
 }
 
 impl Part {
-    /// A part of `cluster` holding `addrs` and `pods` (either may be empty).
+    /// A part of `cluster` holding `addrs` and `pods` (either may be
+    /// empty), whose pods listen on `ports`.
     pub fn new(
         cluster: Arc<str>,
         addrs: impl IntoIterator<Item = IpAddr>,
-        mut pods: Vec<Pod>,
+        (mut pods, ports): (Vec<Pod>, Arc<[Port]>),
         reverse: Reverse,
     ) -> Self {
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
@@ -119,6 +121,7 @@ impl Part {
             v4,
             v6,
             pods,
+            ports,
             reverse,
             longest_host,
             hostnames,
@@ -237,24 +240,39 @@ impl Entry {
         pods
     }
 
-    /// Every pod name's pods, sorted by (cluster, hostname, address), each
-    /// once, with the cluster it is in (named only under federated names).
-    pub fn pods(&self) -> Vec<(&str, &Pod)> {
-        let mut pods: Vec<(&str, &Pod)> = Vec::new();
+    /// Every pod name's pods, sorted by (cluster, hostname, address), with
+    /// the part each is in (its cluster is named only under federated
+    /// names; its ports are the pod's).
+    pub fn pods(&self) -> Vec<(&Part, &Pod)> {
+        let mut pods: Vec<(&Part, &Pod)> = Vec::new();
         for part in &self.parts {
             let fits = self.host_fits(&part.cluster, part.longest_host);
             pods.extend(
                 part.pods
                     .iter()
                     .filter(|p| fits || self.host_fits(&part.cluster, p.hostname.len()))
-                    .map(|p| (&*part.cluster, p)),
+                    .map(|p| (&**part, p)),
             );
         }
         if self.parts.iter().filter(|p| !p.pods.is_empty()).count() > 1 {
-            pods.sort_unstable();
-            pods.dedup();
+            pods.sort_by(|a, b| (&a.0.cluster, a.1).cmp(&(&b.0.cluster, b.1)));
+            // A pod in two slices (while it moves between them) is one pod.
+            pods.dedup_by(|a, b| {
+                a.0.cluster == b.0.cluster && a.1 == b.1 && a.0.ports == b.0.ports
+            });
         }
         pods
+    }
+
+    /// The ports of the name and of its pods: what `_<port>._<proto>`
+    /// names exist for.
+    pub fn all_ports(&self) -> impl Iterator<Item = &Port> {
+        self.ports.iter().chain(
+            self.parts
+                .iter()
+                .filter(|p| !p.pods.is_empty())
+                .flat_map(|p| p.ports.iter()),
+        )
     }
 
     /// True when `cluster` contributes at least one pod name (the empty
@@ -549,7 +567,6 @@ fn slice_part(cluster: &Arc<str>, svc: &Service, slice: &Slice) -> Part {
             .map(|ep| Pod {
                 hostname: hostname(ep),
                 addr: ep.addr,
-                ports: slice.ports.clone(),
             })
             .collect()
     } else {
@@ -560,7 +577,12 @@ fn slice_part(cluster: &Arc<str>, svc: &Service, slice: &Slice) -> Part {
     } else {
         Reverse::Service
     };
-    Part::new(cluster.clone(), ready.map(|ep| ep.addr), pods, reverse)
+    Part::new(
+        cluster.clone(),
+        ready.map(|ep| ep.addr),
+        (pods, slice.ports.clone()),
+        reverse,
+    )
 }
 
 /// The result of building one entry.
@@ -615,7 +637,7 @@ pub fn build_cluster_entry(
             vec![Arc::new(Part::new(
                 cluster.name.clone(),
                 svc.cluster_ips.iter().copied(),
-                Vec::new(),
+                (Vec::new(), Arc::from([])),
                 Reverse::None,
             ))],
             svc.ports.clone(),
@@ -650,7 +672,7 @@ fn gateway_part(
         vec![Arc::new(Part::new(
             cluster.name.clone(),
             addrs.iter().copied(),
-            Vec::new(),
+            (Vec::new(), Arc::from([])),
             Reverse::None,
         ))]
     };
@@ -686,6 +708,15 @@ fn mirrored_pods(
 ) -> Vec<Arc<Part>> {
     let ns = &svc.key.namespace;
     let mut out = Vec::new();
+    let part = |pods: Vec<Pod>, ports: Arc<[Port]>, reverse| {
+        let addrs: Vec<IpAddr> = pods.iter().map(|p| p.addr).collect();
+        Arc::new(Part::new(
+            cluster.name.clone(),
+            addrs,
+            (pods, ports),
+            reverse,
+        ))
+    };
     for slice in cluster.slices_of(&svc.key) {
         let (mut mirrored, mut own) = (Vec::new(), Vec::new());
         for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
@@ -694,18 +725,17 @@ fn mirrored_pods(
                 .endpoint_mirror(ns, label, &host, &cluster.name)
                 .filter(|m| !m.cluster_ips.is_empty())
             {
+                // A part of its own: the mirror's ports are its pod's.
                 Some(m) => {
-                    let ports: Arc<[Port]> = m.ports.clone().into();
-                    mirrored.extend(m.cluster_ips.iter().map(|ip| Pod {
+                    let pods = m.cluster_ips.iter().map(|ip| Pod {
                         hostname: host.clone(),
                         addr: *ip,
-                        ports: ports.clone(),
-                    }));
+                    });
+                    mirrored.push(part(pods.collect(), m.ports.clone().into(), Reverse::None));
                 }
                 None => own.push(Pod {
                     hostname: host,
                     addr: ep.addr,
-                    ports: slice.ports.clone(),
                 }),
             }
         }
@@ -716,15 +746,8 @@ fn mirrored_pods(
             }
             continue;
         }
-        for (pods, reverse) in [(mirrored, Reverse::None), (own, Reverse::Pods)] {
-            let addrs: Vec<IpAddr> = pods.iter().map(|p| p.addr).collect();
-            out.push(Arc::new(Part::new(
-                cluster.name.clone(),
-                addrs,
-                pods,
-                reverse,
-            )));
-        }
+        out.extend(mirrored);
+        out.push(part(own, slice.ports.clone(), Reverse::Pods));
     }
     out
 }

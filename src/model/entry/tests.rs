@@ -15,12 +15,12 @@ fn snapshot(events: Vec<Event>) -> Arc<crate::model::Snapshot> {
 fn pods(e: &Entry) -> Vec<String> {
     e.pods()
         .into_iter()
-        .map(|(_, p)| {
+        .map(|(part, p)| {
             format!(
                 "{}={} ports {:?}",
                 p.hostname,
                 p.addr,
-                p.ports.iter().map(|p| p.port).collect::<Vec<_>>()
+                part.ports.iter().map(|p| p.port).collect::<Vec<_>>()
             )
         })
         .collect()
