@@ -28,6 +28,7 @@ pub mod config;
 pub mod dns;
 pub mod filewatch;
 pub mod k8s;
+pub mod memory;
 pub mod metrics;
 pub mod mirror;
 pub mod model;

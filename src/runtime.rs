@@ -523,6 +523,7 @@ async fn model_task(
                 .all(|c| c.health.synced || c.health.sync_given_up);
         if ready != shared.ready.swap(ready, Ordering::AcqRel) && ready {
             info!("ready: every cluster has loaded");
+            crate::memory::steady();
         }
     }
 }

@@ -730,6 +730,7 @@ pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
     };
     // Parsed and converted on every core, taken in in order.
     let parsed: Vec<ParsedFile> = files.par_iter().map(|f| parse_file(f, local)).collect();
+    crate::memory::after_parallel_work();
     for file in parsed {
         reader.read_parsed(file);
     }
