@@ -14,6 +14,8 @@
 //! the global allocator (the test binaries), they change nothing. It must
 //! not depend on anything else in the crate.
 
+use std::ffi::c_long;
+
 use libmimalloc_sys::{mi_collect, mi_option_set, mi_option_t};
 
 /// `mi_option_purge_delay` in `mimalloc.h` (the v3 sources libmimalloc-sys
@@ -21,13 +23,13 @@ use libmimalloc_sys::{mi_collect, mi_option_set, mi_option_t};
 pub const PURGE_DELAY: mi_option_t = 15;
 
 /// Delay, in ms, before freed memory goes back to the system once loaded.
-pub const STEADY_PURGE_DELAY_MS: i64 = 60_000;
+pub const STEADY_PURGE_DELAY_MS: c_long = 60_000;
 
-fn set_purge_delay(ms: i64) {
+fn set_purge_delay(ms: c_long) {
     #[allow(unsafe_code)]
     // SAFETY: a plain setter of mimalloc's option table (an atomic store).
     unsafe {
-        mi_option_set(PURGE_DELAY, ms.try_into().unwrap_or(i32::MAX.into()));
+        mi_option_set(PURGE_DELAY, ms);
     }
 }
 
@@ -71,6 +73,6 @@ mod tests {
         loading();
         assert_eq!(get(), 0);
         steady();
-        assert_eq!(i64::from(get()), STEADY_PURGE_DELAY_MS);
+        assert_eq!(get(), STEADY_PURGE_DELAY_MS);
     }
 }
