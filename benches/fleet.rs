@@ -136,17 +136,7 @@ fn api_port(cluster: &kubesim::Cluster) -> u16 {
 /// Writes a clusters file linking the first `n` remote clusters, in `dir`.
 fn clusters_file(dir: &Path, kube: &Kube, n: usize) -> PathBuf {
     let path = dir.join(format!("clusters-{n}.yaml"));
-    let text: String = kube.remotes()[..n]
-        .iter()
-        .map(|r| {
-            format!(
-                "- {{name: {}, kubeconfig: {}}}\n",
-                r.name,
-                r.kubeconfig_path().display()
-            )
-        })
-        .collect();
-    std::fs::write(&path, text).expect("clusters file");
+    common::write_clusters_file(&path, &kube.remotes()[..n]);
     path
 }
 

@@ -19,7 +19,14 @@
 //!    whatever snapshot is published, and its slowest answer is reported next to its slowest
 //!    while nothing changes: the queries never wait for the writer.
 //!
-//! Prints a table and `RESULT key=value` lines.
+//! 4. **Sizes**: load time and memory as in 2, at 100,000, 250,000, 500,000,
+//!    1,000,000 and 2,000,000 endpoints (`--sizes a,b,…`), printed side by
+//!    side and drawn into `docs/index_scale.svg` (the README's picture).
+//! 5. **A big service**: one federated headless service of 10,000 endpoints
+//!    in each of the four clusters, with small services beside it; single
+//!    endpoint changes of it timed as in 3, and queries of other names.
+//!
+//! Prints tables and `RESULT key=value` lines.
 
 mod zonegen;
 
@@ -91,6 +98,26 @@ fn main() {
     let (_, rss_empty) = serve_until_ready(&empty);
     let (load, rss_full) = serve_until_ready(&dir.path().join("zones"));
     let per_endpoint = rss_full.saturating_sub(rss_empty) as f64 / endpoints as f64;
+
+    let sweep = sizes(
+        &args,
+        if smoke {
+            &[5_000, 20_000]
+        } else {
+            &[100_000, 250_000, 500_000, 1_000_000, 2_000_000]
+        },
+        endpoints,
+        (load, rss_full),
+        rss_empty,
+    );
+    // The picture in the README is the full run's; a smoke run draws one
+    // too, to check it can, but not over it.
+    let svg = if smoke {
+        dir.path().join("index_scale.svg")
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/index_scale.svg")
+    };
+    draw(&sweep, &svg);
 
     let change = changes_and_queries(file_setup(&dir.path().join("zones"), changes), changes);
     let big = changes_and_queries(big_setup(if smoke { 1_000 } else { 10_000 }), changes);
@@ -188,6 +215,126 @@ fn change_rows(row: &dyn Fn(&str, String, &str), what: &str, c: &ChangeReport) {
             "",
         );
     }
+}
+
+/// Load time and memory at one size.
+struct SizePoint {
+    endpoints: usize,
+    load: Duration,
+    rss: u64,
+    per_endpoint: f64,
+}
+
+/// Load and memory at each of `--sizes` (a comma list, else `default`),
+/// the headline size's figures (`measured`) reused; prints a table and a
+/// `RESULT size …` line per size.
+fn sizes(
+    args: &[String],
+    default: &[usize],
+    headline: usize,
+    measured: (Duration, u64),
+    rss_empty: u64,
+) -> Vec<SizePoint> {
+    let list: Vec<usize> = args
+        .iter()
+        .position(|a| a == "--sizes")
+        .and_then(|i| args.get(i + 1))
+        .map_or_else(
+            || default.to_vec(),
+            |v| v.split(',').map(|n| n.parse().expect("a number")).collect(),
+        );
+    let mut points = Vec::new();
+    for &n in &list {
+        let (load, rss) = if n == headline {
+            measured
+        } else {
+            let dir = tempfile::tempdir().expect("temp dir");
+            generate(dir.path(), n);
+            serve_until_ready(dir.path())
+        };
+        let per_endpoint = rss.saturating_sub(rss_empty) as f64 / n as f64;
+        points.push(SizePoint {
+            endpoints: n,
+            load,
+            rss,
+            per_endpoint,
+        });
+    }
+    println!();
+    println!("| endpoints | load to /ready | resident memory | per endpoint |");
+    println!("|-----------|----------------|-----------------|--------------|");
+    for p in &points {
+        println!(
+            "| {:>9} | {:>12.2} s | {:>11} MiB | {:>10.0} B |",
+            p.endpoints,
+            p.load.as_secs_f64(),
+            p.rss >> 20,
+            p.per_endpoint
+        );
+        println!(
+            "RESULT size endpoints={} load_s={:.2} rss_bytes={} bytes_per_endpoint={:.0}",
+            p.endpoints,
+            p.load.as_secs_f64(),
+            p.rss,
+            p.per_endpoint
+        );
+    }
+    points
+}
+
+/// Draws resident memory and load time against endpoints into `path`.
+fn draw(points: &[SizePoint], path: &Path) {
+    use plotters::prelude::*;
+    let max_n = points.iter().map(|p| p.endpoints).max().unwrap_or(1) as f64 / 1e6;
+    let max_mib = points.iter().map(|p| p.rss >> 20).max().unwrap_or(1) as f64;
+    let max_s = points
+        .iter()
+        .map(|p| p.load.as_secs_f64())
+        .fold(0.1, f64::max);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).expect("picture directory");
+    }
+    let root = SVGBackend::new(path, (720, 360)).into_drawing_area();
+    root.fill(&WHITE).expect("draw");
+    let panels = root.split_evenly((1, 2));
+    let series: [(&str, f64, Box<dyn Fn(&SizePoint) -> f64>); 2] = [
+        (
+            "resident memory (MiB)",
+            max_mib,
+            Box::new(|p: &SizePoint| (p.rss >> 20) as f64),
+        ),
+        (
+            "load to /ready (s)",
+            max_s,
+            Box::new(|p: &SizePoint| p.load.as_secs_f64()),
+        ),
+    ];
+    for (panel, (label, top, value)) in panels.iter().zip(series) {
+        let mut chart = ChartBuilder::on(panel)
+            .caption(label, ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(32)
+            .y_label_area_size(44)
+            .build_cartesian_2d(0f64..max_n * 1.05, 0f64..top * 1.15)
+            .expect("chart");
+        chart
+            .configure_mesh()
+            .x_desc("endpoints (millions)")
+            .draw()
+            .expect("mesh");
+        let line: Vec<(f64, f64)> = points
+            .iter()
+            .map(|p| (p.endpoints as f64 / 1e6, value(p)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(line.clone(), &BLUE))
+            .expect("line");
+        chart
+            .draw_series(line.iter().map(|&xy| Circle::new(xy, 3, BLUE.filled())))
+            .expect("points");
+    }
+    root.present().expect("write the picture");
+    println!("(drawn into {})", path.display());
 }
 
 /// Writes `endpoints` endpoints under `zones`; returns the number of services.

@@ -261,6 +261,21 @@ fn slice(s: usize, ips: &[Ipv4Addr]) -> EndpointSlice {
 
 /// kubesim with a `local` cluster and remote clusters `c1`, `c2`, …, and a `--clusters` file
 /// that links the remote ones.
+/// Writes a clusters file at `path` linking `remotes`.
+pub(crate) fn write_clusters_file(path: &Path, remotes: &[&Arc<kubesim::Cluster>]) {
+    let text: String = remotes
+        .iter()
+        .map(|r| {
+            format!(
+                "- {{name: {}, kubeconfig: {}}}\n",
+                r.name,
+                r.kubeconfig_path().display()
+            )
+        })
+        .collect();
+    std::fs::write(path, text).expect("clusters file");
+}
+
 pub(crate) struct Kube {
     pub sim: kubesim::Sim,
     pub clusters_file: PathBuf,
@@ -324,18 +339,7 @@ impl Kube {
             apart,
             _dir: dir,
         };
-        let text: String = kube
-            .remotes()
-            .iter()
-            .map(|r| {
-                format!(
-                    "- {{name: {}, kubeconfig: {}}}\n",
-                    r.name,
-                    r.kubeconfig_path().display()
-                )
-            })
-            .collect();
-        std::fs::write(&kube.clusters_file, text).expect("clusters file");
+        write_clusters_file(&kube.clusters_file, &kube.remotes());
         kube
     }
 
