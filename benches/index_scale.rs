@@ -297,17 +297,11 @@ fn draw(points: &[SizePoint], path: &Path) {
     let root = SVGBackend::new(path, (720, 360)).into_drawing_area();
     root.fill(&WHITE).expect("draw");
     let panels = root.split_evenly((1, 2));
-    let series: [(&str, f64, Box<dyn Fn(&SizePoint) -> f64>); 2] = [
-        (
-            "resident memory (MiB)",
-            max_mib,
-            Box::new(|p: &SizePoint| (p.rss >> 20) as f64),
-        ),
-        (
-            "load to /ready (s)",
-            max_s,
-            Box::new(|p: &SizePoint| p.load.as_secs_f64()),
-        ),
+    let mib = |p: &SizePoint| (p.rss >> 20) as f64;
+    let secs = |p: &SizePoint| p.load.as_secs_f64();
+    let series: [(&str, f64, &dyn Fn(&SizePoint) -> f64); 2] = [
+        ("resident memory (MiB)", max_mib, &mib),
+        ("load to /ready (s)", max_s, &secs),
     ];
     for (panel, (label, top, value)) in panels.iter().zip(series) {
         let mut chart = ChartBuilder::on(panel)
