@@ -282,6 +282,9 @@ fn sizes(
     points
 }
 
+/// One measure of a [`SizePoint`], as drawn.
+type Measure = dyn Fn(&SizePoint) -> f64;
+
 /// Draws resident memory and load time against endpoints into `path`.
 fn draw(points: &[SizePoint], path: &Path) {
     use plotters::prelude::*;
@@ -299,7 +302,7 @@ fn draw(points: &[SizePoint], path: &Path) {
     let panels = root.split_evenly((1, 2));
     let mib = |p: &SizePoint| (p.rss >> 20) as f64;
     let secs = |p: &SizePoint| p.load.as_secs_f64();
-    let series: [(&str, f64, &dyn Fn(&SizePoint) -> f64); 2] = [
+    let series: [(&str, f64, &Measure); 2] = [
         ("resident memory (MiB)", max_mib, &mib),
         ("load to /ready (s)", max_s, &secs),
     ];
