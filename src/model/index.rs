@@ -489,7 +489,19 @@ impl Index {
             Some(e) if !self.settings.reverse_zones.is_empty() => e.ptrs(),
             _ => Vec::new(),
         };
-        let new = built.entry.map(Arc::new);
+        self.publish(key, built.entry.map(Arc::new));
+        if !self.settings.reverse_zones.is_empty() {
+            let priority = claims
+                .first()
+                .map(|w| (w.created, w.cluster.clone()))
+                .unwrap_or((i64::MAX, Arc::from("")));
+            self.update_ptrs(key, ptrs, priority);
+        }
+    }
+
+    /// Puts `new` at `key` in the snapshot (or takes the name away), with
+    /// the name count and the namespaces' empty non-terminals.
+    fn publish(&mut self, key: &Arc<str>, new: Option<Arc<Entry>>) {
         let old = match &new {
             Some(entry) => self.snap.entries.insert(key.clone(), entry.clone()),
             None => self.snap.entries.remove(key),
@@ -512,14 +524,6 @@ impl Index {
                 }
             }
             _ => {}
-        }
-
-        if !self.settings.reverse_zones.is_empty() {
-            let priority = claims
-                .first()
-                .map(|w| (w.created, w.cluster.clone()))
-                .unwrap_or((i64::MAX, Arc::from("")));
-            self.update_ptrs(key, ptrs, priority);
         }
     }
 
