@@ -17,7 +17,9 @@
 //!    endpoint changes, each applied and published as a new snapshot (the model task's work
 //!    for one watch event), timed one by one. Meanwhile a second thread answers queries from
 //!    whatever snapshot is published, and its slowest answer is reported next to its slowest
-//!    while nothing changes: the queries never wait for the writer.
+//!    while nothing changes: the queries never wait for the writer. A third run of the
+//!    changes with nothing querying gives the writer's own p99 (on two cores the query
+//!    thread and the rest of the machine otherwise share its tail).
 //!
 //! 4. **Sizes**: load time and memory as in 2, at 100,000, 250,000, 500,000,
 //!    1,000,000 and 2,000,000 endpoints (`--sizes a,b,…`), printed side by
@@ -166,7 +168,8 @@ fn main() {
         "RESULT endpoints={endpoints} load_s={:.2} rss_bytes={rss_full} rss_empty_bytes={rss_empty} \
          bytes_per_endpoint={per_endpoint:.0} change_p50_us={:.1} change_p99_us={:.1} change_max_us={:.1} \
          query_p999_idle_us={:.1} query_p999_unrelated_us={:.1} query_p999_same_us={:.1} \
-         big_endpoints_per_cluster={big_size} big_change_p50_us={:.1} big_change_p99_us={:.1} big_change_max_us={:.1} \
+         change_alone_p99_us={:.1} big_endpoints_per_cluster={big_size} big_change_p50_us={:.1} big_change_p99_us={:.1} big_change_max_us={:.1} \
+         big_change_alone_p99_us={:.1} \
          big_query_p999_idle_us={:.1} big_query_p999_unrelated_us={:.1}",
         load.as_secs_f64(),
         c.apply_p50_us,
@@ -175,9 +178,11 @@ fn main() {
         c.idle.p999,
         c.unrelated.p999,
         c.same.p999,
+        c.alone_p99_us,
         big.apply_p50_us,
         big.apply_p99_us,
         big.apply_max_us,
+        big.alone_p99_us,
         big.idle.p999,
         big.unrelated.p999,
     );
@@ -445,6 +450,8 @@ struct ChangeReport {
     apply_p50_us: f64,
     apply_p99_us: f64,
     apply_max_us: f64,
+    /// p99 of a run of the changes with nothing querying.
+    alone_p99_us: f64,
     /// Other names, nothing changing.
     idle: Latencies,
     /// Other names, while changing.
@@ -624,12 +631,15 @@ fn changes_and_queries(setup: ChangeSetup, changes: usize) -> ChangeReport {
         &AtomicBool::new(false),
     );
 
-    let mut times = Vec::with_capacity(2 * changes);
+    // One run of the changes, timed one by one, while another thread asks
+    // `asked` (nobody asks when it is empty).
     let mut phase = |asked: &[Vec<u8>]| {
-        let (stop, warm) = (AtomicBool::new(false), AtomicBool::new(false));
-        std::thread::scope(|s| {
-            let asking =
-                s.spawn(|| ask_for(&handler, asked, Duration::from_secs(600), &stop, &warm));
+        let (stop, warm) = (AtomicBool::new(false), AtomicBool::new(asked.is_empty()));
+        let mut times = Vec::with_capacity(changes);
+        let answered = std::thread::scope(|s| {
+            let asking = (!asked.is_empty()).then(|| {
+                s.spawn(|| ask_for(&handler, asked, Duration::from_secs(600), &stop, &warm))
+            });
             let deadline = Instant::now() + Duration::from_secs(60);
             while !warm.load(Ordering::Acquire) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
@@ -653,20 +663,32 @@ fn changes_and_queries(setup: ChangeSetup, changes: usize) -> ChangeReport {
                 times.push(t.elapsed());
             }
             stop.store(true, Ordering::Relaxed);
-            asking.join().expect("query thread")
-        })
+            asking.map(|a| a.join().expect("query thread"))
+        });
+        (answered, times)
     };
     // As the server does once its first load is over.
     clusterset_dns::memory::steady();
-    let unrelated = phase(&others);
-    let same = phase(&changed);
+    let (unrelated, mut times) = phase(&others);
+    let (same, more) = phase(&changed);
+    times.extend(more);
+    // Last, so that its slices, like those of the second run, were changed
+    // before.
+    let (_, mut alone) = phase(&[]);
+    let (unrelated, same) = (
+        unrelated.expect("queries were asked"),
+        same.expect("queries were asked"),
+    );
     times.sort();
+    alone.sort();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let at = |q: f64| us(times[((times.len() - 1) as f64 * q) as usize]);
+    let alone_p99_us = us(alone[((alone.len() - 1) as f64 * 0.99) as usize]);
     ChangeReport {
         apply_p50_us: at(0.5),
         apply_p99_us: at(0.99),
         apply_max_us: at(1.0),
+        alone_p99_us,
         idle,
         unrelated,
         same,
