@@ -206,6 +206,11 @@ fn change_rows(row: &dyn Fn(&str, String, &str), what: &str, c: &ChangeReport) {
             "< 1000 µs"
         },
     );
+    row(
+        &format!("{what}… the same, nothing querying"),
+        format!("p99 {:.0} µs", c.alone_p99_us),
+        "",
+    );
     for (name, l) in [
         ("query, nothing changing", &c.idle),
         ("query of other names, while changing", &c.unrelated),
