@@ -5,10 +5,12 @@
 //! a change frees and reallocates a little. The two want opposite policies,
 //! measured with `cargo bench --bench index_scale` (1,000,000 endpoints):
 //! returning freed memory at once keeps a load's garbage out of the
-//! resident set (about 30 B per endpoint), but during changes the
-//! decommit/recommit system calls it causes made one endpoint change's p99
-//! 140–480 µs instead of about 25 µs. So freed memory is returned at once
-//! until the first load is over, and then only after a minute.
+//! resident set (about 30 B per endpoint), but during changes every page
+//! freed and taken again costs a decommit and a recommit (system calls on
+//! the model task's path; in one series of runs a delay of 0 ms gave one
+//! change a p99 of 140–480 µs against about 25 µs with 60 s, a difference
+//! this VM's noise does not always show). So freed memory is returned at
+//! once until the first load is over, and then only after a minute.
 //!
 //! Only process-wide allocator options are touched: when mimalloc is not
 //! the global allocator (the test binaries), they change nothing. It must
