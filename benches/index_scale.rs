@@ -77,9 +77,6 @@ fn main() {
     let endpoints = arg("--endpoints", if smoke { 20_000 } else { 1_000_000 });
     let changes = arg("--changes", if smoke { 100 } else { 1_000 });
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let t = Instant::now();
-    let services = generate(&dir.path().join("zones"), endpoints);
     if let Some(keep) = args
         .iter()
         .position(|a| a == "--keep")
@@ -87,9 +84,12 @@ fn main() {
     {
         // For profiling the server by hand on the same data.
         generate(Path::new(keep), endpoints);
-        println!("generated a copy in {keep}");
+        println!("generated the data set in {keep}");
         return;
     }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let t = Instant::now();
+    let services = generate(&dir.path().join("zones"), endpoints);
     println!(
         "generated {endpoints} endpoints in {services} services in {:.1}s",
         t.elapsed().as_secs_f64()

@@ -83,7 +83,7 @@ pub enum Event {
         slice: Slice,
         /// When the change this version carries began on its cluster (its
         /// `endpoints.kubernetes.io/last-change-trigger-time`), for the
-        /// propagation metric (`crate::propagation`); `None` when there is
+        /// propagation metric (kept by the runtime); `None` when there is
         /// none to measure. The model ignores it: it travels beside the
         /// slice, not in it, so a new trigger time alone never makes the
         /// slice compare different (no rebuild, no new snapshot) and is

@@ -585,16 +585,9 @@ fn slice_part(cluster: &Arc<str>, svc: &Service, slice: &Slice) -> Part {
     )
 }
 
-/// The result of building one entry.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Built {
-    /// The entry; `None` when the name does not exist (headless with no
-    /// ready endpoints, no federated member left).
-    pub entry: Option<Entry>,
-}
-
 /// Builds `<label>.<ns>.svc.<zone>` for service `key` of `cluster`, the
-/// winner of that label, from the slices' parts in `parts`.
+/// winner of that label, from the slices' parts in `parts`; `None` when the
+/// name does not exist (headless with no ready endpoints).
 pub fn build_cluster_entry(
     set: &ClusterSet,
     parts: &PartCache,
@@ -602,13 +595,9 @@ pub fn build_cluster_entry(
     key: &ObjectKey,
     label: &str,
     cx: &BuildContext<'_>,
-) -> Built {
-    let Some(svc) = cluster.services.get(key) else {
-        return Built::default();
-    };
-    let Some(mode) = svc.export else {
-        return Built::default();
-    };
+) -> Option<Entry> {
+    let svc = cluster.services.get(key)?;
+    let mode = svc.export?;
     let ns = &key.namespace;
     let mut head = Head {
         name: format!("{label}.{ns}.svc.{}", cx.zone).into(),
@@ -622,9 +611,7 @@ pub fn build_cluster_entry(
     };
     if svc.refused {
         head.refused.push(cluster.name.clone());
-        return Built {
-            entry: Entry::from_parts(head, Vec::new(), Vec::new()),
-        };
+        return Entry::from_parts(head, Vec::new(), Vec::new());
     }
     let (found, ports) = match (mode, cluster.local, svc.headless) {
         // Through Linkerd's per-pod endpoint mirrors where they exist:
@@ -655,9 +642,7 @@ pub fn build_cluster_entry(
             (parts.of(&cluster.name, key).cloned().collect(), ports)
         }
     };
-    Built {
-        entry: Entry::from_parts(head, found, ports),
-    }
+    Entry::from_parts(head, found, ports)
 }
 
 /// A remote gateway-mode service's address: the ClusterIP of its mirror
@@ -775,18 +760,19 @@ pub fn federated_members<'s>(
 }
 
 /// Builds `<svc>-federated.<ns>.svc.<zone>`: the union of every member's
-/// ready pod addresses (DESIGN.md decision 4), from the members' parts.
+/// ready pod addresses (DESIGN.md decision 4), from the members' parts;
+/// `None` when no member is left.
 pub fn build_federated_entry(
     set: &ClusterSet,
     parts: &PartCache,
     key: &ObjectKey,
     label: &str,
     cx: &BuildContext<'_>,
-) -> Built {
+) -> Option<Entry> {
     let (members, refused): (Vec<&Cluster>, Vec<&Cluster>) =
         federated_members(set, key).partition(|c| c.services.get(key).is_some_and(|s| !s.refused));
     if members.is_empty() && refused.is_empty() {
-        return Built::default();
+        return None;
     }
     let eligible: Vec<&Cluster> = members
         .iter()
@@ -817,9 +803,7 @@ pub fn build_federated_entry(
         }
         found.extend(parts.of(&c.name, key).cloned());
     }
-    Built {
-        entry: Entry::from_parts(head, found, ports),
-    }
+    Entry::from_parts(head, found, ports)
 }
 
 #[cfg(test)]

@@ -444,8 +444,8 @@ impl Index {
             self.claims.remove(key);
         }
         let (label, _) = key.split_once('.').unwrap_or((key, ""));
-        let built = match claims.first() {
-            None => Default::default(),
+        let entry = match claims.first() {
+            None => None,
             Some(w) if !w.per_cluster => {
                 build_federated_entry(set, &self.parts, &w.service, label, cx)
             }
@@ -453,7 +453,7 @@ impl Index {
                 Some(cluster) => {
                     build_cluster_entry(set, &self.parts, cluster, &w.service, label, cx)
                 }
-                None => Default::default(),
+                None => None,
             },
         };
 
@@ -479,17 +479,17 @@ impl Index {
         }
         self.snap.stats.collisions = self.snap.stats.collisions + losers as u64 - before as u64;
 
-        let too_long = built.entry.as_ref().map_or(0, Entry::too_long);
+        let too_long = entry.as_ref().map_or(0, Entry::too_long);
         if too_long == 0 {
             self.too_long_pods.remove(key);
         } else {
             self.too_long_pods.insert(key.clone(), too_long);
         }
-        let ptrs = match &built.entry {
+        let ptrs = match &entry {
             Some(e) if !self.settings.reverse_zones.is_empty() => e.ptrs(),
             _ => Vec::new(),
         };
-        self.publish(key, built.entry.map(Arc::new));
+        self.publish(key, entry.map(Arc::new));
         if !self.settings.reverse_zones.is_empty() {
             let priority = claims
                 .first()
