@@ -22,7 +22,7 @@ use super::cluster::{ClusterSet, Dirty};
 use super::entry::{
     BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry, federated_members,
 };
-use super::objects::ObjectKey;
+use super::objects::{ObjectKey, Service};
 use crate::vocab::name::FEDERATED;
 use crate::vocab::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
 
@@ -308,8 +308,13 @@ impl Index {
         let mut federated: BTreeSet<ObjectKey> = BTreeSet::new();
         for (cluster, key) in &dirty.services {
             self.parts.update(set, cluster, key);
-            federated.insert(key.clone());
-            self.update_cluster_claim(set, cluster, key, &mut touched);
+            let service = set.get(cluster).and_then(|c| c.services.get(key));
+            // Most services never are federated: their federated name needs
+            // no look at every cluster unless one of them makes it exist.
+            if service.is_some_and(|s| s.federated) || self.has_federated_claim(key) {
+                federated.insert(key.clone());
+            }
+            self.update_cluster_claim(cluster, key, service, &mut touched);
         }
         for name in &dirty.health {
             if let Some(c) = set.get(name) {
@@ -365,18 +370,26 @@ impl Index {
             && label.len() + ns.len() + self.settings.zone.text().len() + 6 <= MAX_NAME_TEXT
     }
 
+    /// True when `<svc>-federated` of `key` is claimed now, or would be
+    /// but for its length.
+    fn has_federated_claim(&self, key: &ObjectKey) -> bool {
+        let label_key = format!("{}-{FEDERATED}.{}", key.name, key.namespace);
+        self.claims
+            .get(label_key.as_str())
+            .is_some_and(|claims| claims.iter().any(|c| !c.per_cluster))
+            || self.too_long_names.contains(&(None, key.clone()))
+    }
+
+    /// `service` is `key` in `cluster` now, if it is there.
     fn update_cluster_claim(
         &mut self,
-        set: &ClusterSet,
         cluster: &Arc<str>,
         key: &ObjectKey,
+        service: Option<&Service>,
         touched: &mut BTreeSet<Arc<str>>,
     ) {
         let pair = (cluster.clone(), key.clone());
-        let service = set
-            .get(cluster)
-            .and_then(|c| c.services.get(key))
-            .filter(|s| s.export.is_some());
+        let service = service.filter(|s| s.export.is_some());
         let label = format!("{}-{}", key.name, cluster);
         let fits = self.name_fits(&label, &key.namespace);
         self.note_too_long(

@@ -158,6 +158,35 @@ fn names_over_the_length_limits_are_not_served() {
 }
 
 #[test]
+fn a_federated_name_too_long_is_forgotten_once_nobody_federates_it() {
+    let mut m = model();
+    // `<56>-east` fits in a label of 63; `<56>-federated` does not.
+    let long = "f".repeat(56);
+    let mut federated = flat("prod", &long, 1);
+    federated.federated = true;
+    let mut ev = up("east", false);
+    ev.push(svc_event("east", federated));
+    ev.push(endpoint_slice("east", "prod", &long, "10.1.0.1"));
+    m.apply(ev, t0());
+    let snap = m.snapshot();
+    assert!(
+        snap.entries
+            .get(format!("{long}-east.prod").as_str())
+            .is_some()
+    );
+    assert_eq!(snap.stats.too_long, 1, "the federated name only");
+
+    m.apply([svc_event("east", flat("prod", &long, 1))], t0());
+    let snap = m.snapshot();
+    assert!(
+        snap.entries
+            .get(format!("{long}-east.prod").as_str())
+            .is_some()
+    );
+    assert_eq!(snap.stats.too_long, 0, "not federated any more");
+}
+
+#[test]
 fn a_change_rebuilds_only_its_own_names() {
     let mut m = model();
     m.apply(fixture_events(), t0());
