@@ -584,6 +584,7 @@ fn big_setup(per_cluster: usize) -> ChangeSetup {
                 publish_not_ready: false,
                 opaque_ports: None,
                 refused: false,
+                mcs: None,
             },
         };
         let slice = |svc: &str, k: usize, from: usize, n: usize, host: bool| Slice {

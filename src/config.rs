@@ -157,6 +157,9 @@ pub struct ServeArgs {
     /// A/AAAA/SRV answers carry at most N records of their RRset, rotated, on every transport; 0: as many as fit [default: 0].
     #[arg(long, env = "CLUSTERSET_DNS_MAX_ANSWER_RECORDS", value_name = "N")]
     pub max_answer_records: Option<usize>,
+    /// Also serve the Kubernetes MCS API's names (<svc>.<ns>.svc.<zone>, <hostname>.<clusterid>.<svc>…) for Services a ServiceExport exports.
+    #[arg(long, env = "CLUSTERSET_DNS_MCS")]
+    pub mcs: bool,
     /// Log lines as text or as JSON objects (level from RUST_LOG) [default: text].
     #[arg(long, env = "CLUSTERSET_DNS_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -253,6 +256,8 @@ pub struct FileConfig {
     pub max_inflight_per_cluster: Option<usize>,
     /// `mirror`.
     pub mirror: Option<bool>,
+    /// `mcs`.
+    pub mcs: Option<bool>,
     /// `linkerd-flat-compat`.
     pub linkerd_flat_compat: Option<bool>,
     /// `cluster-domain`.
@@ -625,6 +630,7 @@ impl FileConfig {
             mirror_resync,
             answer_cache_mb,
             max_answer_records,
+            mcs,
             log_format,
             max_connections,
             idle_timeout,
@@ -666,6 +672,7 @@ impl FileConfig {
                 max_answer_records,
                 max_services_per_cluster,
                 max_endpoints_per_cluster,
+                mcs,
             },
             dns_addr,
             admin_addr,
@@ -845,6 +852,7 @@ struct FileAnswers {
     max_answer_records: Option<usize>,
     max_services_per_cluster: Option<usize>,
     max_endpoints_per_cluster: Option<usize>,
+    mcs: Option<bool>,
 }
 
 /// The answer settings: flags over the file over defaults. Without a
@@ -913,6 +921,7 @@ fn settings(
             .or(file.max_answer_records)
             .unwrap_or(0),
     )?;
+    settings.mcs = args.mcs || file.mcs == Some(true);
     Ok(settings)
 }
 

@@ -300,3 +300,19 @@ fn in_flight_bound_per_cluster_comes_from_the_flag_or_the_file() {
         );
     }
 }
+
+#[test]
+fn mcs_is_off_by_default_and_on_from_the_flag_or_the_file() {
+    let off = Config::resolve(&args(&["--zones", "z"])).expect("valid");
+    assert!(!off.settings.mcs, "off by default");
+    let flag = Config::resolve(&args(&["--zones", "z", "--mcs"])).expect("valid");
+    assert!(flag.settings.mcs);
+    let f = config_file("zones: z\nmcs: true\n");
+    let path = f.path().to_str().expect("utf-8 path");
+    let file = Config::resolve(&args(&["--config", path])).expect("valid");
+    assert!(file.settings.mcs, "from the file");
+    let bad = config_file("zones: z\nmcs: sometimes\n");
+    let path = bad.path().to_str().expect("utf-8 path");
+    let err = Config::resolve(&args(&["--config", path])).expect_err("not a boolean");
+    assert!(err.to_string().contains("line 2"), "{err}");
+}

@@ -277,8 +277,12 @@ impl Cx<'_, '_> {
             _ if !self.snap.known => true,
             Scope::AnyCluster => !unsynced.is_empty(),
             Scope::Label(label) => {
+                // With MCS on, any label can be a service an unsynced
+                // cluster exports.
                 !unsynced.is_empty()
-                    && (label.ends_with("-federated") || unsynced.iter().any(|c| claims(label, c)))
+                    && (self.snap.settings.mcs
+                        || label.ends_with("-federated")
+                        || unsynced.iter().any(|c| claims(label, c)))
             }
         }
     }
@@ -473,7 +477,9 @@ impl Cx<'_, '_> {
                 self.note.stale = true;
                 self.ttl = self.ttl.min(s.stale_ttl);
             }
-            Origin::Federated { fail_open, stale } => {
+            Origin::Federated {
+                fail_open, stale, ..
+            } => {
                 if *fail_open {
                     self.note.fail_open = true;
                 }
@@ -515,8 +521,13 @@ impl Cx<'_, '_> {
                 (!pods.is_empty()).then(|| self.found(entry, Found::Pods(pods)))
             }
             Parsed::Child { child, .. } => {
+                // `<cluster>.<svc>…` (`<clusterid>.<svc>…` in MCS) holds no
+                // address: an empty non-terminal above its pods.
                 if entry.has_member(child) {
                     return Some(self.nodata());
+                }
+                if matches!(entry.origin, Origin::Federated { mcs: true, .. }) {
+                    return None;
                 }
                 // `<hostname>-<cluster>`: the alias CoreDNS serves from the
                 // federated EndpointSlices (DESIGN.md decision 4).

@@ -20,7 +20,7 @@ use imbl::OrdMap;
 
 use tracing::warn;
 
-use super::objects::{ExportMode, Gateway, Mirror, ObjectKey, Service, Slice};
+use super::objects::{ExportMode, Gateway, Import, Mirror, ObjectKey, Service, Slice};
 use crate::vocab::name::check_cluster_name;
 
 /// Sync and health of one cluster, as the sources report it.
@@ -118,6 +118,29 @@ pub enum Event {
         /// The gateway.
         gateway: Option<Gateway>,
     },
+    /// The cluster's MCS cluster id changed: the value of its ClusterProperty
+    /// `cluster.clusterset.k8s.io`, already checked to be a DNS label
+    /// (`None`: it has none, and its name is its id).
+    ClusterIdApplied {
+        /// Cluster name.
+        cluster: Arc<str>,
+        /// The id.
+        id: Option<Arc<str>>,
+    },
+    /// A ServiceImport of the local cluster was added or changed.
+    ImportApplied {
+        /// The local cluster's name.
+        cluster: Arc<str>,
+        /// The import.
+        import: Import,
+    },
+    /// A ServiceImport of the local cluster was deleted.
+    ImportDeleted {
+        /// The local cluster's name.
+        cluster: Arc<str>,
+        /// Its key.
+        key: ObjectKey,
+    },
 }
 
 impl Event {
@@ -133,7 +156,10 @@ impl Event {
             | Self::SliceDeleted { cluster, .. }
             | Self::MirrorApplied { cluster, .. }
             | Self::MirrorDeleted { cluster, .. }
-            | Self::GatewayApplied { cluster, .. } => cluster,
+            | Self::GatewayApplied { cluster, .. }
+            | Self::ClusterIdApplied { cluster, .. }
+            | Self::ImportApplied { cluster, .. }
+            | Self::ImportDeleted { cluster, .. } => cluster,
         }
     }
 }
@@ -160,6 +186,10 @@ pub struct Cluster {
     pub gateway: Option<Gateway>,
     /// Sync and health.
     pub health: Health,
+    /// The MCS cluster id its ClusterProperty gives, if any.
+    pub property_id: Option<Arc<str>>,
+    /// ServiceImports (MCS; the local cluster's are the ones served).
+    pub imports: OrdMap<ObjectKey, Import>,
 }
 
 impl Cluster {
@@ -174,7 +204,14 @@ impl Cluster {
             mirrors: OrdMap::new(),
             gateway: None,
             health: Health::default(),
+            property_id: None,
+            imports: OrdMap::new(),
         }
+    }
+
+    /// The MCS cluster id it claims: its ClusterProperty's, else its name.
+    pub fn mcs_id(&self) -> &Arc<str> {
+        self.property_id.as_ref().unwrap_or(&self.name)
     }
 
     /// The slices of a service.
@@ -189,7 +226,19 @@ impl Cluster {
     /// cluster's), recording what it touched into `dirty`.
     fn apply(&mut self, name: Arc<str>, event: Event, dirty: &mut Dirty) {
         match event {
-            Event::ClusterUp { .. } | Event::ClusterDown { .. } => {}
+            Event::ClusterUp { .. } | Event::ClusterDown { .. } | Event::ClusterIdApplied { .. } => {}
+            Event::ImportApplied { import, .. } => {
+                if self.imports.get(&import.key) != Some(&import) {
+                    let key = import.key.clone();
+                    self.imports.insert(key.clone(), import);
+                    dirty.services.insert((name, key));
+                }
+            }
+            Event::ImportDeleted { key, .. } => {
+                if self.imports.remove(&key).is_some() {
+                    dirty.services.insert((name, key));
+                }
+            }
             Event::Health { health, .. } => {
                 if self.health != health {
                     self.health = health;
@@ -317,6 +366,7 @@ impl ClusterSet {
         match event {
             Event::ClusterUp { cluster, local } => self.cluster_up(cluster, local, dirty),
             Event::ClusterDown { cluster } => self.cluster_down(&cluster, dirty),
+            Event::ClusterIdApplied { cluster, id } => self.cluster_id(&cluster, id, dirty),
             event => match self.clusters.get_mut(&name) {
                 Some(c) => c.apply(name, event, dirty),
                 None => warn!(cluster = %name, "event for a cluster that is not up; ignored"),
@@ -341,6 +391,38 @@ impl ClusterSet {
                 dirty.health.insert(cluster);
             }
         }
+    }
+
+    /// A new id can move every MCS pod name of the cluster, and decide who
+    /// of two clusters claiming one id keeps it: every MCS service is
+    /// rebuilt (ids change rarely).
+    fn cluster_id(&mut self, cluster: &Arc<str>, id: Option<Arc<str>>, dirty: &mut Dirty) {
+        let Some(c) = self.clusters.get_mut(cluster) else {
+            warn!(cluster = %cluster, "event for a cluster that is not up; ignored");
+            return;
+        };
+        if c.property_id == id {
+            return;
+        }
+        c.property_id = id;
+        for c in self.clusters.values() {
+            dirty.services.extend(
+                c.services
+                    .values()
+                    .filter(|s| s.mcs.is_some())
+                    .map(|s| (c.name.clone(), s.key.clone())),
+            );
+        }
+    }
+
+    /// The clusters that are MCS members under their id now: of two
+    /// claiming one id, the one known first keeps it (the older Link, or
+    /// the directory read first).
+    pub fn mcs_id_holder(&self, id: &str) -> Option<&Cluster> {
+        self.clusters
+            .values()
+            .filter(|c| &**c.mcs_id() == id)
+            .min_by_key(|c| c.id)
     }
 
     fn cluster_down(&mut self, cluster: &Arc<str>, dirty: &mut Dirty) {

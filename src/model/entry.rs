@@ -1,6 +1,6 @@
 //! Record sets of one service name: how `<svc>-<cluster>` and
 //! `<svc>-federated` are computed from cluster state (DESIGN.md decisions
-//! 1–4, 6 and 10).
+//! 1–4, 6 and 10), and the MCS name `<svc>` (in [`mcs`]).
 //!
 //! Pure functions from the [`ClusterSet`] to an [`Entry`]. They must not
 //! look at other entries, claims or time beyond the `now` they are given.
@@ -25,7 +25,8 @@ pub enum Origin {
         /// Cluster name.
         name: Arc<str>,
     },
-    /// The union over member clusters: `<svc>-federated`.
+    /// The union over member clusters: `<svc>-federated`, or the MCS
+    /// clusterset name `<svc>` (its pods named under each cluster's id).
     Federated {
         /// Every member was left out for health, so the last-known union is
         /// served (fail open).
@@ -33,6 +34,8 @@ pub enum Origin {
         /// A member in the answer has a broken watch (within the grace):
         /// its part is last-known data, so the TTL is capped.
         stale: bool,
+        /// The MCS name: no `<hostname>-<cluster>` alias (the KEP has none).
+        mcs: bool,
     },
 }
 
@@ -125,6 +128,20 @@ impl Part {
             reverse,
             longest_host,
             hostnames,
+        }
+    }
+
+    /// The same records under another cluster label (an MCS cluster id).
+    fn relabeled(&self, cluster: Arc<str>) -> Self {
+        Self {
+            cluster,
+            v4: self.v4.clone(),
+            v6: self.v6.clone(),
+            pods: self.pods.clone(),
+            ports: self.ports.clone(),
+            reverse: self.reverse,
+            longest_host: self.longest_host,
+            hostnames: self.hostnames,
         }
     }
 
@@ -495,7 +512,7 @@ impl PartCache {
         let held = set
             .get(cluster)
             .and_then(|c| Some((c, c.services.get(key)?)))
-            .filter(|(_, s)| !s.refused && (s.export.is_some() || s.federated));
+            .filter(|(_, s)| !s.refused && (s.export.is_some() || s.federated || s.mcs.is_some()));
         let Some((c, svc)) = held else {
             self.parts.remove(&pair);
             return;
@@ -786,7 +803,11 @@ pub fn build_federated_entry(
     let mut head = Head {
         name: format!("{label}.{ns}.svc.{}", cx.zone).into(),
         namespace: ns.clone(),
-        origin: Origin::Federated { fail_open, stale },
+        origin: Origin::Federated {
+            fail_open,
+            stale,
+            mcs: false,
+        },
         headless: refused
             .iter()
             .all(|c| c.services.get(key).is_some_and(|s| s.headless)),
@@ -805,6 +826,8 @@ pub fn build_federated_entry(
     }
     Entry::from_parts(head, found, ports)
 }
+
+pub mod mcs;
 
 #[cfg(test)]
 mod tests;

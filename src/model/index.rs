@@ -19,6 +19,7 @@ use tracing::{debug, info, warn};
 use super::Epoch;
 use super::budget::Budget;
 use super::cluster::{ClusterSet, Dirty};
+use super::entry::mcs::build_mcs_entry;
 use super::entry::{
     BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry, federated_members,
 };
@@ -54,6 +55,9 @@ pub struct Settings {
     /// A/AAAA/SRV answers carry at most this many records of their RRset,
     /// rotated (0: as many as fit the transport).
     pub max_answer_records: usize,
+    /// Serve the Kubernetes MCS names (`<svc>.<ns>.svc.<zone>`) of
+    /// services a ServiceExport exports (DESIGN.md decision 6).
+    pub mcs: bool,
 }
 
 impl Settings {
@@ -71,6 +75,7 @@ impl Settings {
             federated_grace: Duration::from_secs(30),
             budget: Budget::default(),
             max_answer_records: 0,
+            mcs: false,
         }
     }
 }
@@ -161,17 +166,35 @@ fn next_generation() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Who wants a label. Lower sorts first and wins.
+/// Who wants a label. Among Linkerd's forms lower sorts first and wins;
+/// an MCS claim then competes with that winner by age ([`winner`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Claim {
-    /// Per-cluster claims sort after federated ones: `<svc>-federated`
-    /// always means the union.
+    /// Per-cluster (and MCS) claims sort after federated ones:
+    /// `<svc>-federated` always means the union.
     per_cluster: bool,
     /// Older wins (DESIGN.md decision 7).
     created: i64,
+    /// The MCS name `<svc>` (cluster empty).
+    mcs: bool,
+    /// The oldest Service behind the claim (a federated claim's `created`
+    /// sorts it first; this is its real age, against an MCS claim).
+    age: i64,
     /// Cluster name breaks ties.
     cluster: Arc<str>,
     service: ObjectKey,
+}
+
+/// The claim that gets a label: the first of Linkerd's forms, unless an
+/// MCS claim is older than it (DESIGN.md decision 7: the older Service).
+fn winner(claims: &[Claim]) -> Option<&Claim> {
+    let linkerd = claims.iter().find(|c| !c.mcs);
+    let mcs = claims.iter().find(|c| c.mcs);
+    match (linkerd, mcs) {
+        (Some(l), Some(m)) if (m.age, &m.service) < (l.age, &l.service) => Some(m),
+        (Some(l), _) => Some(l),
+        (None, m) => m,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -306,6 +329,7 @@ impl Index {
         }
         let mut touched: BTreeSet<Arc<str>> = BTreeSet::new();
         let mut federated: BTreeSet<ObjectKey> = BTreeSet::new();
+        let mut mcs: BTreeSet<ObjectKey> = BTreeSet::new();
         for (cluster, key) in &dirty.services {
             self.parts.update(set, cluster, key);
             let service = set.get(cluster).and_then(|c| c.services.get(key));
@@ -314,20 +338,30 @@ impl Index {
             if service.is_some_and(|s| s.federated) || self.has_federated_claim(key) {
                 federated.insert(key.clone());
             }
+            if self.settings.mcs
+                && (service.is_some_and(|s| s.mcs.is_some()) || self.has_mcs_claim(key))
+            {
+                mcs.insert(key.clone());
+            }
             self.update_cluster_claim(cluster, key, service, &mut touched);
         }
         for name in &dirty.health {
             if let Some(c) = set.get(name) {
-                federated.extend(
-                    c.services
-                        .values()
-                        .filter(|s| s.federated)
-                        .map(|s| s.key.clone()),
-                );
+                for s in c.services.values() {
+                    if s.federated {
+                        federated.insert(s.key.clone());
+                    }
+                    if s.mcs.is_some() && self.settings.mcs {
+                        mcs.insert(s.key.clone());
+                    }
+                }
             }
         }
         for key in &federated {
             self.update_federated_claim(set, key, &mut touched);
+        }
+        for key in &mcs {
+            self.update_mcs_claim(set, key, &mut touched);
         }
         // A clone of the Arc, so the context does not borrow `self`.
         let settings = self.settings.clone();
@@ -380,6 +414,46 @@ impl Index {
             || self.too_long_names.contains(&(None, key.clone()))
     }
 
+    /// True when the MCS name of `key` is claimed now.
+    fn has_mcs_claim(&self, key: &ObjectKey) -> bool {
+        let label_key = format!("{}.{}", key.name, key.namespace);
+        self.claims
+            .get(label_key.as_str())
+            .is_some_and(|claims| claims.iter().any(|c| c.mcs))
+    }
+
+    /// The MCS name `<svc>` of `key`: claimed while any cluster exports
+    /// the service through a ServiceExport, as old as its oldest Service.
+    fn update_mcs_claim(
+        &mut self,
+        set: &ClusterSet,
+        key: &ObjectKey,
+        touched: &mut BTreeSet<Arc<str>>,
+    ) {
+        let label_key: Arc<str> = format!("{}.{}", key.name, key.namespace).into();
+        let age = set
+            .iter()
+            .filter_map(|c| c.services.get(key))
+            .filter(|s| s.mcs.is_some())
+            .map(|s| s.created)
+            .min();
+        let fits = self.name_fits(&key.name, &key.namespace);
+        let claims = self.claims.entry(label_key.clone()).or_default();
+        claims.retain(|c| !c.mcs);
+        if let Some(age) = age.filter(|_| fits) {
+            claims.push(Claim {
+                per_cluster: true,
+                created: age,
+                mcs: true,
+                age,
+                cluster: Arc::from(""),
+                service: key.clone(),
+            });
+            claims.sort();
+        }
+        touched.insert(label_key);
+    }
+
     /// `service` is `key` in `cluster` now, if it is there.
     fn update_cluster_claim(
         &mut self,
@@ -401,6 +475,8 @@ impl Index {
             let claim = Claim {
                 per_cluster: true,
                 created: svc.created,
+                mcs: false,
+                age: svc.created,
                 cluster: cluster.clone(),
                 service: key.clone(),
             };
@@ -411,7 +487,9 @@ impl Index {
         });
         if let Some(old_key) = self.claim_of.remove(&pair) {
             if let Some(claims) = self.claims.get_mut(&old_key) {
-                claims.retain(|c| !(c.per_cluster && c.cluster == *cluster && c.service == *key));
+                claims.retain(|c| {
+                    !(c.per_cluster && !c.mcs && c.cluster == *cluster && c.service == *key)
+                });
             }
             touched.insert(old_key);
         }
@@ -443,6 +521,12 @@ impl Index {
                 Claim {
                     per_cluster: false,
                     created: i64::MIN,
+                    mcs: false,
+                    age: federated_members(set, key)
+                        .filter_map(|c| c.services.get(key))
+                        .map(|s| s.created)
+                        .min()
+                        .unwrap_or(i64::MAX),
                     cluster: Arc::from(""),
                     service: key.clone(),
                 },
@@ -457,8 +541,10 @@ impl Index {
             self.claims.remove(key);
         }
         let (label, _) = key.split_once('.').unwrap_or((key, ""));
-        let entry = match claims.first() {
+        let won = winner(&claims);
+        let entry = match won {
             None => None,
+            Some(w) if w.mcs => build_mcs_entry(set, &self.parts, &w.service, cx),
             Some(w) if !w.per_cluster => {
                 build_federated_entry(set, &self.parts, &w.service, label, cx)
             }
@@ -473,11 +559,12 @@ impl Index {
         let losers = claims.len().saturating_sub(1);
         let before = self.losers.get(key).copied().unwrap_or(0);
         if losers > before {
-            if let Some(w) = claims.first() {
-                for lost in &claims[1..] {
+            if let Some(w) = won {
+                for lost in claims.iter().filter(|c| *c != w) {
                     warn!(
                         name = %key, winner_cluster = %w.cluster, winner_service = %w.service,
-                        loser_cluster = %lost.cluster, loser_service = %lost.service,
+                        winner_mcs = w.mcs, loser_cluster = %lost.cluster,
+                        loser_service = %lost.service, loser_mcs = lost.mcs,
                         "name collision: the older service keeps the name"
                     );
                 }
@@ -504,8 +591,7 @@ impl Index {
         };
         self.publish(key, entry.map(Arc::new));
         if !self.settings.reverse_zones.is_empty() {
-            let priority = claims
-                .first()
+            let priority = won
                 .map(|w| (w.created, w.cluster.clone()))
                 .unwrap_or((i64::MAX, Arc::from("")));
             self.update_ptrs(key, ptrs, priority);

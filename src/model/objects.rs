@@ -145,6 +145,22 @@ pub struct Service {
     /// its endpoints are not held, so its names answer SERVFAIL (never
     /// NXDOMAIN) and the mirror leaves its objects as they are.
     pub refused: bool,
+    /// Exported through the Kubernetes MCS API: the `creationTimestamp`
+    /// (Unix seconds) of the ServiceExport of the same namespace/name in
+    /// its cluster, which decides port conflicts (oldest export wins).
+    pub mcs: Option<i64>,
+}
+
+/// A ServiceImport of the local cluster (Kubernetes MCS API): what the
+/// clusterset name `<svc>.<ns>.svc.<zone>` of a ClusterSetIP service
+/// answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    /// Namespace and name.
+    pub key: ObjectKey,
+    /// `spec.ips`: the clusterset IPs (at most one per family); empty for a
+    /// headless import, or before the implementation allocated them.
+    pub ips: Vec<IpAddr>,
 }
 
 /// An address family of an EndpointSlice.

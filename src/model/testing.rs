@@ -52,6 +52,7 @@ pub(crate) fn service(
         publish_not_ready: false,
         opaque_ports: None,
         refused: false,
+        mcs: None,
     }
 }
 

@@ -116,11 +116,16 @@ pub enum Reason {
     HostnameNotALabel,
     /// The object could not be decoded at all (counted by the sources).
     Undecodable,
+    /// A ClusterProperty `cluster.clusterset.k8s.io` whose value is not an
+    /// RFC 1123 label (KEP-2149 requires one).
+    ClusterIdNotALabel,
+    /// A ServiceImport `spec.type` that is neither ClusterSetIP nor Headless.
+    ImportTypeUnknown,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 27] = [
+    pub const ALL: [Reason; 29] = [
         Reason::NameMissing,
         Reason::NameTooLong,
         Reason::NameNotALabel,
@@ -148,6 +153,8 @@ impl Reason {
         Reason::DuplicateAddress,
         Reason::HostnameNotALabel,
         Reason::Undecodable,
+        Reason::ClusterIdNotALabel,
+        Reason::ImportTypeUnknown,
     ];
 
     /// The `reason` label value.
@@ -180,6 +187,8 @@ impl Reason {
             Reason::DuplicateAddress => "duplicate_address",
             Reason::HostnameNotALabel => "hostname_not_a_label",
             Reason::Undecodable => "undecodable",
+            Reason::ClusterIdNotALabel => "cluster_id_not_a_label",
+            Reason::ImportTypeUnknown => "import_type_unknown",
         }
     }
 }
@@ -301,7 +310,11 @@ pub enum ServiceKind {
     Mirror(Mirror),
     /// The cluster's multicluster gateway.
     Gateway(Gateway),
-    /// Nothing we serve (not exported, or a mirror seen in a remote cluster).
+    /// An ordinary Service with no Linkerd export label: served only if a
+    /// ServiceExport of the same namespace/name makes it an MCS member.
+    Unexported(Service),
+    /// Nothing we serve (an ExternalName service, or a mirror seen in a
+    /// remote cluster).
     Ignored,
 }
 
@@ -318,7 +331,7 @@ impl Converted<ServiceKind> {
     /// What the warnings did to the Service: nothing served is a skip.
     pub fn adjustment(&self) -> Adjustment {
         match self.value {
-            ServiceKind::Ignored => Adjustment::Skipped,
+            ServiceKind::Ignored | ServiceKind::Unexported(_) => Adjustment::Skipped,
             _ => Adjustment::Clamped,
         }
     }
@@ -646,22 +659,26 @@ fn exported(
             });
         }
     }
-    if export.is_none() && !federated {
-        return Ok(ServiceKind::Ignored);
-    }
     let spec = svc.spec.as_ref();
     if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
-        w.add(Reason::ExternalName, || {
-            "ExternalName services have no addresses to serve; skipped".to_owned()
-        });
+        if export.is_some() || federated {
+            w.add(Reason::ExternalName, || {
+                "ExternalName services have no addresses to serve; skipped".to_owned()
+            });
+        }
         return Ok(ServiceKind::Ignored);
     }
+    let exported = export.is_some() || federated;
+    // An unexported service's problems are only worth a warning once an
+    // MCS export makes it served; until then they are not reported.
+    let mut quiet = Warnings::default();
+    let w = if exported { w } else { &mut quiet };
     let (headless, ips) = cluster_ips(svc)?;
     let created = meta
         .creation_timestamp
         .as_ref()
         .map_or(i64::MAX, |t| t.0.as_second());
-    Ok(ServiceKind::Exported(Service {
+    let service = Service {
         key,
         created,
         export,
@@ -672,7 +689,13 @@ fn exported(
         publish_not_ready: spec.and_then(|s| s.publish_not_ready_addresses) == Some(true),
         opaque_ports: bounded_annotation(meta, ANNOTATION_OPAQUE_PORTS, w).map(Arc::from),
         refused: false,
-    }))
+        mcs: None,
+    };
+    Ok(if exported {
+        ServiceKind::Exported(service)
+    } else {
+        ServiceKind::Unexported(service)
+    })
 }
 
 /// Converts an EndpointSlice. `Ok` with no slice for slices we do not
@@ -909,6 +932,8 @@ pub fn slice_trigger_time(slice: &K8sSlice) -> Option<SystemTime> {
         .get(ANNOTATION_TRIGGER_TIME)?;
     parse_trigger_time(text).ok()
 }
+
+pub mod mcs;
 
 #[cfg(test)]
 mod tests;

@@ -36,6 +36,8 @@ enum Key {
     Service(ObjectKey),
     Slice(ObjectKey),
     Mirror(ObjectKey),
+    ClusterId,
+    Import(ObjectKey),
 }
 
 impl Key {
@@ -50,6 +52,9 @@ impl Key {
             Event::SliceDeleted { key, .. } => Self::Slice(key.clone()),
             Event::MirrorApplied { mirror, .. } => Self::Mirror(mirror.key.clone()),
             Event::MirrorDeleted { key, .. } => Self::Mirror(key.clone()),
+            Event::ClusterIdApplied { .. } => Self::ClusterId,
+            Event::ImportApplied { import, .. } => Self::Import(import.key.clone()),
+            Event::ImportDeleted { key, .. } => Self::Import(key.clone()),
         })
     }
 }

@@ -19,6 +19,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use rayon::prelude::*;
 use serde_json::Value;
 
+use super::convert::mcs::{
+    ClusterProperty, McsObject, convert_export, convert_import, convert_property, is_about_api,
+    is_mcs_api,
+};
 use super::convert::{
     Adjustment, ConvertError, Converted, Reason, ServiceKind, Warning, convert_service,
     convert_slice,
@@ -27,7 +31,7 @@ use super::selector::LINKERD_DEFAULTS;
 use super::state::BudgetReport;
 use super::status::AdjustedCounts;
 use crate::model::budget::{Admission, Budget};
-use crate::model::objects::{Gateway, Mirror, ObjectKey, Service, Slice};
+use crate::model::objects::{Gateway, Import, Mirror, ObjectKey, Service, Slice};
 use crate::model::{Event, Health};
 use crate::vocab::name::check_cluster_name;
 
@@ -106,6 +110,11 @@ pub struct ClusterObjects {
     pub mirrors: BTreeMap<ObjectKey, Mirror>,
     /// The gateway, if the directory has one.
     pub gateway: Option<Gateway>,
+    /// ServiceImports (MCS; read in the local cluster's directory only).
+    pub imports: BTreeMap<ObjectKey, Import>,
+    /// The MCS cluster id its ClusterProperty `cluster.clusterset.k8s.io`
+    /// gives, if it has one.
+    pub cluster_id: Option<Arc<str>>,
 }
 
 /// The result of reading one cluster directory.
@@ -452,6 +461,11 @@ struct Reader {
     origin: BTreeMap<(&'static str, ObjectKey), String>,
     /// Slices before filtering by exported service, with their location.
     slices: Vec<(Slice, PathBuf, usize, usize, Option<usize>)>,
+    /// Services with no Linkerd export label: members only if exported
+    /// through a ServiceExport.
+    unexported: BTreeMap<ObjectKey, Service>,
+    /// ServiceExports (key, creationTimestamp) with their location.
+    exports: Vec<(ObjectKey, i64, PathBuf, usize, usize, Option<usize>)>,
     /// First line of the document being read.
     line: usize,
 }
@@ -551,6 +565,25 @@ impl Reader {
                     }
                 }
             }
+            (api, "ServiceExport" | "ServiceImport") if is_mcs_api(api) => {
+                match serde_path_to_error::deserialize::<_, McsObject>(value) {
+                    Ok(object) if kind == "ServiceExport" => self.export(path, doc, item, &object),
+                    Ok(object) => self.import(path, doc, item, &object),
+                    Err(e) => {
+                        self.count(Adjustment::Skipped, Reason::Undecodable);
+                        err(self, format!("{kind} {}: {}", e.path(), e.inner()));
+                    }
+                }
+            }
+            (api, "ClusterProperty") if is_about_api(api) => {
+                match serde_path_to_error::deserialize::<_, ClusterProperty>(value) {
+                    Ok(property) => self.property(path, doc, item, &property),
+                    Err(e) => {
+                        self.count(Adjustment::Skipped, Reason::Undecodable);
+                        err(self, format!("ClusterProperty {}: {}", e.path(), e.inner()));
+                    }
+                }
+            }
             _ => {
                 *self
                     .load
@@ -623,7 +656,82 @@ impl Reader {
                 self.load.objects.mirrors.insert(m.key.clone(), m);
             }
             ServiceKind::Gateway(g) => self.load.objects.gateway = Some(g),
+            ServiceKind::Unexported(s) => {
+                self.unexported.insert(s.key.clone(), s);
+            }
             ServiceKind::Ignored => self.load.not_exported += 1,
+        }
+    }
+
+    fn export(&mut self, path: &Path, doc: usize, item: Option<usize>, export: &McsObject) {
+        match convert_export(export) {
+            Ok((key, created)) => {
+                if self.first_definition("ServiceExport", &key, path, doc, item) {
+                    let at = (path.to_owned(), self.line, doc, item);
+                    self.exports.push((key, created, at.0, at.1, at.2, at.3));
+                }
+            }
+            Err(e) => self.convert_error(path, doc, item, "ServiceExport", e),
+        }
+    }
+
+    fn import(&mut self, path: &Path, doc: usize, item: Option<usize>, import: &McsObject) {
+        match convert_import(import) {
+            Ok(_) if !self.local => self.problem(
+                path,
+                Some(doc),
+                item,
+                Severity::Warning,
+                "a ServiceImport belongs to the cluster that imports: only the local cluster's directory's are read; ignored".to_owned(),
+            ),
+            Ok(i) => {
+                if self.first_definition("ServiceImport", &i.key, path, doc, item) {
+                    self.load.objects.imports.insert(i.key.clone(), i);
+                }
+            }
+            Err(e) => self.convert_error(path, doc, item, "ServiceImport", e),
+        }
+    }
+
+    fn property(&mut self, path: &Path, doc: usize, item: Option<usize>, p: &ClusterProperty) {
+        match convert_property(p) {
+            Ok(None) => {
+                *self
+                    .load
+                    .skipped
+                    .entry("about.k8s.io ClusterProperty (not the cluster id)".to_owned())
+                    .or_default() += 1;
+            }
+            Ok(Some(id)) => {
+                let key = ObjectKey::new("", "cluster.clusterset.k8s.io");
+                if self.first_definition("ClusterProperty", &key, path, doc, item) {
+                    self.load.objects.cluster_id = Some(id.into());
+                }
+            }
+            Err(e) => self.convert_error(path, doc, item, "ClusterProperty", e),
+        }
+    }
+
+    /// Makes the Services that a ServiceExport names MCS members; an export
+    /// with no Service of its name is reported, as the MCS API's `Valid`
+    /// condition would.
+    fn join_exports(&mut self) {
+        for (key, created, path, line, doc, item) in std::mem::take(&mut self.exports) {
+            if let Some(s) = self.load.objects.services.get_mut(&key) {
+                s.mcs = Some(created);
+            } else if let Some(mut s) = self.unexported.remove(&key) {
+                s.mcs = Some(created);
+                self.load.objects.services.insert(key, s);
+            } else {
+                self.line = line;
+                self.problem(
+                    &path,
+                    Some(doc),
+                    item,
+                    Severity::Warning,
+                    format!("ServiceExport {key} has no Service of the same namespace/name in this cluster directory; nothing is exported"),
+                );
+            }
         }
     }
 
@@ -685,6 +793,9 @@ impl Reader {
     }
 
     fn finish(mut self) -> ClusterLoad {
+        self.join_exports();
+        // What no ServiceExport made a member is read and left out.
+        self.load.not_exported += self.unexported.len();
         for (slice, path, line, doc, item) in std::mem::take(&mut self.slices) {
             self.line = line;
             let service = ObjectKey {
@@ -726,6 +837,8 @@ pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
         services_seen: BTreeSet::new(),
         origin: BTreeMap::new(),
         slices: Vec::new(),
+        unexported: BTreeMap::new(),
+        exports: Vec::new(),
         line: 1,
     };
     // Parsed and converted on every core, taken in in order.
@@ -862,7 +975,33 @@ pub fn diff(cluster: &Arc<str>, old: &ClusterObjects, new: &ClusterObjects) -> V
             gateway: new.gateway.clone(),
         });
     }
+    diff_mcs(cluster, old, new, &mut events);
     events
+}
+
+/// The MCS part of [`diff`]: the cluster id, then the imports.
+fn diff_mcs(cluster: &Arc<str>, old: &ClusterObjects, new: &ClusterObjects, events: &mut Vec<Event>) {
+    let c = || cluster.clone();
+    if old.cluster_id != new.cluster_id {
+        events.push(Event::ClusterIdApplied {
+            cluster: c(),
+            id: new.cluster_id.clone(),
+        });
+    }
+    for (k, i) in &new.imports {
+        if old.imports.get(k) != Some(i) {
+            events.push(Event::ImportApplied {
+                cluster: c(),
+                import: i.clone(),
+            });
+        }
+    }
+    for k in old.imports.keys().filter(|k| !new.imports.contains_key(*k)) {
+        events.push(Event::ImportDeleted {
+            cluster: c(),
+            key: k.clone(),
+        });
+    }
 }
 
 /// The events that bring a freshly loaded cluster up: up, its objects,

@@ -571,7 +571,7 @@ impl ClusterState {
         let key = match &kind {
             ServiceKind::Exported(s) => s.key.clone(),
             ServiceKind::Mirror(m) => m.key.clone(),
-            ServiceKind::Gateway(_) | ServiceKind::Ignored => {
+            ServiceKind::Gateway(_) | ServiceKind::Ignored | ServiceKind::Unexported(_) => {
                 // Not ours to hold (a selector matching the gateway, an
                 // ExternalName service): as if this watch did not hold it.
                 if let Some(key) = meta_key(
@@ -640,7 +640,7 @@ impl ClusterState {
                 }
                 out.events.push(Event::MirrorApplied { cluster, mirror });
             }
-            ServiceKind::Gateway(_) | ServiceKind::Ignored => {}
+            ServiceKind::Gateway(_) | ServiceKind::Ignored | ServiceKind::Unexported(_) => {}
         }
     }
 
@@ -686,7 +686,7 @@ impl ClusterState {
                     key: key.clone(),
                 });
             }
-            ServiceKind::Gateway(_) | ServiceKind::Ignored => {}
+            ServiceKind::Gateway(_) | ServiceKind::Ignored | ServiceKind::Unexported(_) => {}
         }
     }
 

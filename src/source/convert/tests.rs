@@ -51,7 +51,7 @@ fn export_labels_decide_the_mode() {
         &Selectors::linkerd_defaults(),
     )
     .expect("converts");
-    assert_eq!(c.value, ServiceKind::Ignored);
+    assert!(matches!(c.value, ServiceKind::Unexported(_)), "{:?}", c.value);
     assert!(
         c.warnings[0].text.contains("neither \"true\""),
         "{:?}",
@@ -328,6 +328,7 @@ fn service_summary(kind: &ServiceKind) -> String {
             g.port.map_or("-".to_owned(), |p| p.to_string()),
             g.identity.as_deref().map_or("-".to_owned(), short)
         ),
+        ServiceKind::Unexported(s) => format!("unexported {}", s.key),
         ServiceKind::Ignored => "ignored".to_owned(),
     }
 }

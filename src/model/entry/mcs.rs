@@ -1,0 +1,171 @@
+//! The MCS clusterset name `<svc>.<ns>.svc.<zone>` (KEP-1645,
+//! `reference/mcs.md` §2): built from the services a ServiceExport makes
+//! members in each cluster, and the local ServiceImport's clusterset IPs.
+//!
+//! - A ClusterSetIP service answers the local ServiceImport's `spec.ips`;
+//!   with none (DNS without the mirror controller), the union of the
+//!   members' ready endpoints. SRV: one record per service port, target the
+//!   name itself.
+//! - A Headless service answers the union of ready endpoints; its pods are
+//!   named `<hostname>.<clusterid>.<svc>…` and SRV targets those names.
+//!
+//! The import's type and ports follow the oldest ServiceExport: a member
+//! whose Service is of the other type is left out, and a port whose number
+//! differs from the oldest export's under the same name and protocol is the
+//! oldest export's (the KEP's conflict rule). A cluster whose id another
+//! cluster known before it holds is left out. Health follows the federated
+//! rules (DESIGN.md decision 5). Pure: no claims, no other entries.
+
+use std::sync::Arc;
+
+use super::{
+    BuildContext, Entry, Head, Origin, Part, PartCache, Reverse, federation_eligible,
+};
+use crate::model::cluster::{Cluster, ClusterSet};
+use crate::model::objects::{ObjectKey, Port, Service};
+
+/// One cluster's member service.
+struct Member<'s> {
+    cluster: &'s Cluster,
+    service: &'s Service,
+}
+
+/// The clusters whose Service `key` a ServiceExport makes an MCS member,
+/// oldest export first (then cluster name), with the clusters left out
+/// because another cluster holds their id.
+fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> (Vec<Member<'s>>, Vec<&'s Cluster>) {
+    let mut members = Vec::new();
+    let mut id_taken = Vec::new();
+    for c in set.iter() {
+        let Some(service) = c.services.get(key).filter(|s| s.mcs.is_some()) else {
+            continue;
+        };
+        if set.mcs_id_holder(c.mcs_id()).is_some_and(|h| h.name != c.name) {
+            id_taken.push(c);
+        } else {
+            members.push(Member {
+                cluster: c,
+                service,
+            });
+        }
+    }
+    members.sort_by(|a, b| {
+        (a.service.mcs, &a.cluster.name).cmp(&(b.service.mcs, &b.cluster.name))
+    });
+    (members, id_taken)
+}
+
+/// What the members disagree on, for the report: clusters whose Service is
+/// of the other type, and ports redefined against the oldest export.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Conflicts {
+    /// Clusters left out because their Service's type (ClusterSetIP or
+    /// Headless) is not the oldest export's.
+    pub type_mismatch: Vec<Arc<str>>,
+    /// Clusters with a port of a name and protocol the oldest export
+    /// defines with another number.
+    pub port_mismatch: Vec<Arc<str>>,
+}
+
+/// The union of the members' service ports by (name, protocol): the
+/// oldest export's definition wins; clusters that disagree are returned.
+fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) {
+    let mut ports: Vec<Port> = Vec::new();
+    let mut disagree = Vec::new();
+    for m in members {
+        for p in &m.service.ports {
+            match ports
+                .iter()
+                .find(|q| q.name == p.name && q.protocol == p.protocol)
+            {
+                Some(q) if q.port != p.port => disagree.push(m.cluster.name.clone()),
+                Some(_) => {}
+                None => ports.push(p.clone()),
+            }
+        }
+    }
+    disagree.dedup();
+    (ports, disagree)
+}
+
+/// The MCS members of service `key` and what they disagree on, for
+/// `/debug` and the mirror's export conditions.
+pub fn conflicts(set: &ClusterSet, key: &ObjectKey) -> Conflicts {
+    let (members, _) = members(set, key);
+    let Some(oldest) = members.first() else {
+        return Conflicts::default();
+    };
+    let headless = oldest.service.headless;
+    let (kept, type_mismatch): (Vec<Member<'_>>, Vec<Member<'_>>) = members
+        .into_iter()
+        .partition(|m| m.service.headless == headless);
+    Conflicts {
+        type_mismatch: type_mismatch.iter().map(|m| m.cluster.name.clone()).collect(),
+        port_mismatch: union_ports(&kept).1,
+    }
+}
+
+/// Builds `<svc>.<ns>.svc.<zone>` for MCS service `key`; `None` when no
+/// cluster exports it (or a headless one has no ready endpoint).
+pub fn build_mcs_entry(
+    set: &ClusterSet,
+    parts: &PartCache,
+    key: &ObjectKey,
+    cx: &BuildContext<'_>,
+) -> Option<Entry> {
+    let (members, _) = members(set, key);
+    let headless = members.first()?.service.headless;
+    let members: Vec<Member<'_>> = members
+        .into_iter()
+        .filter(|m| m.service.headless == headless)
+        .collect();
+    let (ports, _) = union_ports(&members);
+    let (held, refused): (Vec<&Member<'_>>, Vec<&Member<'_>>) =
+        members.iter().partition(|m| !m.service.refused);
+    let eligible: Vec<&Member<'_>> = held
+        .iter()
+        .copied()
+        .filter(|m| federation_eligible(&m.cluster.health, cx))
+        .collect();
+    let fail_open = eligible.is_empty() && !held.is_empty();
+    let used = if fail_open { held } else { eligible };
+    let stale = used.iter().any(|m| m.cluster.health.broken_since.is_some());
+    let head = Head {
+        name: format!("{}.{}.svc.{}", key.name, key.namespace, cx.zone).into(),
+        namespace: key.namespace.clone(),
+        origin: Origin::Federated {
+            fail_open,
+            stale,
+            mcs: true,
+        },
+        headless,
+        refused: refused.iter().map(|m| m.cluster.name.clone()).collect(),
+    };
+    let import = set
+        .iter()
+        .find(|c| c.local)
+        .and_then(|c| c.imports.get(key))
+        .filter(|i| !i.ips.is_empty() && !headless);
+    let found = match import {
+        Some(import) => vec![Arc::new(Part::new(
+            Arc::from(""),
+            import.ips.iter().copied(),
+            (Vec::new(), Arc::from([])),
+            Reverse::None,
+        ))],
+        None => used
+            .iter()
+            .flat_map(|m| {
+                let id = m.cluster.mcs_id();
+                parts.of(&m.cluster.name, key).map(move |p| {
+                    if p.cluster == *id {
+                        p.clone()
+                    } else {
+                        Arc::new(p.relabeled(id.clone()))
+                    }
+                })
+            })
+            .collect(),
+    };
+    Entry::from_parts(head, found, if headless { Vec::new() } else { ports })
+}

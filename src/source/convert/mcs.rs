@@ -1,0 +1,160 @@
+//! The Kubernetes MCS API objects (`reference/mcs.md`): ServiceExport,
+//! ServiceImport and the ClusterProperty `cluster.clusterset.k8s.io`,
+//! turned into what the model holds — a ServiceExport's key and age, an
+//! import's clusterset IPs, a cluster's id.
+//!
+//! Only the fields we read are typed (the mcs-api types have no maintained
+//! Rust crate); both `v1alpha1` and `v1beta1` decode through the same
+//! types, since the fields we read are the same in both. It must not join
+//! exports to Services (the sources do) nor build DNS records.
+
+use std::net::IpAddr;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+use super::{ConvertError, Reason, invalid, key, quote};
+use crate::model::objects::{Import, ObjectKey};
+use crate::vocab::name::is_dns_label;
+
+/// The MCS API group.
+pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+/// The About API group (KEP-2149).
+pub const ABOUT_GROUP: &str = "about.k8s.io";
+/// The ClusterProperty whose value is the cluster id.
+pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
+/// The MCS API versions we read.
+pub const MCS_VERSIONS: [&str; 2] = ["v1alpha1", "v1beta1"];
+/// The About API versions we read.
+pub const ABOUT_VERSIONS: [&str; 2] = ["v1alpha1", "v1beta1"];
+
+/// A ServiceExport or ServiceImport, as far as we read it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McsObject {
+    /// Name, namespace, creationTimestamp.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// ServiceImport only.
+    #[serde(default)]
+    pub spec: Option<ImportSpec>,
+}
+
+/// `ServiceImport.spec`, as far as we read it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportSpec {
+    /// `ClusterSetIP` or `Headless`.
+    #[serde(rename = "type", default)]
+    pub type_: Option<String>,
+    /// The clusterset IPs.
+    #[serde(default)]
+    pub ips: Vec<String>,
+}
+
+/// A ClusterProperty, as far as we read it.
+#[derive(Debug, Deserialize)]
+pub struct ClusterProperty {
+    /// Its name says what the value is.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The value.
+    #[serde(default)]
+    pub spec: PropertySpec,
+}
+
+/// `ClusterProperty.spec`.
+#[derive(Debug, Default, Deserialize)]
+pub struct PropertySpec {
+    /// The value (up to 128,000 characters).
+    #[serde(default)]
+    pub value: String,
+}
+
+/// A ServiceExport: the key of the Service it exports (its own) and its
+/// `creationTimestamp` in Unix seconds (none: the newest, so it loses every
+/// port conflict).
+pub fn convert_export(export: &McsObject) -> Result<(ObjectKey, i64), ConvertError> {
+    let key = key(&export.metadata)?;
+    let created = export
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(i64::MAX, |t| t.0.as_second());
+    Ok((key, created))
+}
+
+/// A ServiceImport: its key and clusterset IPs. A headless import has none
+/// (any it lists are ignored, as kube-proxy would).
+pub fn convert_import(import: &McsObject) -> Result<Import, ConvertError> {
+    let key = key(&import.metadata)?;
+    let spec = import.spec.as_ref();
+    let headless = match spec.and_then(|s| s.type_.as_deref()) {
+        Some("ClusterSetIP") | None => false,
+        Some("Headless") => true,
+        Some(other) => {
+            return Err(invalid(
+                Reason::ImportTypeUnknown,
+                "spec.type",
+                format!("{} is neither ClusterSetIP nor Headless", quote(other)),
+            ));
+        }
+    };
+    let mut ips = Vec::new();
+    for (i, ip) in spec.map(|s| &s.ips[..]).unwrap_or_default().iter().enumerate() {
+        match ip.parse::<IpAddr>() {
+            Ok(ip) => ips.push(ip),
+            Err(_) => {
+                return Err(invalid(
+                    Reason::ClusterIpNotIp,
+                    format!("spec.ips[{i}]"),
+                    format!("{} is not an IP address", quote(ip)),
+                ));
+            }
+        }
+    }
+    if headless {
+        ips.clear();
+    }
+    ips.sort();
+    ips.dedup();
+    Ok(Import { key, ips })
+}
+
+/// The cluster id a ClusterProperty gives: `Some` for
+/// `cluster.clusterset.k8s.io` with a valid value, `None` for any other
+/// property (not ours to read).
+pub fn convert_property(property: &ClusterProperty) -> Result<Option<String>, ConvertError> {
+    if property.metadata.name.as_deref() != Some(CLUSTER_ID_PROPERTY) {
+        return Ok(None);
+    }
+    let value = property.spec.value.trim();
+    if !is_dns_label(value) {
+        return Err(invalid(
+            Reason::ClusterIdNotALabel,
+            "spec.value",
+            format!(
+                "{} is not an RFC 1123 label, which KEP-2149 requires of a cluster id; the cluster's name is its id",
+                quote(value)
+            ),
+        ));
+    }
+    Ok(Some(value.to_owned()))
+}
+
+/// True when `api_version` is one of the MCS API versions we read.
+pub fn is_mcs_api(api_version: &str) -> bool {
+    api_version
+        .split_once('/')
+        .is_some_and(|(g, v)| g == MCS_GROUP && MCS_VERSIONS.contains(&v))
+}
+
+/// True when `api_version` is one of the About API versions we read.
+pub fn is_about_api(api_version: &str) -> bool {
+    api_version
+        .split_once('/')
+        .is_some_and(|(g, v)| g == ABOUT_GROUP && ABOUT_VERSIONS.contains(&v))
+}
+
+#[cfg(test)]
+mod tests;
