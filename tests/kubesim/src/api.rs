@@ -1304,3 +1304,6 @@ impl Watch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

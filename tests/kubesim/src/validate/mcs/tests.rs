@@ -5,6 +5,12 @@ use crate::ssa::{self, Schema, SsaError};
 use crate::status::Cause;
 use crate::validate::{decode, prune_for_version, validate};
 
+/// A cause as (reason, field, message).
+type Triple = (String, String, String);
+
+/// Ok, or the error's code and causes.
+type Checked = Result<(), (u16, Vec<Triple>)>;
+
 fn export(version: &str) -> Value {
     json!({"apiVersion": format!("multicluster.x-k8s.io/{version}"), "kind": "ServiceExport",
            "metadata": {"name": "web", "namespace": "default"},
@@ -32,11 +38,7 @@ fn property(value: Value) -> Value {
 }
 
 /// Decode, then validate: the 422's causes as (reason, field, message), or the other error.
-fn check(
-    res: usize,
-    version: &str,
-    body: Value,
-) -> Result<(), (u16, Vec<(String, String, String)>)> {
+fn check(res: usize, version: &str, body: Value) -> Checked {
     let triple = |c: &Cause| (c.kind.clone(), c.field.clone(), c.message.clone());
     let object = decode(res, version, body)
         .map_err(|e| (e.code, e.causes.iter().map(triple).collect()))?
@@ -44,11 +46,7 @@ fn check(
     validate(res, &object, None).map_err(|e| (e.code, e.causes.iter().map(triple).collect()))
 }
 
-fn one(
-    reason: &str,
-    field: &str,
-    message: &str,
-) -> Result<(), (u16, Vec<(String, String, String)>)> {
+fn one(reason: &str, field: &str, message: &str) -> Checked {
     Err((422, vec![(reason.into(), field.into(), message.into())]))
 }
 
