@@ -2,9 +2,9 @@
 //! codecs, defaulters and `validation` packages treat them.
 //!
 //! It owns the schema side of a write: a body is decoded into its typed form (k8s-openapi types,
-//! or the Link CRD's own schema), unknown fields are found (for `fieldValidation`), defaults are
-//! filled and the result is checked. It must not touch storage: allocation of ClusterIPs and
-//! node ports happens in the store, which owns the allocators.
+//! or the Link, MCS and About CRDs' own schemas), unknown fields are found (for
+//! `fieldValidation`), defaults are filled and the result is checked. It must not touch storage:
+//! allocation of ClusterIPs and node ports happens in the store, which owns the allocators.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

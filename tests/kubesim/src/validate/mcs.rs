@@ -5,9 +5,10 @@
 //! type, missing required field, value outside an enum, too many items, duplicate list-map key)
 //! is a 422 Invalid with the openapi validator's messages.
 //!
-//! Both CRDs serve every version with one schema, so nothing here depends on the version. It owns
-//! only the schema; the served resources are in [`crate::resources`] and the list semantics for
-//! server-side apply in [`crate::ssa::Schema::for_kind`].
+//! Each of these CRDs serves every version with one schema, so nothing here depends on the
+//! version (but the version named in the 400 for malformed metadata). It owns only the schema:
+//! the served resources are in [`crate::resources`], the list semantics for server-side apply
+//! in [`crate::ssa::Schema::for_kind`].
 
 use std::collections::BTreeMap;
 
