@@ -20,6 +20,7 @@ mod interop;
 mod kubectl;
 mod kubesim_api;
 mod kubesim_faults;
+mod kubesim_mcs;
 mod lifecycle;
 mod limits;
 mod live;

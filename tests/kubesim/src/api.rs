@@ -216,27 +216,39 @@ fn bearer(req: &http::request::Parts) -> Option<&str> {
         .then_some(token.trim())
 }
 
+/// Makes the CRD groups in `hidden` look not installed: absent from `/apis`, 404 below
+/// `/apis/<group>`, as on a cluster without those CRDs.
+fn hide_uninstalled(route: &mut Route, path: &str, hidden: &[&str]) {
+    if hidden.is_empty() {
+        return;
+    }
+    let path = path.trim_end_matches('/');
+    match route {
+        Route::Doc(doc) if path == "/apis" => {
+            if let Some(groups) = doc.get_mut("groups").and_then(Value::as_array_mut) {
+                groups.retain(|g| !hidden.iter().any(|h| g["name"] == *h));
+            }
+        }
+        _ => {
+            let group = path
+                .strip_prefix("/apis/")
+                .map(|rest| rest.split('/').next());
+            if let Some(Some(group)) = group
+                && hidden.contains(&group)
+            {
+                *route = Route::Missing;
+            }
+        }
+    }
+}
+
 /// Serves one request for `cluster`.
 pub async fn handle(cluster: Arc<Cluster>, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_owned();
     let query = parse_query(parts.uri.query());
     let mut route = route(&path, &cluster.addr.to_string());
-    if !cluster.settings.link_crd {
-        // As if the Link CRD were not installed.
-        let link_path = path
-            .trim_end_matches('/')
-            .starts_with("/apis/multicluster.linkerd.io");
-        match &mut route {
-            Route::Doc(doc) if path.trim_end_matches('/') == "/apis" => {
-                if let Some(groups) = doc.get_mut("groups").and_then(Value::as_array_mut) {
-                    groups.retain(|g| g["name"] != "multicluster.linkerd.io");
-                }
-            }
-            _ if link_path => route = Route::Missing,
-            _ => {}
-        }
-    }
+    hide_uninstalled(&mut route, &path, &cluster.settings.uninstalled_groups());
     let mut audit = AuditEntry {
         user: "system:anonymous".into(),
         verb: parts.method.as_str().to_ascii_lowercase(),
@@ -1292,3 +1304,6 @@ impl Watch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -90,6 +90,27 @@ pub struct ClusterSettings {
     /// Serve the Linkerd Link CRD (`false`: as in a cluster without Linkerd
     /// multicluster, its group is absent and its paths are 404).
     pub link_crd: bool,
+    /// Serve the MCS API CRDs, ServiceExport and ServiceImport in `multicluster.x-k8s.io`
+    /// (`false`: as in a cluster without mcs-api installed).
+    pub mcs_crds: bool,
+    /// Serve the About API CRD, ClusterProperty in `about.k8s.io` (`false`: as in a cluster
+    /// without about-api installed).
+    pub about_crd: bool,
+}
+
+impl ClusterSettings {
+    /// The API groups of CRDs these settings leave uninstalled.
+    pub fn uninstalled_groups(&self) -> Vec<&'static str> {
+        [
+            (self.link_crd, "multicluster.linkerd.io"),
+            (self.mcs_crds, "multicluster.x-k8s.io"),
+            (self.about_crd, "about.k8s.io"),
+        ]
+        .into_iter()
+        .filter(|(installed, _)| !installed)
+        .map(|(_, group)| group)
+        .collect()
+    }
 }
 
 impl Default for ClusterSettings {
@@ -99,6 +120,8 @@ impl Default for ClusterSettings {
             bookmark_interval: Duration::from_secs(10),
             watch_timeout: Duration::from_secs(1800),
             link_crd: true,
+            mcs_crds: true,
+            about_crd: true,
         }
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Each cluster has its own port, TLS certificate (from one generated CA), bearer tokens and
 //! kubeconfig, and serves kube-apiserver's URLs, bodies, status codes and watch semantics for
-//! Namespaces, Services, EndpointSlices, Secrets, ConfigMaps, Events, Leases and Linkerd Links:
+//! Namespaces, Services, EndpointSlices, Secrets, ConfigMaps, Events, Leases, Linkerd Links, the
+//! MCS API's ServiceExports and ServiceImports and the About API's ClusterProperties:
 //! list with selectors and pagination, watch with bookmarks and 410 Expired, create, update,
 //! delete with preconditions and finalizers, JSON/merge/strategic patch and server-side apply
 //! with managedFields. Optional RBAC enforcement from YAML manifests, fault injection (from

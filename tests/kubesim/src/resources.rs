@@ -43,6 +43,8 @@ pub struct ResourceDef {
     pub field_selectors: &'static [&'static str],
     /// Whether this is a custom resource (no strategic merge patch, items carry apiVersion/kind).
     pub custom: bool,
+    /// Discovery categories (`kubectl get <category>`), as the CRD's `names.categories`.
+    pub categories: &'static [&'static str],
 }
 
 impl ResourceDef {
@@ -82,6 +84,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         generation: false,
         field_selectors: &["metadata.name", "status.phase"],
         custom: false,
+        categories: &[],
     },
     ResourceDef {
         group: "",
@@ -95,6 +98,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         generation: false,
         field_selectors: META,
         custom: false,
+        categories: &[],
     },
     ResourceDef {
         group: "",
@@ -108,6 +112,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         generation: false,
         field_selectors: &["metadata.name", "metadata.namespace", "type"],
         custom: false,
+        categories: &[],
     },
     ResourceDef {
         group: "",
@@ -121,6 +126,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         generation: false,
         field_selectors: META,
         custom: false,
+        categories: &[],
     },
     ResourceDef {
         group: "",
@@ -143,6 +149,7 @@ pub static RESOURCES: &[ResourceDef] = &[
             "type",
         ],
         custom: false,
+        categories: &[],
     },
     ResourceDef {
         group: "discovery.k8s.io",
@@ -156,6 +163,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         generation: true,
         field_selectors: META,
         custom: false,
+        categories: &[],
     },
     ResourceDef {
         group: "coordination.k8s.io",
@@ -169,6 +177,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         generation: false,
         field_selectors: META,
         custom: false,
+        categories: &[],
     },
     ResourceDef {
         group: "events.k8s.io",
@@ -182,6 +191,7 @@ pub static RESOURCES: &[ResourceDef] = &[
         generation: false,
         field_selectors: &["metadata.name", "metadata.namespace", "reason", "type"],
         custom: false,
+        categories: &[],
     },
     ResourceDef {
         group: "multicluster.linkerd.io",
@@ -195,6 +205,53 @@ pub static RESOURCES: &[ResourceDef] = &[
         generation: true,
         field_selectors: META,
         custom: true,
+        categories: &["linkerd"],
+    },
+    // The MCS API CRDs as kubernetes-sigs/mcs-api v0.5.0 installs them: v1alpha1 and v1beta1
+    // served with the same schema, v1beta1 stored, a status subresource in both, no categories.
+    ResourceDef {
+        group: "multicluster.x-k8s.io",
+        versions: &["v1beta1", "v1alpha1"],
+        plural: "serviceexports",
+        singular: "serviceexport",
+        kind: "ServiceExport",
+        namespaced: true,
+        short_names: &["svcex", "svcexport"],
+        status_versions: &["v1beta1", "v1alpha1"],
+        generation: true,
+        field_selectors: META,
+        custom: true,
+        categories: &[],
+    },
+    ResourceDef {
+        group: "multicluster.x-k8s.io",
+        versions: &["v1beta1", "v1alpha1"],
+        plural: "serviceimports",
+        singular: "serviceimport",
+        kind: "ServiceImport",
+        namespaced: true,
+        short_names: &["svcim", "svcimport"],
+        status_versions: &["v1beta1", "v1alpha1"],
+        generation: true,
+        field_selectors: META,
+        custom: true,
+        categories: &[],
+    },
+    // KEP-2149's ClusterProperty as kubernetes-sigs/about-api's CRD installs it: cluster-scoped,
+    // v1beta1 stored, v1alpha1 still served, category `multicluster`.
+    ResourceDef {
+        group: "about.k8s.io",
+        versions: &["v1beta1", "v1alpha1"],
+        plural: "clusterproperties",
+        singular: "clusterproperty",
+        kind: "ClusterProperty",
+        namespaced: false,
+        short_names: &[],
+        status_versions: &["v1beta1", "v1alpha1"],
+        generation: true,
+        field_selectors: META,
+        custom: true,
+        categories: &["multicluster"],
     },
 ];
 
@@ -206,6 +263,12 @@ pub const SERVICES: usize = 1;
 pub const ENDPOINTSLICES: usize = 5;
 /// Index of the Link resource in [`RESOURCES`].
 pub const LINKS: usize = 8;
+/// Index of the ServiceExport resource in [`RESOURCES`].
+pub const SERVICEEXPORTS: usize = 9;
+/// Index of the ServiceImport resource in [`RESOURCES`].
+pub const SERVICEIMPORTS: usize = 10;
+/// Index of the ClusterProperty resource in [`RESOURCES`].
+pub const CLUSTERPROPERTIES: usize = 11;
 
 /// Finds a resource by group, version and plural.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<usize> {
@@ -289,8 +352,8 @@ pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
         if !r.short_names.is_empty() {
             doc["shortNames"] = json!(r.short_names);
         }
-        if r.custom {
-            doc["categories"] = json!(["linkerd"]);
+        if !r.categories.is_empty() {
+            doc["categories"] = json!(r.categories);
         }
         resources.push(doc);
         if r.has_status(version) {

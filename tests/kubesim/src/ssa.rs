@@ -90,6 +90,10 @@ impl Schema {
     /// `status.conditions` = Map(["type"]); everything else atomic lists. EndpointSlice
     /// ("discovery.k8s.io"): endpoints and ports atomic. Link ("multicluster.linkerd.io"): all
     /// lists atomic, matchLabels maps granular. Namespace: `status.conditions` = Map(["type"]).
+    /// The MCS CRDs ("multicluster.x-k8s.io") as their `x-kubernetes-list-type` markers say:
+    /// `status.conditions` = Map(["type"]) on both kinds, ServiceImport `status.clusters` =
+    /// Map(["cluster"]), `spec.ports` atomic (marked), `spec.ips` and `spec.ipFamilies` atomic
+    /// (unmarked), ServiceExport's exported label and annotation maps granular.
     /// Secret, ConfigMap, Event, Lease and anything else: the metadata rules only. Built-in kinds
     /// also declare their non-pointer structs (see [`Schema::implicit_object`]).
     pub fn for_kind(group: &str, kind: &str) -> Self {
@@ -125,6 +129,13 @@ impl Schema {
             ("events.k8s.io", "Event") => base
                 .implicit_object("regarding")
                 .implicit_object("deprecatedSource"),
+            ("multicluster.x-k8s.io", "ServiceExport") => base.list("status.conditions", by_type()),
+            ("multicluster.x-k8s.io", "ServiceImport") => base
+                .list("spec.ports", ListType::Atomic)
+                .list("spec.ips", ListType::Atomic)
+                .list("spec.ipFamilies", ListType::Atomic)
+                .list("status.clusters", ListType::Map(vec!["cluster".to_owned()]))
+                .list("status.conditions", by_type()),
             _ => base,
         }
     }

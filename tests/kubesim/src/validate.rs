@@ -2,9 +2,9 @@
 //! codecs, defaulters and `validation` packages treat them.
 //!
 //! It owns the schema side of a write: a body is decoded into its typed form (k8s-openapi types,
-//! or the Link CRD's own schema), unknown fields are found (for `fieldValidation`), defaults are
-//! filled and the result is checked. It must not touch storage: allocation of ClusterIPs and
-//! node ports happens in the store, which owns the allocators.
+//! or the Link, MCS and About CRDs' own schemas), unknown fields are found (for
+//! `fieldValidation`), defaults are filled and the result is checked. It must not touch storage:
+//! allocation of ClusterIPs and node ports happens in the store, which owns the allocators.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -97,16 +97,20 @@ struct LinkStatus {
     federated_services: Option<Vec<Value>>,
 }
 
-/// Fields a Link version does not have (the CRD schemas only add fields from version to version).
-fn link_fields_missing_in(version: &str) -> &'static [&'static str] {
-    match version {
-        "v1alpha1" => &[
+/// Fields a version of a custom resource does not have, to prune from reads in that version. Only
+/// Link's schemas differ between versions (each adds fields); the MCS and About CRDs serve one
+/// schema in every version.
+fn fields_missing_in(def: &ResourceDef, version: &str) -> &'static [&'static str] {
+    match (def.group, version) {
+        ("multicluster.linkerd.io", "v1alpha1") => &[
             "spec.federatedServiceSelector",
             "spec.excludedAnnotations",
             "spec.excludedLabels",
             "status",
         ],
-        "v1alpha2" => &["spec.excludedAnnotations", "spec.excludedLabels"],
+        ("multicluster.linkerd.io", "v1alpha2") => {
+            &["spec.excludedAnnotations", "spec.excludedLabels"]
+        }
         _ => &[],
     }
 }
@@ -171,10 +175,11 @@ pub fn decode(res: usize, version: &str, mut body: Value) -> Result<Decoded, Api
         }
         ("events.k8s.io", _) => roundtrip::<api::events::v1::Event>(def, version, &body)?,
         ("multicluster.linkerd.io", _) => roundtrip::<Link>(def, version, &body)?,
+        ("multicluster.x-k8s.io" | "about.k8s.io", _) => mcs::decode(def, version, &body)?,
         _ => body.clone(),
     };
     if def.custom {
-        for path in link_fields_missing_in(version) {
+        for path in fields_missing_in(def, version) {
             remove_path(&mut object, path);
         }
     }
@@ -186,7 +191,7 @@ pub fn decode(res: usize, version: &str, mut body: Value) -> Result<Decoded, Api
 /// Removes fields that `version` of a custom resource does not declare, for reads in that version.
 pub fn prune_for_version(res: usize, version: &str, object: &mut Value) {
     if RESOURCES[res].custom {
-        for path in link_fields_missing_in(version) {
+        for path in fields_missing_in(&RESOURCES[res], version) {
             remove_path(object, path);
         }
     }
@@ -390,6 +395,7 @@ pub fn validate(res: usize, object: &Value, old: Option<&Value>) -> Result<(), A
     match (def.group, def.kind) {
         ("", "Service") => validate_service(object, old, &mut causes),
         ("discovery.k8s.io", _) => validate_slice(object, old, &mut causes),
+        ("multicluster.x-k8s.io" | "about.k8s.io", _) => mcs::validate(def, object, &mut causes),
         _ => {}
     }
     if causes.is_empty() {
@@ -633,6 +639,8 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
         }
     }
 }
+
+mod mcs;
 
 #[cfg(test)]
 mod tests;
