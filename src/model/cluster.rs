@@ -226,7 +226,9 @@ impl Cluster {
     /// cluster's), recording what it touched into `dirty`.
     fn apply(&mut self, name: Arc<str>, event: Event, dirty: &mut Dirty) {
         match event {
-            Event::ClusterUp { .. } | Event::ClusterDown { .. } | Event::ClusterIdApplied { .. } => {}
+            Event::ClusterUp { .. }
+            | Event::ClusterDown { .. }
+            | Event::ClusterIdApplied { .. } => {}
             Event::ImportApplied { import, .. } => {
                 if self.imports.get(&import.key) != Some(&import) {
                     let key = import.key.clone();

@@ -980,7 +980,12 @@ pub fn diff(cluster: &Arc<str>, old: &ClusterObjects, new: &ClusterObjects) -> V
 }
 
 /// The MCS part of [`diff`]: the cluster id, then the imports.
-fn diff_mcs(cluster: &Arc<str>, old: &ClusterObjects, new: &ClusterObjects, events: &mut Vec<Event>) {
+fn diff_mcs(
+    cluster: &Arc<str>,
+    old: &ClusterObjects,
+    new: &ClusterObjects,
+    events: &mut Vec<Event>,
+) {
     let c = || cluster.clone();
     if old.cluster_id != new.cluster_id {
         events.push(Event::ClusterIdApplied {

@@ -18,9 +18,7 @@
 
 use std::sync::Arc;
 
-use super::{
-    BuildContext, Entry, Head, Origin, Part, PartCache, Reverse, federation_eligible,
-};
+use super::{BuildContext, Entry, Head, Origin, Part, PartCache, Reverse, federation_eligible};
 use crate::model::cluster::{Cluster, ClusterSet};
 use crate::model::objects::{ObjectKey, Port, Service};
 
@@ -40,7 +38,10 @@ fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> (Vec<Member<'s>>, Vec<&'
         let Some(service) = c.services.get(key).filter(|s| s.mcs.is_some()) else {
             continue;
         };
-        if set.mcs_id_holder(c.mcs_id()).is_some_and(|h| h.name != c.name) {
+        if set
+            .mcs_id_holder(c.mcs_id())
+            .is_some_and(|h| h.name != c.name)
+        {
             id_taken.push(c);
         } else {
             members.push(Member {
@@ -49,9 +50,7 @@ fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> (Vec<Member<'s>>, Vec<&'
             });
         }
     }
-    members.sort_by(|a, b| {
-        (a.service.mcs, &a.cluster.name).cmp(&(b.service.mcs, &b.cluster.name))
-    });
+    members.sort_by(|a, b| (a.service.mcs, &a.cluster.name).cmp(&(b.service.mcs, &b.cluster.name)));
     (members, id_taken)
 }
 
@@ -100,7 +99,10 @@ pub fn conflicts(set: &ClusterSet, key: &ObjectKey) -> Conflicts {
         .into_iter()
         .partition(|m| m.service.headless == headless);
     Conflicts {
-        type_mismatch: type_mismatch.iter().map(|m| m.cluster.name.clone()).collect(),
+        type_mismatch: type_mismatch
+            .iter()
+            .map(|m| m.cluster.name.clone())
+            .collect(),
         port_mismatch: union_ports(&kept).1,
     }
 }

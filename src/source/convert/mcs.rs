@@ -101,7 +101,12 @@ pub fn convert_import(import: &McsObject) -> Result<Import, ConvertError> {
         }
     };
     let mut ips = Vec::new();
-    for (i, ip) in spec.map(|s| &s.ips[..]).unwrap_or_default().iter().enumerate() {
+    for (i, ip) in spec
+        .map(|s| &s.ips[..])
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
         match ip.parse::<IpAddr>() {
             Ok(ip) => ips.push(ip),
             Err(_) => {

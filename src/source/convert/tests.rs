@@ -51,7 +51,11 @@ fn export_labels_decide_the_mode() {
         &Selectors::linkerd_defaults(),
     )
     .expect("converts");
-    assert!(matches!(c.value, ServiceKind::Unexported(_)), "{:?}", c.value);
+    assert!(
+        matches!(c.value, ServiceKind::Unexported(_)),
+        "{:?}",
+        c.value
+    );
     assert!(
         c.warnings[0].text.contains("neither \"true\""),
         "{:?}",

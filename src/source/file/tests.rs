@@ -393,3 +393,5 @@ fn hostile_documents_are_counted_by_reason_and_a_clamp_is_no_error() {
         messages(&load)
     );
 }
+
+mod mcs;

@@ -10,14 +10,17 @@ fn property(yaml: &str) -> ClusterProperty {
 
 #[test]
 fn an_export_gives_its_key_and_age() {
-    let e = object(
-        "metadata: {name: db, namespace: prod, creationTimestamp: '2026-01-01T00:00:10Z'}",
-    );
+    let e =
+        object("metadata: {name: db, namespace: prod, creationTimestamp: '2026-01-01T00:00:10Z'}");
     let (key, created) = convert_export(&e).expect("valid");
     assert_eq!(key, ObjectKey::new("prod", "db"));
     assert_eq!(created, 1_767_225_610);
     let e = object("metadata: {name: db}");
-    assert_eq!(convert_export(&e).expect("valid").1, i64::MAX, "no age: newest");
+    assert_eq!(
+        convert_export(&e).expect("valid").1,
+        i64::MAX,
+        "no age: newest"
+    );
     let e = object("metadata: {name: Not_A_Label, namespace: prod}");
     assert_eq!(
         convert_export(&e).map_err(|e| e.reason()),
@@ -29,14 +32,20 @@ fn an_export_gives_its_key_and_age() {
 fn imports_table() {
     // (spec, expected ips or the reason it is rejected)
     let cases: [(&str, Result<&[&str], Reason>); 6] = [
-        ("{type: ClusterSetIP, ips: [10.96.0.10]}", Ok(&["10.96.0.10"])),
+        (
+            "{type: ClusterSetIP, ips: [10.96.0.10]}",
+            Ok(&["10.96.0.10"]),
+        ),
         (
             "{type: ClusterSetIP, ips: ['fd00::a', 10.96.0.10, 10.96.0.10]}",
             Ok(&["10.96.0.10", "fd00::a"]),
         ),
         ("{type: ClusterSetIP}", Ok(&[])),
         ("{type: Headless, ips: [10.96.0.10]}", Ok(&[])),
-        ("{type: ClusterSetIP, ips: [ten]}", Err(Reason::ClusterIpNotIp)),
+        (
+            "{type: ClusterSetIP, ips: [ten]}",
+            Err(Reason::ClusterIpNotIp),
+        ),
         ("{type: LoadBalancer}", Err(Reason::ImportTypeUnknown)),
     ];
     for (spec, want) in cases {
@@ -67,7 +76,11 @@ fn the_cluster_id_property_is_a_label() {
         id("cluster.clusterset.k8s.io", "east-1"),
         Ok(Some("east-1".to_owned()))
     );
-    assert_eq!(id("clusterset.k8s.io", "fleet"), Ok(None), "membership, not the id");
+    assert_eq!(
+        id("clusterset.k8s.io", "fleet"),
+        Ok(None),
+        "membership, not the id"
+    );
     assert_eq!(
         id("cluster.clusterset.k8s.io", "East.1"),
         Err(Reason::ClusterIdNotALabel)

@@ -1,0 +1,520 @@
+//! Every MCS name form (`reference/mcs.md` §2) over the file source, in the
+//! CoreDNS table style: each case names a query and the records expected
+//! in zone-file text. Three cluster directories: `west` (local, its own
+//! ServiceImports), `east` (cluster id `east-1` from its ClusterProperty),
+//! `north` (id `east-1` too: `east` was read first and keeps it).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::write;
+use crate::dns::answer::{Question, Room, answer};
+use crate::dns::name::QName;
+use crate::dns::wire::{CLASS_IN, Rcode, rtype};
+use crate::dns::zonefile::record_text;
+use crate::model::{Epoch, Model, Settings};
+use crate::source::file::{initial_events, load_dir};
+use crate::vocab::name::ZoneName;
+
+fn service(ns: &str, name: &str, extra: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\n{extra}spec:\n{spec}---\n"
+    )
+}
+
+fn slice(ns: &str, svc: &str, n: &str, port: (&str, u16), endpoints: &str) -> String {
+    format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {svc}-{n}\n  namespace: {ns}\n  labels:\n    kubernetes.io/service-name: {svc}\naddressType: IPv4\nports:\n- name: {}\n  port: {}\nendpoints:\n{endpoints}---\n",
+        port.0, port.1
+    )
+}
+
+fn export(version: &str, ns: &str, name: &str, created: &str) -> String {
+    format!(
+        "apiVersion: multicluster.x-k8s.io/{version}\nkind: ServiceExport\nmetadata:\n  name: {name}\n  namespace: {ns}\n  creationTimestamp: '{created}'\n---\n"
+    )
+}
+
+fn cluster_id(id: &str) -> String {
+    format!(
+        "apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\nmetadata:\n  name: cluster.clusterset.k8s.io\nspec:\n  value: {id}\n---\n"
+    )
+}
+
+const CLUSTER_IP: &str =
+    "  clusterIP: 10.96.0.10\n  ports:\n  - name: http\n    port: 80\n    targetPort: 8080\n";
+const HEADLESS: &str = "  clusterIP: None\n  ports:\n  - name: peer\n    port: 7000\n";
+const OLD: &str = "  creationTimestamp: '2026-01-01T00:00:00Z'\n";
+const NEW: &str = "  creationTimestamp: '2026-02-01T00:00:00Z'\n";
+const FLAT: &str = "  labels:\n    mirror.linkerd.io/exported: remote-discovery\n";
+const READY: &str = "  conditions: {ready: true}\n";
+
+/// The zones directory of the table.
+fn zones(dir: &std::path::Path) {
+    let mut west = String::new();
+    west += &service("prod", "web", NEW, CLUSTER_IP);
+    west += &slice(
+        "prod",
+        "web",
+        "a",
+        ("http", 8080),
+        &format!("- addresses: [10.1.0.1]\n{READY}"),
+    );
+    west += &export("v1beta1", "prod", "web", "2026-02-01T00:00:00Z");
+    west += "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata:\n  name: web\n  namespace: prod\nspec:\n  type: ClusterSetIP\n  ips: [10.200.0.1]\n  ports:\n  - name: http\n    port: 80\n---\n";
+    west += &service("prod", "db", NEW, HEADLESS);
+    west += &slice(
+        "prod",
+        "db",
+        "a",
+        ("peer", 7000),
+        &format!("- addresses: [10.1.1.1]\n  hostname: db-0\n{READY}"),
+    );
+    west += &export("v1alpha1", "prod", "db", "2026-02-01T00:00:00Z");
+    // `api-east`: an MCS service whose name is also east's Linkerd name
+    // for `api`, which is older.
+    west += &service("prod", "api-east", NEW, CLUSTER_IP);
+    west += &slice(
+        "prod",
+        "api-east",
+        "a",
+        ("http", 8080),
+        &format!("- addresses: [10.1.3.1]\n{READY}"),
+    );
+    west += &export("v1beta1", "prod", "api-east", "2026-02-01T00:00:00Z");
+    // Exported with no Service: nothing to serve.
+    west += &export("v1beta1", "prod", "ghost", "2026-02-01T00:00:00Z");
+
+    let mut east = cluster_id("east-1");
+    east += &service("prod", "web", OLD, CLUSTER_IP);
+    east += &slice(
+        "prod",
+        "web",
+        "a",
+        ("http", 8080),
+        &format!(
+            "- addresses: [10.2.0.1]\n{READY}- addresses: [10.2.0.2]\n  conditions: {{ready: false}}\n"
+        ),
+    );
+    east += &export("v1beta1", "prod", "web", "2026-01-01T00:00:00Z");
+    east += &service("prod", "db", OLD, HEADLESS);
+    east += &slice(
+        "prod",
+        "db",
+        "a",
+        ("peer", 7000),
+        &format!(
+            "- addresses: [10.2.1.1]\n  hostname: db-0\n{READY}- addresses: [10.2.1.2]\n{READY}"
+        ),
+    );
+    east += &export("v1beta1", "prod", "db", "2026-01-01T00:00:00Z");
+    east += &service("prod", "cache", OLD, CLUSTER_IP);
+    east += &slice(
+        "prod",
+        "cache",
+        "a",
+        ("http", 8080),
+        &format!("- addresses: [10.2.2.1]\n{READY}"),
+    );
+    east += &export("v1beta1", "prod", "cache", "2026-01-01T00:00:00Z");
+    // Linkerd's form only: `api-east`, and no MCS name.
+    east += &service("prod", "api", &format!("{OLD}{FLAT}"), CLUSTER_IP);
+    east += &slice(
+        "prod",
+        "api",
+        "a",
+        ("http", 8080),
+        &format!("- addresses: [10.2.3.1]\n{READY}"),
+    );
+    // Neither: nothing.
+    east += &service("prod", "solo", OLD, CLUSTER_IP);
+    east += &slice(
+        "prod",
+        "solo",
+        "a",
+        ("http", 8080),
+        &format!("- addresses: [10.2.4.1]\n{READY}"),
+    );
+
+    let mut north = cluster_id("east-1");
+    north += &service("prod", "db", OLD, HEADLESS);
+    north += &slice(
+        "prod",
+        "db",
+        "a",
+        ("peer", 7000),
+        &format!("- addresses: [10.3.1.1]\n  hostname: db-0\n{READY}"),
+    );
+    north += &export("v1beta1", "prod", "db", "2026-01-01T00:00:00Z");
+
+    write(dir, "west/all.yaml", &west);
+    write(dir, "east/all.yaml", &east);
+    write(dir, "north/all.yaml", &north);
+}
+
+fn snapshot(mcs: bool) -> Arc<crate::model::Snapshot> {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    zones(tmp.path());
+    let load = load_dir(tmp.path(), Some("west")).expect("zones");
+    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
+    settings.mcs = mcs;
+    let now = Instant::now();
+    let mut model = Model::new(
+        Arc::new(settings),
+        Epoch::new(now, std::time::SystemTime::now()),
+    );
+    // Directories in name order, as the file source announces them: east
+    // is known before north and keeps the id both claim.
+    model.apply(load.clusters.iter().flat_map(initial_events), now);
+    model.clusters_known(now);
+    model.snapshot()
+}
+
+/// (rcode, answer records, additional records) in zone-file text, sorted.
+fn ask(
+    snap: &crate::model::Snapshot,
+    qname: &str,
+    qtype: u16,
+) -> (Rcode, Vec<String>, Vec<String>) {
+    let name = QName::from_text(qname).expect("qname");
+    let q = Question {
+        name: &name,
+        qtype,
+        qclass: CLASS_IN,
+        room: Room::Whole,
+    };
+    let a = answer(snap, q, 0, Instant::now()).answer;
+    let text = |records: &[crate::dns::wire::Record]| {
+        let mut v: Vec<String> = records
+            .iter()
+            .map(|r| {
+                record_text(qname, r)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    (a.rcode, text(&a.answers), text(&a.additional))
+}
+
+const Z: &str = "prod.svc.clusterset.local.";
+
+#[test]
+fn every_mcs_name_form() {
+    use rtype::{A, SRV};
+    let snap = snapshot(true);
+    let ok = Rcode::NoError;
+    // (what, query, type, rcode, answer records)
+    let cases: Vec<(&str, String, u16, Rcode, Vec<String>)> = vec![
+        (
+            "ClusterSetIP: the local ServiceImport's ips, not endpoints",
+            format!("web.{Z}"),
+            A,
+            ok,
+            vec![format!("web.{Z} 5 IN A 10.200.0.1")],
+        ),
+        (
+            "ClusterSetIP bare-name SRV: one per service port, target the name",
+            format!("web.{Z}"),
+            SRV,
+            ok,
+            vec![format!("web.{Z} 5 IN SRV 0 100 80 web.{Z}")],
+        ),
+        (
+            "ClusterSetIP _port._proto SRV",
+            format!("_http._tcp.web.{Z}"),
+            SRV,
+            ok,
+            vec![format!("_http._tcp.web.{Z} 5 IN SRV 0 100 80 web.{Z}")],
+        ),
+        (
+            "ClusterSetIP with no ServiceImport: the ready endpoints of every exporting cluster",
+            format!("cache.{Z}"),
+            A,
+            ok,
+            vec![format!("cache.{Z} 5 IN A 10.2.2.1")],
+        ),
+        (
+            "Headless: every ready endpoint, north left out (its id is east's)",
+            format!("db.{Z}"),
+            A,
+            ok,
+            vec![
+                format!("db.{Z} 5 IN A 10.1.1.1"),
+                format!("db.{Z} 5 IN A 10.2.1.1"),
+                format!("db.{Z} 5 IN A 10.2.1.2"),
+            ],
+        ),
+        (
+            "Headless bare-name SRV: one per endpoint and port, <hostname>.<clusterid> targets, dashed IP without a hostname",
+            format!("db.{Z}"),
+            SRV,
+            ok,
+            vec![
+                format!("db.{Z} 5 IN SRV 0 33 7000 10-2-1-2.east-1.db.{Z}"),
+                format!("db.{Z} 5 IN SRV 0 33 7000 db-0.east-1.db.{Z}"),
+                format!("db.{Z} 5 IN SRV 0 33 7000 db-0.west.db.{Z}"),
+            ],
+        ),
+        (
+            "per-pod name under the cluster id",
+            format!("db-0.east-1.db.{Z}"),
+            A,
+            ok,
+            vec![format!("db-0.east-1.db.{Z} 5 IN A 10.2.1.1")],
+        ),
+        (
+            "per-pod dashed-IP name",
+            format!("10-2-1-2.east-1.db.{Z}"),
+            A,
+            ok,
+            vec![format!("10-2-1-2.east-1.db.{Z} 5 IN A 10.2.1.2")],
+        ),
+        (
+            "per-pod name of the local cluster (no ClusterProperty: its name is its id)",
+            format!("db-0.west.db.{Z}"),
+            A,
+            ok,
+            vec![format!("db-0.west.db.{Z} 5 IN A 10.1.1.1")],
+        ),
+        (
+            "<clusterid>.<svc> never has an address: NODATA above its pods",
+            format!("east-1.db.{Z}"),
+            A,
+            ok,
+            vec![],
+        ),
+        (
+            "a cluster's name is not its id",
+            format!("db-0.east.db.{Z}"),
+            A,
+            Rcode::NxDomain,
+            vec![],
+        ),
+        (
+            "no <hostname>-<cluster> alias in MCS",
+            format!("db-0-east-1.db.{Z}"),
+            A,
+            Rcode::NxDomain,
+            vec![],
+        ),
+        (
+            "the <clusterid>.<svc> of a ClusterSetIP service does not exist",
+            format!("east-1.web.{Z}"),
+            A,
+            Rcode::NxDomain,
+            vec![],
+        ),
+        (
+            "no MCS name for a Linkerd-labelled service",
+            format!("api.{Z}"),
+            A,
+            Rcode::NxDomain,
+            vec![],
+        ),
+        (
+            "no Linkerd form for an MCS export",
+            format!("web-east.{Z}"),
+            A,
+            Rcode::NxDomain,
+            vec![],
+        ),
+        (
+            "same name in both forms: the older Service (Linkerd's api in east) wins",
+            format!("api-east.{Z}"),
+            A,
+            ok,
+            vec![format!("api-east.{Z} 5 IN A 10.2.3.1")],
+        ),
+        (
+            "neither exported nor labelled",
+            format!("solo.{Z}"),
+            A,
+            Rcode::NxDomain,
+            vec![],
+        ),
+        (
+            "a ServiceExport without its Service",
+            format!("ghost.{Z}"),
+            A,
+            Rcode::NxDomain,
+            vec![],
+        ),
+    ];
+    for (what, qname, qtype, rcode, want) in cases {
+        let (got_rcode, got, _) = ask(&snap, &qname, qtype);
+        assert_eq!(got_rcode, rcode, "{what}: {qname} rcode");
+        let want: Vec<String> = {
+            let mut w: Vec<String> = want
+                .iter()
+                .map(|r| r.split_whitespace().collect::<Vec<_>>().join(" "))
+                .collect();
+            w.sort();
+            w
+        };
+        assert_eq!(got, want, "{what}: {qname}");
+    }
+    assert_eq!(snap.stats.collisions, 1, "api-east: one loser");
+}
+
+#[test]
+fn headless_srv_carries_the_targets_addresses() {
+    let snap = snapshot(true);
+    let (_, _, additional) = ask(&snap, &format!("db.{Z}"), rtype::SRV);
+    assert_eq!(
+        additional,
+        [
+            format!("10-2-1-2.east-1.db.{Z} 5 IN A 10.2.1.2"),
+            format!("db-0.east-1.db.{Z} 5 IN A 10.2.1.1"),
+            format!("db-0.west.db.{Z} 5 IN A 10.1.1.1"),
+        ]
+    );
+}
+
+#[test]
+fn without_mcs_no_mcs_name_exists() {
+    let snap = snapshot(false);
+    for name in ["web", "db", "cache", "db-0.east-1.db"] {
+        let (rcode, answers, _) = ask(&snap, &format!("{name}.{Z}"), rtype::A);
+        assert_eq!((rcode, answers.len()), (Rcode::NxDomain, 0), "{name}");
+    }
+    // Linkerd's names are as they were.
+    let (rcode, answers, _) = ask(&snap, &format!("api-east.{Z}"), rtype::A);
+    assert_eq!(
+        (rcode, answers),
+        (
+            Rcode::NoError,
+            vec![format!("api-east.{Z} 5 IN A 10.2.3.1")]
+        )
+    );
+}
+
+/// The model of the table's directory, for tests that change it further.
+fn model(mcs: bool) -> Model {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    zones(tmp.path());
+    let load = load_dir(tmp.path(), Some("west")).expect("zones");
+    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
+    settings.mcs = mcs;
+    let now = Instant::now();
+    let mut model = Model::new(
+        Arc::new(settings),
+        Epoch::new(now, std::time::SystemTime::now()),
+    );
+    model.apply(load.clusters.iter().flat_map(initial_events), now);
+    model.clusters_known(now);
+    model
+}
+
+#[test]
+fn a_new_cluster_id_moves_the_pod_names_and_hands_the_old_one_over() {
+    use crate::model::Event;
+    let mut m = model(true);
+    m.apply(
+        [Event::ClusterIdApplied {
+            cluster: "east".into(),
+            id: Some("e2".into()),
+        }],
+        Instant::now(),
+    );
+    let snap = m.snapshot();
+    let a = |name: &str| ask(&snap, &format!("{name}.{Z}"), rtype::A);
+    assert_eq!(
+        a("db-0.e2.db").1,
+        [format!("db-0.e2.db.{Z} 5 IN A 10.2.1.1")]
+    );
+    // north now holds `east-1` alone, so it joins the union under it.
+    assert_eq!(
+        a("db-0.east-1.db").1,
+        [format!("db-0.east-1.db.{Z} 5 IN A 10.3.1.1")]
+    );
+    assert_eq!(a("db").1.len(), 4, "west, east and north");
+}
+
+#[test]
+fn removing_a_serviceexport_from_the_files_takes_the_name_away() {
+    use crate::source::file::{diff, load_cluster};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    zones(tmp.path());
+    let load = load_dir(tmp.path(), Some("west")).expect("zones");
+    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
+    settings.mcs = true;
+    let now = Instant::now();
+    let mut m = Model::new(
+        Arc::new(settings),
+        Epoch::new(now, std::time::SystemTime::now()),
+    );
+    m.apply(load.clusters.iter().flat_map(initial_events), now);
+    m.clusters_known(now);
+    assert_eq!(
+        ask(&m.snapshot(), &format!("cache.{Z}"), rtype::A).0,
+        Rcode::NoError
+    );
+
+    let path = tmp.path().join("east/all.yaml");
+    let text = std::fs::read_to_string(&path).expect("read");
+    let without = text.replace(
+        &export("v1beta1", "prod", "cache", "2026-01-01T00:00:00Z"),
+        "",
+    );
+    assert_ne!(text, without, "the export was in the file");
+    std::fs::write(&path, without).expect("write");
+    let east = load
+        .clusters
+        .iter()
+        .find(|c| &*c.name == "east")
+        .expect("east");
+    let reloaded = load_cluster(
+        &crate::source::file::ClusterDir {
+            name: east.name.clone(),
+            path: east.path.clone(),
+        },
+        false,
+    );
+    m.apply(diff(&east.name, &east.objects, &reloaded.objects), now);
+    let snap = m.snapshot();
+    assert_eq!(
+        ask(&snap, &format!("cache.{Z}"), rtype::A).0,
+        Rcode::NxDomain
+    );
+    assert_eq!(
+        ask(&snap, &format!("web.{Z}"), rtype::A).0,
+        Rcode::NoError,
+        "the others stay"
+    );
+}
+
+#[test]
+fn before_a_cluster_syncs_any_name_could_be_an_mcs_export() {
+    use crate::model::Event;
+    let mut m = model(true);
+    m.apply(
+        [Event::ClusterUp {
+            cluster: "late".into(),
+            local: false,
+        }],
+        Instant::now(),
+    );
+    let snap = m.snapshot();
+    assert_eq!(
+        ask(&snap, &format!("nothing.{Z}"), rtype::A).0,
+        Rcode::ServFail
+    );
+    let mut off = model(false);
+    off.apply(
+        [Event::ClusterUp {
+            cluster: "late".into(),
+            local: false,
+        }],
+        Instant::now(),
+    );
+    let snap = off.snapshot();
+    assert_eq!(
+        ask(&snap, &format!("nothing.{Z}"), rtype::A).0,
+        Rcode::NxDomain,
+        "without MCS only a name ending in -late could be late's"
+    );
+}
