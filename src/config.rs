@@ -94,6 +94,9 @@ pub struct ZoneArgs {
     /// YAML config file; its keys are the flag names without `--`.
     #[arg(long, env = "CLUSTERSET_DNS_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Also serve the Kubernetes MCS API's names (<svc>.<ns>.svc.<zone>, <hostname>.<clusterid>.<svc>…) for Services a ServiceExport exports.
+    #[arg(long, env = "CLUSTERSET_DNS_MCS")]
+    pub mcs: bool,
 }
 
 /// Options of `serve`.
@@ -157,9 +160,6 @@ pub struct ServeArgs {
     /// A/AAAA/SRV answers carry at most N records of their RRset, rotated, on every transport; 0: as many as fit [default: 0].
     #[arg(long, env = "CLUSTERSET_DNS_MAX_ANSWER_RECORDS", value_name = "N")]
     pub max_answer_records: Option<usize>,
-    /// Also serve the Kubernetes MCS API's names (<svc>.<ns>.svc.<zone>, <hostname>.<clusterid>.<svc>…) for Services a ServiceExport exports.
-    #[arg(long, env = "CLUSTERSET_DNS_MCS")]
-    pub mcs: bool,
     /// Log lines as text or as JSON objects (level from RUST_LOG) [default: text].
     #[arg(long, env = "CLUSTERSET_DNS_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -921,7 +921,7 @@ fn settings(
             .or(file.max_answer_records)
             .unwrap_or(0),
     )?;
-    settings.mcs = args.mcs || file.mcs == Some(true);
+    settings.mcs = a.mcs || file.mcs == Some(true);
     Ok(settings)
 }
 

@@ -518,3 +518,51 @@ fn before_a_cluster_syncs_any_name_could_be_an_mcs_export() {
         "without MCS only a name ending in -late could be late's"
     );
 }
+
+#[test]
+fn the_demo_serves_the_mcs_names_its_table_lists() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("zones/demo");
+    let load = load_dir(&dir, Some("west")).expect("the demo");
+    for c in &load.clusters {
+        assert_eq!(c.problems, [], "{}: no problem in the demo", c.name);
+    }
+    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
+    settings.mcs = true;
+    let now = Instant::now();
+    let mut m = Model::new(
+        Arc::new(settings),
+        Epoch::new(now, std::time::SystemTime::now()),
+    );
+    m.apply(load.clusters.iter().flat_map(initial_events), now);
+    m.clusters_known(now);
+    let snap = m.snapshot();
+    let z = "svc.clusterset.local.";
+    let ask = |name: &str, qtype| ask(&snap, &format!("{name}.{z}"), qtype);
+    assert_eq!(
+        ask("payments.shop", rtype::A).1,
+        [format!("payments.shop.{z} 5 IN A 10.96.30.5")]
+    );
+    assert_eq!(
+        ask("payments.shop", rtype::SRV).1,
+        [
+            format!("payments.shop.{z} 5 IN SRV 0 50 80 payments.shop.{z}"),
+            format!("payments.shop.{z} 5 IN SRV 0 50 9090 payments.shop.{z}"),
+        ]
+    );
+    assert_eq!(ask("db.data", rtype::A).1.len(), 9);
+    let peers = ask("_peer._tcp.db.data", rtype::SRV).1;
+    assert_eq!(peers.len(), 9);
+    assert!(peers.iter().all(|r| r.contains(" 7000 db-")), "{peers:?}");
+    assert!(
+        peers
+            .iter()
+            .any(|r| r.ends_with(&format!("db-0.south-eu.db.data.{z}")))
+    );
+    assert_eq!(
+        ask("db-0.south-eu.db.data", rtype::A).1,
+        [format!("db-0.south-eu.db.data.{z} 5 IN A 10.40.30.10")]
+    );
+    assert_eq!(ask("south-eu.db.data", rtype::A).0, Rcode::NoError);
+    assert_eq!(ask("south-eu.db.data", rtype::A).1.len(), 0, "NODATA");
+    assert_eq!(ask("db-0.south.db.data", rtype::A).0, Rcode::NxDomain);
+}
