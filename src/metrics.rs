@@ -327,6 +327,16 @@ impl Collector for Server {
                 snap.stats.collisions,
             ),
             (
+                "clusterset_dns_mcs_conflicts",
+                "MCS services whose ServiceExports disagree on the type or a port (the oldest export decides).",
+                snap.stats.mcs_conflicts,
+            ),
+            (
+                "clusterset_dns_mcs_cluster_id_conflicts",
+                "Clusters left out of MCS names because a cluster known before them holds the same cluster id.",
+                snap.stats.mcs_id_conflicts,
+            ),
+            (
                 "clusterset_dns_names_too_long",
                 "Names not served because a label exceeds 63 octets or the name 253.",
                 snap.stats.too_long,

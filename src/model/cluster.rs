@@ -407,6 +407,8 @@ impl ClusterSet {
             return;
         }
         c.property_id = id;
+        // Its status (and who holds which id) is recomputed with health.
+        dirty.health.insert(cluster.clone());
         for c in self.clusters.values() {
             dirty.services.extend(
                 c.services

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use super::Epoch;
 use super::budget::Budget;
 use super::cluster::{ClusterSet, Dirty};
-use super::entry::mcs::build_mcs_entry;
+use super::entry::mcs::{Conflicts, build_mcs_entry, conflicts};
 use super::entry::{
     BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry, federated_members,
 };
@@ -100,6 +100,12 @@ pub struct IndexStats {
     pub collisions: u64,
     /// Names not served because a label exceeds 63 or the name 253 octets.
     pub too_long: u64,
+    /// MCS services whose exports disagree on the type or a port (the
+    /// oldest export decides).
+    pub mcs_conflicts: u64,
+    /// Clusters left out of MCS answers because a cluster known before
+    /// them claims the same cluster id.
+    pub mcs_id_conflicts: u64,
 }
 
 /// An immutable view of everything the query path needs.
@@ -217,6 +223,11 @@ pub struct Index {
     /// Pod names too long, per entry key.
     too_long_pods: HashMap<Arc<str>, u32>,
     losers: HashMap<Arc<str>, usize>,
+    /// MCS services with a conflict, and what it is (one log line per
+    /// change of state).
+    mcs_conflicts: HashMap<ObjectKey, Conflicts>,
+    /// Clusters whose MCS id another holds: (id, holder).
+    mcs_id_taken: HashMap<Arc<str>, (Arc<str>, Arc<str>)>,
     entry_ptrs: HashMap<Arc<str>, Vec<IpAddr>>,
     ptr_claims: HashMap<IpAddr, Vec<PtrClaim>>,
     /// Each held slice's part of its names, rebuilt only when it changes.
@@ -240,6 +251,8 @@ impl Index {
             too_long_names: HashSet::new(),
             too_long_pods: HashMap::new(),
             losers: HashMap::new(),
+            mcs_conflicts: HashMap::new(),
+            mcs_id_taken: HashMap::new(),
             entry_ptrs: HashMap::new(),
             ptr_claims: HashMap::new(),
             parts: PartCache::default(),
@@ -362,6 +375,7 @@ impl Index {
         }
         for key in &mcs {
             self.update_mcs_claim(set, key, &mut touched);
+            self.note_mcs_conflicts(set, key);
         }
         // A clone of the Arc, so the context does not borrow `self`.
         let settings = self.settings.clone();
@@ -375,6 +389,9 @@ impl Index {
         }
         if !dirty.health.is_empty() {
             self.refresh_statuses(set);
+            if self.settings.mcs {
+                self.note_mcs_ids(set);
+            }
         }
         self.snap.stats.too_long = self.too_long_names.len() as u64
             + self
@@ -452,6 +469,50 @@ impl Index {
             claims.sort();
         }
         touched.insert(label_key);
+    }
+
+    /// Reports what the exports of MCS service `key` disagree on when that
+    /// changes: the oldest export decides (KEP-1645).
+    fn note_mcs_conflicts(&mut self, set: &ClusterSet, key: &ObjectKey) {
+        let now = conflicts(set, key);
+        let before = self.mcs_conflicts.get(key).cloned().unwrap_or_default();
+        if now == before {
+            return;
+        }
+        if now == Conflicts::default() {
+            info!(service = %key, "MCS export conflict resolved");
+            self.mcs_conflicts.remove(key);
+        } else {
+            warn!(
+                service = %key, type_mismatch = ?now.type_mismatch, port_mismatch = ?now.port_mismatch,
+                "MCS exports disagree: the oldest ServiceExport's type and ports are served; clusters of the other type are left out"
+            );
+            self.mcs_conflicts.insert(key.clone(), now);
+        }
+        self.snap.stats.mcs_conflicts = self.mcs_conflicts.len() as u64;
+    }
+
+    /// Reports clusters whose MCS id a cluster known before them holds.
+    fn note_mcs_ids(&mut self, set: &ClusterSet) {
+        let mut taken = HashMap::new();
+        for c in set.iter() {
+            if let Some(holder) = set.mcs_id_holder(c.mcs_id()).filter(|h| h.name != c.name) {
+                taken.insert(c.name.clone(), (c.mcs_id().clone(), holder.name.clone()));
+            }
+        }
+        for (cluster, (id, holder)) in &taken {
+            if self.mcs_id_taken.get(cluster) != Some(&(id.clone(), holder.clone())) {
+                warn!(
+                    %cluster, %id, %holder,
+                    "MCS cluster id already held by a cluster known before: left out of MCS names"
+                );
+            }
+        }
+        for cluster in self.mcs_id_taken.keys().filter(|c| !taken.contains_key(*c)) {
+            info!(%cluster, "MCS cluster id conflict resolved");
+        }
+        self.mcs_id_taken = taken;
+        self.snap.stats.mcs_id_conflicts = self.mcs_id_taken.len() as u64;
     }
 
     /// `service` is `key` in `cluster` now, if it is there.

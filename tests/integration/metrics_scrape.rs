@@ -173,7 +173,7 @@ async fn a_zones_file_cannot_forge_or_grow_the_scrape() {
 
 /// Every family a file-mode server exposes, with its Prometheus type: the
 /// names and types dashboards and alerts depend on.
-const FAMILIES: [(&str, PrometheusType); 31] = [
+const FAMILIES: [(&str, PrometheusType); 33] = [
     ("clusterset_dns_queries_total", PrometheusType::Counter),
     (
         "clusterset_dns_tls_handshake_failures_total",
@@ -231,6 +231,11 @@ const FAMILIES: [(&str, PrometheusType); 31] = [
     ),
     ("clusterset_dns_names", PrometheusType::Gauge),
     ("clusterset_dns_name_collisions", PrometheusType::Gauge),
+    ("clusterset_dns_mcs_conflicts", PrometheusType::Gauge),
+    (
+        "clusterset_dns_mcs_cluster_id_conflicts",
+        PrometheusType::Gauge,
+    ),
     ("clusterset_dns_names_too_long", PrometheusType::Gauge),
     ("clusterset_dns_soa_serial", PrometheusType::Gauge),
     ("clusterset_dns_ready", PrometheusType::Gauge),

@@ -566,3 +566,47 @@ fn the_demo_serves_the_mcs_names_its_table_lists() {
     assert_eq!(ask("south-eu.db.data", rtype::A).1.len(), 0, "NODATA");
     assert_eq!(ask("db-0.south.db.data", rtype::A).0, Rcode::NxDomain);
 }
+
+#[test]
+fn conflicts_are_counted_and_the_oldest_export_decides() {
+    use crate::model::Event;
+    use crate::model::objects::{ObjectKey, Port, Protocol};
+    let mut m = model(true);
+    let snap = m.snapshot();
+    assert_eq!(snap.stats.mcs_id_conflicts, 1, "north's id is east's");
+    assert_eq!(snap.stats.mcs_conflicts, 0);
+    // west's web (the newer export) redefines port http.
+    let mut web = m
+        .clusters()
+        .get("west")
+        .and_then(|c| c.services.get(&ObjectKey::new("prod", "web")))
+        .cloned()
+        .expect("west/web");
+    web.ports = vec![Port {
+        name: Some("http".into()),
+        protocol: Protocol::Tcp,
+        port: 81,
+    }];
+    m.apply(
+        [Event::ServiceApplied {
+            cluster: "west".into(),
+            service: web,
+        }],
+        Instant::now(),
+    );
+    let snap = m.snapshot();
+    assert_eq!(snap.stats.mcs_conflicts, 1);
+    assert_eq!(
+        ask(&snap, &format!("web.{Z}"), rtype::SRV).1,
+        [format!("web.{Z} 5 IN SRV 0 100 80 web.{Z}")],
+        "east's export is older: its port 80 is served"
+    );
+    m.apply(
+        [Event::ClusterIdApplied {
+            cluster: "north".into(),
+            id: Some("north".into()),
+        }],
+        Instant::now(),
+    );
+    assert_eq!(m.snapshot().stats.mcs_id_conflicts, 0);
+}
