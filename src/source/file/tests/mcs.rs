@@ -49,125 +49,155 @@ const NEW: &str = "  creationTimestamp: '2026-02-01T00:00:00Z'\n";
 const FLAT: &str = "  labels:\n    mirror.linkerd.io/exported: remote-discovery\n";
 const READY: &str = "  conditions: {ready: true}\n";
 
+/// A Service with one EndpointSlice of `endpoints` (YAML list items) on
+/// `port`, and a ServiceExport of `version` when `exported`.
+struct Member<'a> {
+    name: &'a str,
+    meta: &'a str,
+    spec: &'a str,
+    port: (&'a str, u16),
+    endpoints: &'a str,
+    export: Option<(&'a str, &'a str)>,
+}
+
+impl Member<'_> {
+    fn yaml(&self) -> String {
+        let mut out = service("prod", self.name, self.meta, self.spec);
+        out += &slice("prod", self.name, "a", self.port, self.endpoints);
+        if let Some((version, created)) = self.export {
+            out += &export(version, "prod", self.name, created);
+        }
+        out
+    }
+}
+
+const HTTP: (&str, u16) = ("http", 8080);
+const PEER: (&str, u16) = ("peer", 7000);
+const OLD_EXPORT: Option<(&str, &str)> = Some(("v1beta1", "2026-01-01T00:00:00Z"));
+const NEW_EXPORT: Option<(&str, &str)> = Some(("v1beta1", "2026-02-01T00:00:00Z"));
+
+fn ready(addr: &str, hostname: Option<&str>) -> String {
+    let host = hostname.map_or(String::new(), |h| format!("  hostname: {h}\n"));
+    format!("- addresses: [{addr}]\n{host}{READY}")
+}
+
 /// The zones directory of the table.
 fn zones(dir: &std::path::Path) {
-    let mut west = String::new();
-    west += &service("prod", "web", NEW, CLUSTER_IP);
-    west += &slice(
-        "prod",
+    let m = |name, meta, spec, port, endpoints: &str, export| {
+        Member {
+            name,
+            meta,
+            spec,
+            port,
+            endpoints,
+            export,
+        }
+        .yaml()
+    };
+    let mut west = m(
         "web",
-        "a",
-        ("http", 8080),
-        &format!("- addresses: [10.1.0.1]\n{READY}"),
+        NEW,
+        CLUSTER_IP,
+        HTTP,
+        &ready("10.1.0.1", None),
+        NEW_EXPORT,
     );
-    west += &export("v1beta1", "prod", "web", "2026-02-01T00:00:00Z");
     west += "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata:\n  name: web\n  namespace: prod\nspec:\n  type: ClusterSetIP\n  ips: [10.200.0.1]\n  ports:\n  - name: http\n    port: 80\n---\n";
-    west += &service("prod", "db", NEW, HEADLESS);
-    west += &slice(
-        "prod",
+    let v1alpha1 = Some(("v1alpha1", "2026-02-01T00:00:00Z"));
+    west += &m(
         "db",
-        "a",
-        ("peer", 7000),
-        &format!("- addresses: [10.1.1.1]\n  hostname: db-0\n{READY}"),
+        NEW,
+        HEADLESS,
+        PEER,
+        &ready("10.1.1.1", Some("db-0")),
+        v1alpha1,
     );
-    west += &export("v1alpha1", "prod", "db", "2026-02-01T00:00:00Z");
     // `api-east`: an MCS service whose name is also east's Linkerd name
     // for `api`, which is older.
-    west += &service("prod", "api-east", NEW, CLUSTER_IP);
-    west += &slice(
-        "prod",
+    west += &m(
         "api-east",
-        "a",
-        ("http", 8080),
-        &format!("- addresses: [10.1.3.1]\n{READY}"),
+        NEW,
+        CLUSTER_IP,
+        HTTP,
+        &ready("10.1.3.1", None),
+        NEW_EXPORT,
     );
-    west += &export("v1beta1", "prod", "api-east", "2026-02-01T00:00:00Z");
     // Exported with no Service: nothing to serve.
     west += &export("v1beta1", "prod", "ghost", "2026-02-01T00:00:00Z");
 
     let mut east = cluster_id("east-1");
-    east += &service("prod", "web", OLD, CLUSTER_IP);
-    east += &slice(
-        "prod",
-        "web",
-        "a",
-        ("http", 8080),
-        &format!(
-            "- addresses: [10.2.0.1]\n{READY}- addresses: [10.2.0.2]\n  conditions: {{ready: false}}\n"
-        ),
-    );
-    east += &export("v1beta1", "prod", "web", "2026-01-01T00:00:00Z");
-    east += &service("prod", "db", OLD, HEADLESS);
-    east += &slice(
-        "prod",
-        "db",
-        "a",
-        ("peer", 7000),
-        &format!(
-            "- addresses: [10.2.1.1]\n  hostname: db-0\n{READY}- addresses: [10.2.1.2]\n{READY}"
-        ),
-    );
-    east += &export("v1beta1", "prod", "db", "2026-01-01T00:00:00Z");
-    east += &service("prod", "cache", OLD, CLUSTER_IP);
-    east += &slice(
-        "prod",
+    let not_ready = "- addresses: [10.2.0.2]\n  conditions: {ready: false}\n";
+    let web = ready("10.2.0.1", None) + not_ready;
+    east += &m("web", OLD, CLUSTER_IP, HTTP, &web, OLD_EXPORT);
+    let db = ready("10.2.1.1", Some("db-0")) + &ready("10.2.1.2", None);
+    east += &m("db", OLD, HEADLESS, PEER, &db, OLD_EXPORT);
+    east += &m(
         "cache",
-        "a",
-        ("http", 8080),
-        &format!("- addresses: [10.2.2.1]\n{READY}"),
+        OLD,
+        CLUSTER_IP,
+        HTTP,
+        &ready("10.2.2.1", None),
+        OLD_EXPORT,
     );
-    east += &export("v1beta1", "prod", "cache", "2026-01-01T00:00:00Z");
     // Linkerd's form only: `api-east`, and no MCS name.
-    east += &service("prod", "api", &format!("{OLD}{FLAT}"), CLUSTER_IP);
-    east += &slice(
-        "prod",
+    let flat = format!("{OLD}{FLAT}");
+    east += &m(
         "api",
-        "a",
-        ("http", 8080),
-        &format!("- addresses: [10.2.3.1]\n{READY}"),
+        &flat,
+        CLUSTER_IP,
+        HTTP,
+        &ready("10.2.3.1", None),
+        None,
     );
     // Neither: nothing.
-    east += &service("prod", "solo", OLD, CLUSTER_IP);
-    east += &slice(
-        "prod",
+    east += &m(
         "solo",
-        "a",
-        ("http", 8080),
-        &format!("- addresses: [10.2.4.1]\n{READY}"),
+        OLD,
+        CLUSTER_IP,
+        HTTP,
+        &ready("10.2.4.1", None),
+        None,
     );
 
     let mut north = cluster_id("east-1");
-    north += &service("prod", "db", OLD, HEADLESS);
-    north += &slice(
-        "prod",
+    north += &m(
         "db",
-        "a",
-        ("peer", 7000),
-        &format!("- addresses: [10.3.1.1]\n  hostname: db-0\n{READY}"),
+        OLD,
+        HEADLESS,
+        PEER,
+        &ready("10.3.1.1", Some("db-0")),
+        OLD_EXPORT,
     );
-    north += &export("v1beta1", "prod", "db", "2026-01-01T00:00:00Z");
 
     write(dir, "west/all.yaml", &west);
     write(dir, "east/all.yaml", &east);
     write(dir, "north/all.yaml", &north);
 }
 
-fn snapshot(mcs: bool) -> Arc<crate::model::Snapshot> {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    zones(tmp.path());
-    let load = load_dir(tmp.path(), Some("west")).expect("zones");
+/// The model of zones directory `dir` (local cluster `west`), MCS on or
+/// off. Directories are announced in name order, as the file source does:
+/// `east` is known before `north` and keeps the id both claim.
+fn model_of(dir: &std::path::Path, mcs: bool) -> Model {
+    let load = load_dir(dir, Some("west")).expect("zones");
     let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
     settings.mcs = mcs;
     let now = Instant::now();
-    let mut model = Model::new(
-        Arc::new(settings),
-        Epoch::new(now, std::time::SystemTime::now()),
-    );
-    // Directories in name order, as the file source announces them: east
-    // is known before north and keeps the id both claim.
+    let epoch = Epoch::new(now, std::time::SystemTime::now());
+    let mut model = Model::new(Arc::new(settings), epoch);
     model.apply(load.clusters.iter().flat_map(initial_events), now);
     model.clusters_known(now);
-    model.snapshot()
+    model
+}
+
+/// The model of the table's directory.
+fn model(mcs: bool) -> Model {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    zones(tmp.path());
+    model_of(tmp.path(), mcs)
+}
+
+fn snapshot(mcs: bool) -> Arc<crate::model::Snapshot> {
+    model(mcs).snapshot()
 }
 
 /// (rcode, answer records, additional records) in zone-file text, sorted.
@@ -392,23 +422,6 @@ fn without_mcs_no_mcs_name_exists() {
     );
 }
 
-/// The model of the table's directory, for tests that change it further.
-fn model(mcs: bool) -> Model {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    zones(tmp.path());
-    let load = load_dir(tmp.path(), Some("west")).expect("zones");
-    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
-    settings.mcs = mcs;
-    let now = Instant::now();
-    let mut model = Model::new(
-        Arc::new(settings),
-        Epoch::new(now, std::time::SystemTime::now()),
-    );
-    model.apply(load.clusters.iter().flat_map(initial_events), now);
-    model.clusters_known(now);
-    model
-}
-
 #[test]
 fn a_new_cluster_id_moves_the_pod_names_and_hands_the_old_one_over() {
     use crate::model::Event;
@@ -440,15 +453,8 @@ fn removing_a_serviceexport_from_the_files_takes_the_name_away() {
     let tmp = tempfile::tempdir().expect("tempdir");
     zones(tmp.path());
     let load = load_dir(tmp.path(), Some("west")).expect("zones");
-    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
-    settings.mcs = true;
+    let mut m = model_of(tmp.path(), true);
     let now = Instant::now();
-    let mut m = Model::new(
-        Arc::new(settings),
-        Epoch::new(now, std::time::SystemTime::now()),
-    );
-    m.apply(load.clusters.iter().flat_map(initial_events), now);
-    m.clusters_known(now);
     assert_eq!(
         ask(&m.snapshot(), &format!("cache.{Z}"), rtype::A).0,
         Rcode::NoError
@@ -526,16 +532,7 @@ fn the_demo_serves_the_mcs_names_its_table_lists() {
     for c in &load.clusters {
         assert_eq!(c.problems, [], "{}: no problem in the demo", c.name);
     }
-    let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
-    settings.mcs = true;
-    let now = Instant::now();
-    let mut m = Model::new(
-        Arc::new(settings),
-        Epoch::new(now, std::time::SystemTime::now()),
-    );
-    m.apply(load.clusters.iter().flat_map(initial_events), now);
-    m.clusters_known(now);
-    let snap = m.snapshot();
+    let snap = model_of(&dir, true).snapshot();
     let z = "svc.clusterset.local.";
     let ask = |name: &str, qtype| ask(&snap, &format!("{name}.{z}"), qtype);
     assert_eq!(
