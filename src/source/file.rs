@@ -677,13 +677,17 @@ impl Reader {
 
     fn import(&mut self, path: &Path, doc: usize, item: Option<usize>, import: &McsObject) {
         match convert_import(import) {
-            Ok(_) if !self.local => self.problem(
-                path,
-                Some(doc),
-                item,
-                Severity::Warning,
-                "a ServiceImport belongs to the cluster that imports: only the local cluster's directory's are read; ignored".to_owned(),
-            ),
+            // A linked cluster's imports are its own MCS controller's view,
+            // not ours: a copy of a real clusterset has them everywhere.
+            Ok(_) if !self.local => {
+                *self
+                    .load
+                    .skipped
+                    .entry(
+                        "multicluster.x-k8s.io ServiceImport (not the local cluster's)".to_owned(),
+                    )
+                    .or_default() += 1;
+            }
             Ok(i) => {
                 if self.first_definition("ServiceImport", &i.key, path, doc, item) {
                     self.load.objects.imports.insert(i.key.clone(), i);

@@ -607,3 +607,25 @@ fn conflicts_are_counted_and_the_oldest_export_decides() {
     );
     assert_eq!(m.snapshot().stats.mcs_id_conflicts, 0);
 }
+
+#[test]
+fn a_linked_clusters_serviceimports_are_skipped_without_a_problem() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let import = "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata:\n  name: web\n  namespace: prod\nspec:\n  type: ClusterSetIP\n  ips: [10.200.0.9]\n";
+    write(tmp.path(), "east/import.yaml", import);
+    write(tmp.path(), "west/import.yaml", import);
+    let load = load_dir(tmp.path(), Some("west")).expect("zones");
+    for c in &load.clusters {
+        assert_eq!(c.problems, [], "{}", c.name);
+        let held = c.objects.imports.len();
+        let skipped: u64 = c.skipped.values().sum();
+        match &*c.name {
+            "west" => assert_eq!(
+                (held, skipped),
+                (1, 0),
+                "the local cluster's import is read"
+            ),
+            _ => assert_eq!((held, skipped), (0, 1), "east's is its own controller's"),
+        }
+    }
+}
