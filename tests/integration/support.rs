@@ -338,6 +338,9 @@ fn resource_of(api_version: &str, kind: &str) -> (String, &'static str) {
         "Namespace" => "namespaces",
         "Secret" => "secrets",
         "Link" => "links",
+        "ServiceExport" => "serviceexports",
+        "ServiceImport" => "serviceimports",
+        "ClusterProperty" => "clusterproperties",
         other => panic!("no plural known for kind {other}"),
     };
     (prefix, plural)
