@@ -119,7 +119,7 @@ enum Msg {
     /// A targeted Service list (`--mcs`).
     ListedService(ObjectKey, Vec<K8sService>, Vec<(String, String)>),
     /// Which MCS and About APIs the cluster serves.
-    McsApis(McsApis),
+    McsApis(Box<McsApis>),
     Resolved(Vec<IpAddr>),
     Probe(ProbeReport),
 }
@@ -654,7 +654,7 @@ impl Runner {
                 self.state.listed_service(&key, items)
             }
             Msg::McsApis(apis) => {
-                self.mcs_apis(apis);
+                self.mcs_apis(*apis);
                 Output::default()
             }
             Msg::Resolved(ips) => self.resolved(ips),

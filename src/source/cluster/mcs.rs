@@ -65,7 +65,7 @@ async fn discover_task(client: BoundedClient, tx: mpsc::Sender<Msg>, stop: Cance
         };
         match found {
             Ok(apis) => {
-                let _ = tx.send(Msg::McsApis(apis)).await;
+                let _ = tx.send(Msg::McsApis(Box::new(apis))).await;
                 return;
             }
             Err(e) => {

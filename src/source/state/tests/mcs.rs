@@ -342,7 +342,14 @@ fn the_export_join_table() {
 #[test]
 fn the_cluster_id_table() {
     let id = |v: &str| apply(Watch::ClusterId, property(CLUSTER_ID, v));
-    let cases: Vec<(&str, Vec<Step>, Vec<&str>, Option<&str>)> = vec![
+    // Name, steps, what they say, the problem reported.
+    type Case = (
+        &'static str,
+        Vec<Step>,
+        Vec<&'static str>,
+        Option<&'static str>,
+    );
+    let cases: Vec<Case> = vec![
         ("a valid id", vec![id("east-1")], vec!["id east-1"], None),
         (
             "an id changes",
