@@ -15,7 +15,7 @@ use kube::api::ApiResource;
 use kube::runtime::watcher::Event as WatchEvent;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info};
 
 use super::{Msg, Runner};
 use crate::k8s::client::BoundedClient;
@@ -69,7 +69,9 @@ async fn discover_task(client: BoundedClient, tx: mpsc::Sender<Msg>, stop: Cance
                 return;
             }
             Err(e) => {
-                warn!(error = %e, "cannot discover the MCS API; retrying");
+                // The watches report a cluster that does not answer; this
+                // only retries.
+                debug!(error = %e, "cannot discover the MCS API; retrying");
                 let delay: Duration = delays.next().unwrap_or(MAX_BACKOFF);
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
