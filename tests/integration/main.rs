@@ -26,6 +26,7 @@ mod limits;
 mod live;
 mod live_conformance;
 mod live_demo;
+mod live_mcs;
 mod mcs_conformance;
 mod metrics_scrape;
 mod mirror;
