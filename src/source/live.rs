@@ -89,7 +89,7 @@ impl std::fmt::Debug for LiveConfig {
 }
 
 /// The linked clusters from Links and Secrets: one per valid Link (the
-/// oldest Link wins a cluster name), with the problems found.
+/// oldest Link wins a cluster name), oldest first, with the problems found.
 pub fn desired_from_links(
     local: &str,
     links: &BTreeMap<String, Result<Link, String>>,
@@ -144,7 +144,8 @@ pub fn desired_from_links(
             origin,
         });
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    // Oldest Link first: clusters are announced in this order, and of two
+    // claiming one MCS cluster id the one announced first keeps it.
     (out, problems)
 }
 

@@ -64,6 +64,22 @@ fn links_and_secrets_to_linked_clusters() {
 }
 
 #[test]
+fn clusters_come_oldest_link_first() {
+    // Announced in this order, so of two clusters claiming one MCS cluster
+    // id the older Link's keeps it.
+    let links: BTreeMap<_, _> = [
+        link("alpha", "alpha", "c", "2026-03-01T00:00:00Z"),
+        link("zulu", "zulu", "c", "2026-01-01T00:00:00Z"),
+        link("mike", "mike", "c", "2026-02-01T00:00:00Z"),
+    ]
+    .into_iter()
+    .collect();
+    let (clusters, _) = desired_from_links("west", &links, &BTreeMap::new());
+    let names: Vec<&str> = clusters.iter().map(|c| &*c.name).collect();
+    assert_eq!(names, ["zulu", "mike", "alpha"]);
+}
+
+#[test]
 fn secret_kubeconfig_key() {
     let with = |data: serde_json::Value| -> Secret {
         serde_json::from_value(json!({"metadata": {"name": "s"}, "data": data})).expect("a Secret")
