@@ -137,6 +137,12 @@ async fn delete_as<K: Mirrored>(
     Ok(())
 }
 
+/// ServiceImports are not written yet (the controller does not want any
+/// before `--mcs` reaches it).
+fn not_yet() -> ApiError {
+    ApiError::Failed("ServiceImport writes are not wired yet".to_owned())
+}
+
 /// The local cluster as the mirror writes it.
 #[derive(Clone)]
 pub struct LocalApi {
@@ -171,6 +177,7 @@ impl LocalApi {
         match d.key.kind {
             Kind::Service => create_as::<Service>(&self.client, d).await,
             Kind::EndpointSlice => create_as::<EndpointSlice>(&self.client, d).await,
+            Kind::ServiceImport => Err(not_yet()),
         }
     }
 
@@ -202,6 +209,7 @@ impl LocalApi {
             Kind::EndpointSlice => {
                 patch_as::<EndpointSlice>(&self.client, key, params, patch).await
             }
+            Kind::ServiceImport => Err(not_yet()),
         }
     }
 
@@ -210,6 +218,7 @@ impl LocalApi {
         match key.kind {
             Kind::Service => get_as::<Service>(&self.client, key).await,
             Kind::EndpointSlice => get_as::<EndpointSlice>(&self.client, key).await,
+            Kind::ServiceImport => Err(not_yet()),
         }
     }
 
@@ -231,6 +240,7 @@ impl LocalApi {
         match key.kind {
             Kind::Service => delete_as::<Service>(&self.client, key, &params).await,
             Kind::EndpointSlice => delete_as::<EndpointSlice>(&self.client, key, &params).await,
+            Kind::ServiceImport => Err(not_yet()),
         }
     }
 
@@ -240,6 +250,7 @@ impl LocalApi {
         let api_version = match key.kind {
             Kind::Service => "v1",
             Kind::EndpointSlice => "discovery.k8s.io/v1",
+            Kind::ServiceImport => "multicluster.x-k8s.io/v1beta1",
         };
         let regarding = ObjectReference {
             api_version: Some(api_version.to_owned()),

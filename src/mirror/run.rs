@@ -196,6 +196,7 @@ impl Controller {
             linkerd_managed: self.linkerd.clone(),
             now: Instant::now(),
             federated_grace: self.config.federated_grace,
+            mcs: super::desired::McsSettings::default(),
         }
     }
 
