@@ -88,8 +88,9 @@ pub struct McsSettings {
     /// `--mcs`: write derived Services, their slices and ServiceImports.
     pub enabled: bool,
     /// The ServiceImport version the local cluster serves (`v1beta1`, else
-    /// `v1alpha1`; the schema is the same).
-    pub import_version: Arc<str>,
+    /// `v1alpha1`; the schema is the same); `None`: it serves neither, and
+    /// no ServiceImport is wanted (derived Services and slices still are).
+    pub import_version: Option<Arc<str>>,
     /// The ClusterIPs the API gave each MCS service's derived Service, by
     /// MCS service (namespace, name), as read back: the ServiceImport's
     /// `ips`. An input, so that [`desired`] stays pure.
@@ -97,11 +98,11 @@ pub struct McsSettings {
 }
 
 impl Default for McsSettings {
-    /// Off, `v1beta1`, no IPs known.
+    /// Off, ServiceImports at `v1beta1`, no IPs known.
     fn default() -> Self {
         Self {
             enabled: false,
-            import_version: Arc::from("v1beta1"),
+            import_version: Some(Arc::from("v1beta1")),
             derived_ips: Arc::default(),
         }
     }

@@ -14,6 +14,7 @@
 //!   the look for Linkerd's own service mirror;
 //! - [`api`]: every write, through kube's typed `Api` and event `Recorder`;
 //! - [`lease`]: leader election on a Lease (`Api<Lease>`);
+//! - [`status`]: the conditions of the local ServiceExports (`--mcs`);
 //! - [`run`]: the loop, and what each API status means for a write;
 //! - [`stats`]: its counters.
 //!
@@ -30,6 +31,7 @@ pub mod lease;
 pub mod reconcile;
 pub mod run;
 pub mod stats;
+pub mod status;
 pub mod watch;
 
 #[cfg(test)]

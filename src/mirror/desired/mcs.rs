@@ -23,6 +23,7 @@
 //! objects are never deleted because it is unreachable. Pure.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -44,6 +45,42 @@ use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
 /// The name of MCS service `svc`'s derived Service, as written.
 pub fn derived_name(svc: &str) -> String {
     fit_name(&format!("{DERIVED_PREFIX}{svc}"), MAX_SERVICE_NAME)
+}
+
+/// The ClusterIPs of our derived Services among `services` (objects of
+/// ours as the API holds them), by the MCS service their
+/// [`MCS_SERVICE_NAME_LABEL`] names: the ServiceImports' `ips`
+/// ([`super::McsSettings::derived_ips`]). A Service not named
+/// `derived-<that service>`, or without an allocated IP yet, gives none.
+pub fn derived_ips<'v>(
+    services: impl IntoIterator<Item = (&'v ObjectRef, &'v Value)>,
+) -> BTreeMap<ObjectKey, Vec<IpAddr>> {
+    let mut out = BTreeMap::new();
+    for (key, v) in services {
+        let label = format!(
+            "/metadata/labels/{}",
+            MCS_SERVICE_NAME_LABEL.replace('/', "~1")
+        );
+        let Some(svc) = v.pointer(&label).and_then(Value::as_str) else {
+            continue;
+        };
+        if key.kind != Kind::Service || *key.name != derived_name(svc) {
+            continue;
+        }
+        let listed = v.pointer("/spec/clusterIPs").and_then(Value::as_array);
+        let one = v.pointer("/spec/clusterIP").map(std::slice::from_ref);
+        let ips: Vec<IpAddr> = listed
+            .map(Vec::as_slice)
+            .or(one)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|ip| ip.as_str()?.parse().ok())
+            .collect();
+        if !ips.is_empty() {
+            out.insert(ObjectKey::new(&key.namespace, svc), ips);
+        }
+    }
+    out
 }
 
 /// The derived Service of MCS service `key` (with its slices and the
@@ -82,7 +119,9 @@ pub(super) fn mcs_unit(
         return;
     }
     let mut extra = member_slices(key, &name, &members, settings, headless);
-    extra.push(service_import(key, &ports, headless, settings));
+    if let Some(version) = &settings.mcs.import_version {
+        extra.push(service_import(key, &ports, headless, version, settings));
+    }
     let mut labels = Map::new();
     labels.insert(MCS_SERVICE_NAME_LABEL.to_owned(), text(&key.name));
     units.push(Unit {
@@ -175,6 +214,7 @@ fn service_import(
     key: &ObjectKey,
     ports: &[Port],
     headless: bool,
+    version: &str,
     settings: &MirrorSettings,
 ) -> Desired {
     let mut spec = Map::new();
@@ -184,7 +224,7 @@ fn service_import(
         "ports".to_owned(),
         Value::Array(ports.iter().map(port_json).collect()),
     );
-    let ips: &[std::net::IpAddr] = match settings.mcs.derived_ips.get(key) {
+    let ips: &[IpAddr] = match settings.mcs.derived_ips.get(key) {
         Some(ips) if !headless => ips,
         _ => &[],
     };
@@ -198,7 +238,7 @@ fn service_import(
     labels.insert(MANAGED_BY_LABEL.to_owned(), text(MANAGED_BY));
     labels.insert(MCS_SERVICE_NAME_LABEL.to_owned(), text(&key.name));
     let object = json!({
-        "apiVersion": format!("{MCS_GROUP}/{}", settings.mcs.import_version),
+        "apiVersion": format!("{MCS_GROUP}/{version}"),
         "kind": "ServiceImport",
         "metadata": metadata(&key.name, &key.namespace, labels, Map::new()),
         "spec": Value::Object(spec),

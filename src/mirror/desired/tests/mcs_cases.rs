@@ -189,11 +189,25 @@ fn mcs_objects() {
             events: clusterset_ip(),
             settings: |s| {
                 with_ip(s);
-                s.mcs.import_version = Arc::from("v1alpha1");
+                s.mcs.import_version = Some(Arc::from("v1alpha1"));
             },
             want: {
                 let mut objects = clusterset_ip_objects(Some(json!(["10.96.0.5"])), true);
                 objects[3]["apiVersion"] = json!("multicluster.x-k8s.io/v1alpha1");
+                objects
+            },
+            problems: vec![],
+        },
+        Case {
+            name: "a cluster that serves no ServiceImport: derived Service and slices only",
+            events: clusterset_ip(),
+            settings: |s| {
+                with_ip(s);
+                s.mcs.import_version = None;
+            },
+            want: {
+                let mut objects = clusterset_ip_objects(None, true);
+                objects.pop();
                 objects
             },
             problems: vec![],
@@ -378,4 +392,53 @@ fn derived_names_fit_a_label() {
     assert_eq!(name.len(), 63);
     assert!(name.starts_with("derived-sss"), "{name}");
     assert_eq!(mcs::derived_name("db"), "derived-db");
+}
+
+#[test]
+fn derived_ips_are_read_back_from_our_derived_services() {
+    let svc = |name: &str| ObjectRef {
+        kind: Kind::Service,
+        namespace: "data".into(),
+        name: name.into(),
+    };
+    let label = |mcs: &str, spec: Value| json!({"metadata": {"labels": {"multicluster.kubernetes.io/service-name": mcs}}, "spec": spec});
+    let objects = [
+        (
+            svc("derived-db"),
+            label(
+                "db",
+                json!({"clusterIP": "10.96.0.5", "clusterIPs": ["10.96.0.5", "fd00::5"]}),
+            ),
+        ),
+        (
+            svc("derived-web"),
+            label("web", json!({"clusterIP": "10.96.0.6"})),
+        ),
+        // Headless, not allocated yet, or not the derived name of its label.
+        (
+            svc("derived-hl"),
+            label("hl", json!({"clusterIP": "None", "clusterIPs": ["None"]})),
+        ),
+        (svc("derived-new"), label("new", json!({}))),
+        (
+            svc("web-east"),
+            label("web2", json!({"clusterIP": "10.96.0.7"})),
+        ),
+        (
+            svc("derived-x"),
+            json!({"spec": {"clusterIP": "10.96.0.8"}}),
+        ),
+    ];
+    let got = mcs::derived_ips(objects.iter().map(|(k, v)| (k, v)));
+    let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+    assert_eq!(
+        got,
+        BTreeMap::from([
+            (
+                ObjectKey::new("data", "db"),
+                vec![ip("10.96.0.5"), ip("fd00::5")]
+            ),
+            (ObjectKey::new("data", "web"), vec![ip("10.96.0.6")]),
+        ])
+    );
 }
