@@ -10,7 +10,9 @@
 //! - [`client`]: building clients, bounded or not;
 //! - [`layer`]: the in-flight bound and [`layer::ApiStats`];
 //! - [`watch`]: [`watch::guarded_watch`] and [`watch::guarded_list`];
+//! - [`discover`]: which version of a resource a cluster serves;
 
 pub mod client;
+pub mod discover;
 pub mod layer;
 pub mod watch;

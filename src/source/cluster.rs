@@ -20,9 +20,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
+use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ApiResource, ListParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use tokio::sync::{mpsc, watch};
@@ -44,6 +45,9 @@ use crate::k8s::watch::{
 use crate::model::objects::{Gateway, ObjectKey};
 use crate::model::{Event, Health, Settings};
 use crate::vocab::linkerd::{GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_MIRRORED, LABEL_SERVICE_NAME};
+
+mod mcs;
+use mcs::McsApis;
 
 /// How often gateway hostnames are resolved again (Linkerd's endpoint
 /// refresh period).
@@ -72,6 +76,10 @@ pub struct ClusterRun {
     /// The answer settings; their budget bounds what the cluster may make
     /// us hold, and follows a configuration reload.
     pub settings: watch::Receiver<Arc<Settings>>,
+    /// `--mcs`: also watch ServiceExports, the cluster id and (local)
+    /// ServiceImports, and every Service (a ServiceExport can make any
+    /// Service a member).
+    pub mcs: bool,
 }
 
 impl ClusterRun {
@@ -87,7 +95,17 @@ impl ClusterRun {
         if self.local {
             out.push(format!("{LABEL_MIRRORED}=true"));
         }
+        if self.mcs {
+            // Last: the every-Service watch, [`Self::all_services`].
+            out.push(String::new());
+        }
         out
+    }
+
+    /// The index of the every-Service watch (`--mcs`).
+    pub fn all_services(&self) -> Option<usize> {
+        self.mcs
+            .then(|| self.service_selectors().len().saturating_sub(1))
     }
 }
 
@@ -98,6 +116,10 @@ enum Msg {
     Watch(Watch, Delivery<Object>, Instant),
     /// A targeted slice list: the slices, and those that did not decode.
     Listed(ObjectKey, Vec<K8sSlice>, Vec<(String, String)>),
+    /// A targeted Service list (`--mcs`).
+    ListedService(ObjectKey, Vec<K8sService>, Vec<(String, String)>),
+    /// Which MCS and About APIs the cluster serves.
+    McsApis(Box<McsApis>),
     Resolved(Vec<IpAddr>),
     Probe(ProbeReport),
 }
@@ -137,12 +159,7 @@ impl Watches {
         config: watcher::Config,
         wrap: fn(K) -> Object,
     ) where
-        K: kube::Resource<DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + 'static,
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     {
         self.paths.insert(w, api.resource_url().to_owned());
         let tx = self.tx.clone();
@@ -166,12 +183,32 @@ impl Watches {
 
     fn services(&mut self, n: usize, selector: &str) {
         let api = Api::all(self.client.client.clone());
-        self.spawn(
-            Watch::Services(n),
-            api,
-            config(PAGE).labels(selector),
-            Object::service,
-        );
+        // An empty selector is the every-Service watch (`--mcs`).
+        let config = match selector {
+            "" => config(PAGE),
+            s => config(PAGE).labels(s),
+        };
+        self.spawn(Watch::Services(n), api, config, Object::service);
+    }
+
+    /// Watch `w` of the MCS or About resource `ar`, in every namespace.
+    fn dynamic(&mut self, w: Watch, ar: &ApiResource, config: watcher::Config) {
+        let api = Api::all_with(self.client.client.clone(), ar);
+        self.spawn(w, api, config, Object::dynamic);
+    }
+
+    /// Lists one Service in the background (`--mcs`: its ServiceExport
+    /// came after the every-Service watch passed it).
+    fn list_service(&self, key: ObjectKey) {
+        let api = Api::namespaced(self.client.client.clone(), &key.namespace);
+        let params = ListParams::default().fields(&format!("metadata.name={}", key.name));
+        let tx = self.tx.clone();
+        let token = self.token.clone();
+        tokio::spawn(async move {
+            if let Some((items, bad)) = list_retrying(api, params, &key, token).await {
+                let _ = tx.send(Msg::ListedService(key, items, bad)).await;
+            }
+        });
     }
 
     fn slices(&mut self) {
@@ -198,37 +235,44 @@ impl Watches {
     /// bounds how many such lists reach the API server at once.
     fn list_slices(&self, key: ObjectKey) {
         let api = Api::namespaced(self.client.client.clone(), &key.namespace);
-        tokio::spawn(list_slices(api, key, self.tx.clone(), self.token.clone()));
+        let params = ListParams::default()
+            .labels(&format!("{LABEL_SERVICE_NAME}={}", key.name))
+            .limit(SLICE_PAGE);
+        let tx = self.tx.clone();
+        let token = self.token.clone();
+        tokio::spawn(async move {
+            if let Some((items, bad)) = list_retrying(api, params, &key, token).await {
+                let _ = tx.send(Msg::Listed(key, items, bad)).await;
+            }
+        });
     }
 }
 
-/// Lists one service's slices, retrying until it succeeds or is cancelled.
-async fn list_slices(
-    api: Api<DeserializeGuard<K8sSlice>>,
-    key: ObjectKey,
-    tx: mpsc::Sender<Msg>,
+/// Lists `api` under `params` (for service `key`), retrying until it
+/// succeeds; `None` when cancelled.
+async fn list_retrying<K>(
+    api: Api<DeserializeGuard<K>>,
+    params: ListParams,
+    key: &ObjectKey,
     shutdown: CancellationToken,
-) {
-    let params = ListParams::default()
-        .labels(&format!("{LABEL_SERVICE_NAME}={}", key.name))
-        .limit(SLICE_PAGE);
+) -> Option<(Vec<K>, Vec<(String, String)>)>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let mut delays = backoff();
     loop {
         let listed = tokio::select! {
             l = guarded_list(&api, &params) => l,
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return None,
         };
         match listed {
-            Ok((items, bad)) => {
-                let _ = tx.send(Msg::Listed(key, items, bad)).await;
-                return;
-            }
+            Ok(found) => return Some(found),
             Err(e) => {
-                debug!(service = %key, error = %e, "slice list failed; retrying");
+                debug!(service = %key, error = %e, "targeted list failed; retrying");
                 let delay = delays.next().unwrap_or(MAX_BACKOFF);
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
-                    () = shutdown.cancelled() => return,
+                    () = shutdown.cancelled() => return None,
                 }
             }
         }
@@ -312,6 +356,8 @@ struct Runner {
     last_health: Option<Health>,
     last_budget: Option<BudgetReport>,
     pending: Vec<Event>,
+    /// The every-Service watch (`--mcs`) was started, or found pointless.
+    all_services_started: bool,
 }
 
 impl Runner {
@@ -356,6 +402,7 @@ impl Runner {
             last_health: None,
             last_budget: None,
             pending: Vec::new(),
+            all_services_started: false,
         };
         (r, rx)
     }
@@ -386,8 +433,12 @@ impl Runner {
             return;
         };
         let selectors = self.run.service_selectors();
+        let all = self.run.all_services();
         for (n, s) in selectors.iter().enumerate() {
-            w.services(n, s);
+            // The every-Service watch waits for the exports' list.
+            if Some(n) != all {
+                w.services(n, s);
+            }
         }
         match &self.run.gateway {
             GatewaySource::RemoteService => {
@@ -420,6 +471,7 @@ impl Runner {
         if selectors.is_empty() {
             self.start_slice_watch();
         }
+        self.start_mcs();
     }
 
     fn start_slice_watch(&mut self) {
@@ -460,6 +512,7 @@ impl Runner {
         self.push_health();
         let counts = self.state.counts();
         self.board.update(&self.run.name, |r| r.counts = counts);
+        self.report_mcs();
         if self.pending.is_empty() {
             return true;
         }
@@ -539,9 +592,12 @@ impl Runner {
                 .update(&self.run.name, |r| r.last_event = Some(Instant::now()));
         }
         self.pending.extend(out.events);
-        for Action::ListSlices(key) in out.actions {
+        for action in out.actions {
             if let Some(w) = &self.watches {
-                w.list_slices(key);
+                match action {
+                    Action::ListSlices(key) => w.list_slices(key),
+                    Action::ListService(key) => w.list_service(key),
+                }
             }
         }
     }
@@ -591,6 +647,16 @@ impl Runner {
                 }
                 self.state.listed(&key, items)
             }
+            Msg::ListedService(key, items, bad) => {
+                for (object, error) in bad {
+                    self.undecodable(&object, &error);
+                }
+                self.state.listed_service(&key, items)
+            }
+            Msg::McsApis(apis) => {
+                self.mcs_apis(*apis);
+                Output::default()
+            }
             Msg::Resolved(ips) => self.resolved(ips),
             Msg::Probe(report) => {
                 self.probed(&report);
@@ -598,6 +664,7 @@ impl Runner {
             }
         };
         self.took(out);
+        self.maybe_start_all_services();
         if self.state.services_listed() {
             self.start_slice_watch();
         }

@@ -484,6 +484,7 @@ pub async fn run(
         gateway: GatewaySource::None,
         sync_timeout: config.sync_timeout,
         settings: settings.clone(),
+        mcs: settings.borrow().mcs,
     };
     let n = local_run.service_selectors().len();
     let local_task = tokio::spawn(cluster::run(
@@ -674,6 +675,7 @@ async fn start_cluster(
         gateway: spec.gateway.clone(),
         sync_timeout: cx.config.sync_timeout,
         settings: cx.settings.clone(),
+        mcs: cx.settings.borrow().mcs,
     };
     let n = run.service_selectors().len();
     let state = match previous {

@@ -27,6 +27,7 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
 use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
+use kube::api::DynamicObject;
 use kube::runtime::watcher::Event as WatchEvent;
 
 use super::convert::{
@@ -39,6 +40,10 @@ use crate::model::budget::{Admission, Budget, Refused};
 use crate::model::objects::ObjectKey;
 use crate::vocab::linkerd::LABEL_SERVICE_NAME;
 
+mod mcs;
+use mcs::Mcs;
+pub use mcs::McsReport;
+
 /// Which of a cluster's watches delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Watch {
@@ -49,6 +54,12 @@ pub enum Watch {
     Slices,
     /// The remote `linkerd-gateway` Service.
     Gateway,
+    /// ServiceExports (`--mcs`).
+    Exports,
+    /// The ClusterProperty `cluster.clusterset.k8s.io` (`--mcs`).
+    ClusterId,
+    /// ServiceImports of the local cluster (`--mcs`).
+    Imports,
 }
 
 /// A delivered object (boxed: API objects are large, and they travel
@@ -59,6 +70,10 @@ pub enum Object {
     Service(Box<K8sService>),
     /// An EndpointSlice (from [`Watch::Slices`]).
     Slice(Box<K8sSlice>),
+    /// A ServiceExport, ServiceImport or ClusterProperty (from
+    /// [`Watch::Exports`], [`Watch::Imports`], [`Watch::ClusterId`]): their
+    /// version is the one the cluster serves, found at run time.
+    Dynamic(Box<DynamicObject>),
 }
 
 impl Object {
@@ -71,6 +86,11 @@ impl Object {
     pub fn slice(s: K8sSlice) -> Self {
         Self::Slice(Box::new(s))
     }
+
+    /// An MCS or About API object.
+    pub fn dynamic(o: DynamicObject) -> Self {
+        Self::Dynamic(Box::new(o))
+    }
 }
 
 /// Something the shell must do for the state.
@@ -79,6 +99,10 @@ pub enum Action {
     /// List the EndpointSlices of this service (it became exported after the
     /// slice watch started) and hand them to [`ClusterState::listed`].
     ListSlices(ObjectKey),
+    /// Get this Service (a ServiceExport of its name arrived after the
+    /// every-Service watch had listed, which does not hold unexported
+    /// Services) and hand it to [`ClusterState::listed_service`].
+    ListService(ObjectKey),
 }
 
 /// The result of one delivery.
@@ -125,6 +149,17 @@ struct Held {
     kind: ServiceKind,
     /// The model was told the budget refuses it.
     refused: bool,
+}
+
+/// What the model holds of one service.
+#[derive(Debug, Clone, PartialEq)]
+enum Served {
+    /// Nothing.
+    Nothing,
+    /// An exported service (Linkerd's labels, or a ServiceExport).
+    Exported(crate::model::objects::Service),
+    /// A mirror Service (local cluster).
+    Mirror(crate::model::objects::Mirror),
 }
 
 #[derive(Debug, Clone)]
@@ -203,6 +238,10 @@ pub struct ClusterState {
     gateway_seen: bool,
     has_gateway: bool,
     synced: bool,
+    /// Services the model holds as exported (Linkerd's or MCS).
+    exported_count: usize,
+    /// ServiceExports, the cluster id and ServiceImports (`--mcs`).
+    mcs: Mcs,
 }
 
 impl ClusterState {
@@ -232,6 +271,8 @@ impl ClusterState {
             gateway_seen: false,
             has_gateway: false,
             synced: false,
+            exported_count: 0,
+            mcs: Mcs::off(),
         }
     }
 
@@ -255,6 +296,8 @@ impl ClusterState {
         next.by_service = self.by_service;
         next.has_gateway = self.has_gateway;
         next.synced = self.synced;
+        next.exported_count = self.exported_count;
+        next.mcs = self.mcs.restart();
         next
     }
 
@@ -292,6 +335,9 @@ impl ClusterState {
             Watch::Services(n) => self.service_init(n),
             Watch::Slices => self.slice_init(),
             Watch::Gateway => self.gateway_init(),
+            Watch::Exports => self.export_init(),
+            Watch::ClusterId => self.property_init(),
+            Watch::Imports => self.import_init(),
         }
     }
 
@@ -302,6 +348,9 @@ impl ClusterState {
             Watch::Services(n) => self.service_init_done(n, out),
             Watch::Slices => self.slice_init_done(out),
             Watch::Gateway => self.gateway_init_done(out),
+            Watch::Exports => self.export_init_done(out),
+            Watch::ClusterId => self.property_init_done(out),
+            Watch::Imports => self.import_init_done(out),
         }
     }
 
@@ -312,6 +361,9 @@ impl ClusterState {
             (Watch::Services(n), Object::Service(s)) => self.service_apply(n, s, out),
             (Watch::Slices, Object::Slice(s)) => self.slice_apply(s, out),
             (Watch::Gateway, Object::Service(s)) => self.gateway_apply(s, out),
+            (Watch::Exports, Object::Dynamic(o)) => self.export_apply(o, out),
+            (Watch::ClusterId, Object::Dynamic(o)) => self.property_apply(o, out),
+            (Watch::Imports, Object::Dynamic(o)) => self.import_apply(o, out),
             _ => {}
         }
     }
@@ -322,6 +374,9 @@ impl ClusterState {
             (Watch::Services(n), Object::Service(s)) => self.service_delete(n, s, out),
             (Watch::Slices, Object::Slice(s)) => self.slice_delete(s, out),
             (Watch::Gateway, Object::Service(_)) => self.gateway_delete(out),
+            (Watch::Exports, Object::Dynamic(o)) => self.export_delete(o, out),
+            (Watch::ClusterId, Object::Dynamic(o)) => self.property_delete(o, out),
+            (Watch::Imports, Object::Dynamic(o)) => self.import_delete(o, out),
             _ => {}
         }
     }
@@ -338,7 +393,7 @@ impl ClusterState {
     /// batch, so it must not walk the cluster).
     pub fn counts(&self) -> Counts {
         Counts {
-            services: self.services.len() - self.mirrors,
+            services: self.exported_count,
             mirrors: self.mirrors,
             slices: self.forwarded.0,
             endpoints: self.forwarded.1,
@@ -426,20 +481,17 @@ impl ClusterState {
     /// Tells the model service `key` is refused (or not) if it was told
     /// otherwise.
     fn announce(&mut self, key: &ObjectKey, refused: bool, out: &mut Output) {
-        let Some(h) = self.services.get_mut(key) else {
+        let Served::Exported(service) = self.served(key) else {
             return;
         };
-        let ServiceKind::Exported(service) = &h.kind else {
+        let Some(h) = self.services.get_mut(key) else {
             return;
         };
         if h.refused != refused {
             h.refused = refused;
             out.events.push(Event::ServiceApplied {
                 cluster: self.name.clone(),
-                service: crate::model::objects::Service {
-                    refused,
-                    ..service.clone()
-                },
+                service: crate::model::objects::Service { refused, ..service },
             });
         }
     }
@@ -466,9 +518,90 @@ impl ClusterState {
     }
 
     fn exported(&self, key: &ObjectKey) -> bool {
-        self.services
-            .get(key)
-            .is_some_and(|h| matches!(h.kind, ServiceKind::Exported(_)))
+        self.services.get(key).is_some_and(|h| match h.kind {
+            ServiceKind::Exported(_) => true,
+            ServiceKind::Unexported(_) => self.mcs.exports.contains_key(key),
+            _ => false,
+        })
+    }
+
+    /// What the model holds of service `key`: its held kind joined to its
+    /// ServiceExport (an MCS member carries the export's age).
+    fn served(&self, key: &ObjectKey) -> Served {
+        let Some(h) = self.services.get(key) else {
+            return Served::Nothing;
+        };
+        let export = self.mcs.exports.get(key).copied();
+        match &h.kind {
+            ServiceKind::Exported(s) => Served::Exported(crate::model::objects::Service {
+                mcs: export,
+                ..s.clone()
+            }),
+            ServiceKind::Unexported(s) => export.map_or(Served::Nothing, |t| {
+                Served::Exported(crate::model::objects::Service {
+                    mcs: Some(t),
+                    ..s.clone()
+                })
+            }),
+            ServiceKind::Mirror(m) => Served::Mirror(m.clone()),
+            ServiceKind::Gateway(_) | ServiceKind::Ignored => Served::Nothing,
+        }
+    }
+
+    /// Tells the model what changed of service `key` since it was
+    /// `before`: the one place a service starts or stops being exported,
+    /// whether a label, a ServiceExport or a deletion made it so.
+    fn transition(&mut self, key: &ObjectKey, before: Served, out: &mut Output) {
+        let after = self.served(key);
+        if after == before {
+            return;
+        }
+        let cluster = self.name.clone();
+        let was_exported = matches!(before, Served::Exported(_));
+        match after {
+            Served::Exported(service) => {
+                self.admission.service(key, service.created);
+                let refused = self.services.get(key).is_some_and(|h| h.refused);
+                out.events.push(Event::ServiceApplied {
+                    cluster,
+                    service: crate::model::objects::Service { refused, ..service },
+                });
+                if !was_exported {
+                    self.exported_count += 1;
+                    self.became_exported(key, out);
+                }
+            }
+            Served::Mirror(mirror) => {
+                if was_exported {
+                    self.stopped_exporting(key, out);
+                }
+                out.events.push(Event::MirrorApplied { cluster, mirror });
+            }
+            Served::Nothing => {
+                if was_exported {
+                    self.stopped_exporting(key, out);
+                } else if matches!(before, Served::Mirror(_)) {
+                    out.events.push(Event::MirrorDeleted {
+                        cluster,
+                        key: key.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Service `key` is no longer exported: it and its slices leave.
+    fn stopped_exporting(&mut self, key: &ObjectKey, out: &mut Output) {
+        out.events.push(Event::ServiceDeleted {
+            cluster: self.name.clone(),
+            key: key.clone(),
+        });
+        self.exported_count -= 1;
+        self.drop_slices_of(key, out);
+        self.admission.remove(key);
+        if let Some(h) = self.services.get_mut(key) {
+            h.refused = false;
+        }
     }
 
     fn check_synced(&mut self) {
@@ -477,6 +610,7 @@ impl ClusterState {
             && self.slice_listed
             && self.gateway_listed
             && self.pending.is_empty()
+            && self.mcs.synced()
         {
             self.synced = true;
         }
@@ -540,9 +674,14 @@ impl ClusterState {
             svc.metadata.name.as_deref(),
         );
         let object = || format!("Service {}", display_name(ns, name));
+        // The every-Service watch (`--mcs`) sees all of the cluster's
+        // Services: only problems of members are ours to report.
+        let ours = self.mcs.all_services != Some(w)
+            || meta_key(ns, name).is_some_and(|k| self.mcs.exports.contains_key(&k));
         match convert_service(svc, self.local, &self.selectors) {
             Ok(c) => {
-                if !c.warnings.is_empty() {
+                let member = !matches!(c.value, ServiceKind::Unexported(_) | ServiceKind::Ignored);
+                if !c.warnings.is_empty() && (ours || member) {
                     out.adjusted.push(Adjusted {
                         object: object(),
                         adjustment: c.adjustment(),
@@ -552,7 +691,9 @@ impl ClusterState {
                 Some(c.value)
             }
             Err(e) => {
-                out.adjusted.push(Adjusted::failed(object(), &e));
+                if ours {
+                    out.adjusted.push(Adjusted::failed(object(), &e));
+                }
                 if let Some(key) = meta_key(ns, name)
                     && let Some(seen) = self.service_relists.get_mut(w).and_then(Option::as_mut)
                 {
@@ -565,19 +706,28 @@ impl ClusterState {
 
     /// Service watch `w` saw `svc` added or changed.
     fn service_apply(&mut self, w: usize, svc: &K8sService, out: &mut Output) {
+        let meta = meta_key(
+            svc.metadata.namespace.as_deref(),
+            svc.metadata.name.as_deref(),
+        );
+        if self.mcs.all_services == Some(w)
+            && let Some(key) = &meta
+        {
+            self.mcs.touch(key);
+        }
         let Some(kind) = self.convert_delivered(w, svc, out) else {
             return;
         };
         let key = match &kind {
             ServiceKind::Exported(s) => s.key.clone(),
             ServiceKind::Mirror(m) => m.key.clone(),
+            // Held only while a ServiceExport makes it a member: memory
+            // follows what is exported, not every Service of the cluster.
+            ServiceKind::Unexported(s) if self.mcs.exports.contains_key(&s.key) => s.key.clone(),
             ServiceKind::Gateway(_) | ServiceKind::Ignored | ServiceKind::Unexported(_) => {
                 // Not ours to hold (a selector matching the gateway, an
                 // ExternalName service): as if this watch did not hold it.
-                if let Some(key) = meta_key(
-                    svc.metadata.namespace.as_deref(),
-                    svc.metadata.name.as_deref(),
-                ) {
+                if let Some(key) = meta {
                     self.release(w, &key, out);
                 }
                 return;
@@ -586,62 +736,29 @@ impl ClusterState {
         if let Some(seen) = self.service_relists.get_mut(w).and_then(Option::as_mut) {
             seen.insert(key.clone());
         }
-        let was_exported = self.exported(&key);
+        let before = self.served(&key);
         let bit = 1u32 << w;
-        let (changed, refused) = match self.services.get_mut(&key) {
+        let is_mirror = matches!(kind, ServiceKind::Mirror(_));
+        match self.services.get_mut(&key) {
             Some(h) => {
                 h.mask |= bit;
-                let changed = h.kind != kind;
                 let was_mirror = matches!(h.kind, ServiceKind::Mirror(_));
-                h.kind = kind.clone();
-                let is_mirror = matches!(kind, ServiceKind::Mirror(_));
+                h.kind = kind;
                 self.mirrors = self.mirrors + usize::from(is_mirror) - usize::from(was_mirror);
-                (changed, h.refused)
             }
             None => {
-                self.mirrors += usize::from(matches!(kind, ServiceKind::Mirror(_)));
+                self.mirrors += usize::from(is_mirror);
                 self.services.insert(
                     key.clone(),
                     Held {
                         mask: bit,
-                        kind: kind.clone(),
+                        kind,
                         refused: false,
                     },
                 );
-                (true, false)
             }
-        };
-        if !changed {
-            return;
         }
-        let cluster = self.name.clone();
-        match kind {
-            ServiceKind::Exported(service) => {
-                self.admission.service(&key, service.created);
-                out.events.push(Event::ServiceApplied {
-                    cluster,
-                    service: crate::model::objects::Service { refused, ..service },
-                });
-                if !was_exported {
-                    self.became_exported(&key, out);
-                }
-            }
-            ServiceKind::Mirror(mirror) => {
-                if was_exported {
-                    out.events.push(Event::ServiceDeleted {
-                        cluster: cluster.clone(),
-                        key: key.clone(),
-                    });
-                    self.drop_slices_of(&key, out);
-                    self.admission.remove(&key);
-                    if let Some(h) = self.services.get_mut(&key) {
-                        h.refused = false;
-                    }
-                }
-                out.events.push(Event::MirrorApplied { cluster, mirror });
-            }
-            ServiceKind::Gateway(_) | ServiceKind::Ignored | ServiceKind::Unexported(_) => {}
-        }
+        self.transition(&key, before, out);
     }
 
     /// Service watch `w` saw `svc` deleted (or leave its selector).
@@ -650,6 +767,9 @@ impl ClusterState {
             svc.metadata.namespace.as_deref(),
             svc.metadata.name.as_deref(),
         ) {
+            if self.mcs.all_services == Some(w) {
+                self.mcs.touch(&key);
+            }
             self.release(w, &key, out);
         }
     }
@@ -666,28 +786,12 @@ impl ClusterState {
     }
 
     fn remove_service(&mut self, key: &ObjectKey, out: &mut Output) {
+        let before = self.served(key);
         let Some(h) = self.services.remove(key) else {
             return;
         };
         self.mirrors -= usize::from(matches!(h.kind, ServiceKind::Mirror(_)));
-        let cluster = self.name.clone();
-        match h.kind {
-            ServiceKind::Exported(_) => {
-                out.events.push(Event::ServiceDeleted {
-                    cluster,
-                    key: key.clone(),
-                });
-                self.drop_slices_of(key, out);
-                self.admission.remove(key);
-            }
-            ServiceKind::Mirror(_) => {
-                out.events.push(Event::MirrorDeleted {
-                    cluster,
-                    key: key.clone(),
-                });
-            }
-            ServiceKind::Gateway(_) | ServiceKind::Ignored | ServiceKind::Unexported(_) => {}
-        }
+        self.transition(key, before, out);
     }
 
     fn became_exported(&mut self, key: &ObjectKey, out: &mut Output) {

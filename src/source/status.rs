@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::convert::{Adjustment, Reason};
-use super::state::{BudgetReport, Counts};
+use super::state::{BudgetReport, Counts, McsReport};
 use crate::k8s::layer::ApiStats;
 
 /// Objects skipped or clamped, by what was done and why. Both keys come
@@ -87,6 +87,49 @@ pub struct ClusterReport {
     pub budget: Option<BudgetReport>,
     /// What the cluster's client layer sees (live clusters with a client).
     pub api: Option<Arc<ApiStats>>,
+    /// Live mode with `--mcs`: its MCS membership (`None`: MCS is off).
+    pub mcs: Option<McsStatus>,
+}
+
+/// A live cluster's MCS membership, as `/debug/clusters` shows it.
+#[derive(Debug, Clone, Default)]
+pub struct McsStatus {
+    /// Discovery has answered (until then the APIs below are unknown).
+    pub discovered: bool,
+    /// The ServiceExport resource watched (`plural.group/version`); `None`
+    /// once discovered: the cluster is not an MCS member.
+    pub export_api: Option<String>,
+    /// The ServiceImport resource served.
+    pub import_api: Option<String>,
+    /// The ClusterProperty resource watched.
+    pub property_api: Option<String>,
+    /// Exports held, the cluster id and why the ClusterProperty is unused.
+    pub state: McsReport,
+}
+
+impl McsStatus {
+    /// One phrase for the membership: `discovering`, `member`, or
+    /// `no ServiceExport API`.
+    pub fn membership(&self) -> &'static str {
+        match (self.discovered, &self.export_api) {
+            (false, _) => "discovering",
+            (true, Some(_)) => "member",
+            (true, None) => "no ServiceExport API",
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "member": self.export_api.is_some(),
+            "status": self.membership(),
+            "serviceExportApi": self.export_api,
+            "serviceImportApi": self.import_api,
+            "clusterPropertyApi": self.property_api,
+            "serviceExports": self.state.exports,
+            "clusterId": self.state.id.as_deref(),
+            "clusterIdProblem": self.state.id_problem,
+        })
+    }
 }
 
 impl ClusterReport {
@@ -117,6 +160,7 @@ impl ClusterReport {
             files: None,
             budget: None,
             api: None,
+            mcs: None,
         }
     }
 }
@@ -373,6 +417,7 @@ impl StatusBoard {
                         "refusedEndpoints": b.refused.endpoints,
                         "refused": b.refused_services.iter().map(ToString::to_string).collect::<Vec<_>>(),
                     })),
+                    "mcs": r.mcs.as_ref().map(McsStatus::json),
                 })
             })
             .collect();

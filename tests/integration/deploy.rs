@@ -302,11 +302,13 @@ fn keys(list: &[(&str, &str, &str)]) -> BTreeSet<(String, String, String)> {
 }
 
 /// The objects of deploy/base (and so of overlays/dns).
-const BASE_OBJECTS: [(&str, &str, &str); 11] = [
+const BASE_OBJECTS: [(&str, &str, &str); 13] = [
     ("Namespace", "", NS),
     ("ServiceAccount", NS, DNS),
     ("ClusterRole", "", "clusterset-dns-read"),
     ("ClusterRoleBinding", "", "clusterset-dns-read"),
+    ("ClusterRole", "", "clusterset-dns-mcs-read"),
+    ("ClusterRoleBinding", "", "clusterset-dns-mcs-read"),
     ("Role", LINK_NS, "clusterset-dns-links"),
     ("RoleBinding", LINK_NS, "clusterset-dns-links"),
     ("ConfigMap", NS, "clusterset-dns-config"),
@@ -335,12 +337,14 @@ const MIRROR_OBJECTS: [(&str, &str, &str); 11] = [
     ("PodDisruptionBudget", NS, MIRROR),
 ];
 
-const REMOTE_OBJECTS: [(&str, &str, &str); 5] = [
+const REMOTE_OBJECTS: [(&str, &str, &str); 7] = [
     ("Namespace", "", NS),
     ("ServiceAccount", NS, "clusterset-dns-remote"),
     ("Secret", NS, "clusterset-dns-remote-token"),
     ("ClusterRole", "", "clusterset-dns-remote"),
     ("ClusterRoleBinding", "", "clusterset-dns-remote"),
+    ("ClusterRole", "", "clusterset-dns-remote-mcs"),
+    ("ClusterRoleBinding", "", "clusterset-dns-remote-mcs"),
 ];
 
 /// Namespaced objects name their namespace (none is left to the user's

@@ -26,6 +26,7 @@ mod limits;
 mod live;
 mod live_conformance;
 mod live_demo;
+mod live_mcs;
 mod metrics_scrape;
 mod mirror;
 mod mirror_equivalence;

@@ -134,6 +134,18 @@ async fn fleet() -> Fleet {
     )
     .await;
     create_object(&east, slice("web", "web-1", &["10.1.1.1"])).await;
+    create_object(
+        &east,
+        json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+               "metadata": {"name": "web", "namespace": NS}}),
+    )
+    .await;
+    create_object(
+        &east,
+        json!({"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+               "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "east"}}),
+    )
+    .await;
     for ns in [SA_NS, LINK_NS, NS] {
         create_object(&local, namespace(ns)).await;
     }
@@ -225,6 +237,9 @@ async fn run_dns_server(f: &Fleet) {
     let server = start_live(
         Options {
             local: Some("local"),
+            // Its MCS watches (ServiceExports, ClusterProperty, local
+            // ServiceImports) are what the mcs roles grant.
+            mcs: true,
             ..Options::default()
         },
         Live::new(
@@ -240,6 +255,8 @@ async fn run_dns_server(f: &Fleet) {
     answers(dns, "api-north", &["10.2.0.1"]).await;
     answers(dns, "web-east", &["10.1.1.1"]).await;
     answers(dns, "api-federated", &["10.1.0.1", "10.2.0.1"]).await;
+    // East exports web with a ServiceExport too: the MCS name.
+    answers(dns, "web", &["10.1.1.1"]).await;
     // A change in a linked cluster comes through the remote watch.
     let north = client(f.cluster("north")).await;
     set_endpoints(&north, "api", &["10.2.0.2"]).await;

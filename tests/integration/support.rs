@@ -72,6 +72,8 @@ pub(crate) struct Options {
     pub(crate) answer_cache: bool,
     /// Per-cluster budget (`None`: the default).
     pub(crate) budget: Option<clusterset_dns::model::budget::Budget>,
+    /// `--mcs`.
+    pub(crate) mcs: bool,
 }
 
 impl Default for Options {
@@ -84,6 +86,7 @@ impl Default for Options {
             ns_addrs: Vec::new(),
             answer_cache: true,
             budget: None,
+            mcs: false,
         }
     }
 }
@@ -118,6 +121,7 @@ fn settings(opts: &Options) -> Settings {
     settings.negative_ttl = opts.negative_ttl;
     settings.stale_ttl = settings.stale_ttl.min(opts.ttl);
     settings.ns_addrs.clone_from(&opts.ns_addrs);
+    settings.mcs = opts.mcs;
     if let Some(budget) = opts.budget {
         settings.budget = budget;
     }
@@ -335,6 +339,9 @@ fn resource_of(api_version: &str, kind: &str) -> (String, &'static str) {
         "Namespace" => "namespaces",
         "Secret" => "secrets",
         "Link" => "links",
+        "ServiceExport" => "serviceexports",
+        "ServiceImport" => "serviceimports",
+        "ClusterProperty" => "clusterproperties",
         other => panic!("no plural known for kind {other}"),
     };
     (prefix, plural)

@@ -11,7 +11,9 @@
 use std::net::IpAddr;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use super::{ConvertError, Reason, invalid, key, quote};
 use crate::model::objects::{Import, ObjectKey};
@@ -145,6 +147,15 @@ pub fn convert_property(property: &ClusterProperty) -> Result<Option<String>, Co
         ));
     }
     Ok(Some(value.to_owned()))
+}
+
+/// A watched ServiceExport, ServiceImport or ClusterProperty (delivered as
+/// a `DynamicObject`, since the version a cluster serves is found at run
+/// time) read as one of the types above.
+pub fn from_dynamic<T: DeserializeOwned>(object: &DynamicObject) -> Result<T, ConvertError> {
+    serde_json::to_value(object)
+        .and_then(serde_json::from_value)
+        .map_err(|e| invalid(Reason::Undecodable, "object", e.to_string()))
 }
 
 /// True when `api_version` is one of the MCS API versions we read.

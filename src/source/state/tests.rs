@@ -660,3 +660,5 @@ fn only_a_change_brings_a_trigger_time_to_measure() {
         ]
     );
 }
+
+mod mcs;
