@@ -30,6 +30,7 @@ mod live_mcs;
 mod metrics_scrape;
 mod mirror;
 mod mirror_equivalence;
+mod mirror_mcs;
 mod propagation;
 mod rbac;
 mod reload;
