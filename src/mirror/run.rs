@@ -250,6 +250,18 @@ impl Controller {
         moved
     }
 
+    /// Retries what was blocked and looks again for Linkerd's own mirror;
+    /// everything is recomputed from scratch on the next pass.
+    async fn start_over(&mut self) {
+        self.unowned.clear();
+        self.linkerd =
+            watches::linkerd_managed(&self.config.client, self.config.link_namespace.as_deref())
+                .await;
+        self.plan_all = true;
+        let since = self.pending.take().map_or_else(Instant::now, |(_, t)| t);
+        self.pending = Some((Changed::All, since));
+    }
+
     /// Takes one ServiceExport watch event in (`--mcs`).
     fn on_export(&mut self, event: ExportChange) {
         let key = |v: &Value| {
@@ -671,15 +683,7 @@ pub async fn run(
             c.take(update);
         }
         if full {
-            // Retry what was blocked and look again for Linkerd's own
-            // mirror; everything is recomputed from scratch.
-            c.unowned.clear();
-            c.linkerd =
-                watches::linkerd_managed(&c.config.client, c.config.link_namespace.as_deref())
-                    .await;
-            c.plan_all = true;
-            let since = c.pending.take().map_or_else(Instant::now, |(_, t)| t);
-            c.pending = Some((Changed::All, since));
+            c.start_over().await;
         }
         if !*inputs.leading.borrow() || !c.cache.listed() {
             continue;
@@ -688,7 +692,9 @@ pub async fn run(
             c.reconcile(&inputs.leading).await;
             // A derived Service we just created came back with its
             // ClusterIP: its ServiceImport's `ips` follow at once.
-            c.reconcile(&inputs.leading).await;
+            if c.config.mcs {
+                c.reconcile(&inputs.leading).await;
+            }
         }
         c.write_statuses(&inputs.leading).await;
     }
