@@ -153,26 +153,20 @@ pub struct McsApis {
     pub export: Option<ApiResource>,
 }
 
-/// Finds the local cluster's ServiceImport and ServiceExport resources. A
-/// group that is not served (or a failed discovery) finds neither.
+/// Finds the local cluster's ServiceImport and ServiceExport resources
+/// ([`crate::k8s::discover`]). A group that is not served finds neither.
 pub async fn discover_mcs(client: &Client) -> Result<McsApis, ApiError> {
-    let group = match kube::discovery::group(client, MCS_GROUP).await {
-        Ok(g) => g,
-        Err(kube::Error::Discovery(_)) => return Ok(McsApis::default()),
-        Err(e) => return Err(e.into()),
+    use crate::k8s::discover;
+    let group = discover::group(client, MCS_GROUP)
+        .await
+        .map_err(|e| ApiError::Failed(e.to_string()))?;
+    let Some(group) = group else {
+        return Ok(McsApis::default());
     };
-    let find = |kind: &str| {
-        ["v1beta1", "v1alpha1"].iter().find_map(|v| {
-            group
-                .versioned_resources(v)
-                .into_iter()
-                .map(|(ar, _)| ar)
-                .find(|ar| ar.kind == kind)
-        })
-    };
+    let versions = ["v1beta1", "v1alpha1"];
     Ok(McsApis {
-        import: find("ServiceImport"),
-        export: find("ServiceExport"),
+        import: discover::resource(&group, &versions, "ServiceImport"),
+        export: discover::resource(&group, &versions, "ServiceExport"),
     })
 }
 
