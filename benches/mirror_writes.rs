@@ -185,6 +185,7 @@ async fn start_in_process(kubeconfig: &Path, clusters_file: &Path, resync: Durat
             ),
             resync,
             federated_grace: settings.federated_grace,
+            mcs: false,
         })
     })
     .await

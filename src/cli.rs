@@ -228,6 +228,7 @@ fn mirror_config(config: &Config, live: &LiveConfig, m: &MirrorOptions) -> Mirro
         ),
         resync: m.resync,
         federated_grace: config.settings.federated_grace,
+        mcs: config.settings.mcs,
     }
 }
 

@@ -1,7 +1,11 @@
 //! The mirror's requests to the local cluster, through kube's typed
 //! [`Api`]: create, server-side apply, merge-patch repair, get, delete with
 //! preconditions, and the NotOwned Event through kube's event
-//! [`Recorder`].
+//! [`Recorder`]. ServiceImports, a CRD, go through `Api<DynamicObject>` with
+//! the resource discovery found ([`discover_mcs`]); so does the status of
+//! the local ServiceExports, the only write to an object that is not ours
+//! (its `/status` subresource, by server-side apply under our field
+//! manager, so nothing else of it is touched).
 //!
 //! Owns how each request is made (field manager, `force`, preconditions)
 //! and turns every answer into an object as JSON or an [`ApiError`] that
@@ -13,14 +17,16 @@ use std::fmt::Debug;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{Desired, FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef};
+use super::{Desired, FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, MCS_GROUP, ObjectRef};
 
 /// `reportingController` of our Events.
 pub const REPORTING_CONTROLLER: &str = "clusterset-dns-mirror";
@@ -137,11 +143,50 @@ async fn delete_as<K: Mirrored>(
     Ok(())
 }
 
+/// The MCS API resources the local cluster serves, as discovery found
+/// them: each at `v1beta1`, else `v1alpha1` (the same schema).
+#[derive(Debug, Clone, Default)]
+pub struct McsApis {
+    /// `serviceimports`, if served.
+    pub import: Option<ApiResource>,
+    /// `serviceexports`, if served.
+    pub export: Option<ApiResource>,
+}
+
+/// Finds the local cluster's ServiceImport and ServiceExport resources
+/// ([`crate::k8s::discover`]). A group that is not served finds neither.
+pub async fn discover_mcs(client: &Client) -> Result<McsApis, ApiError> {
+    use crate::k8s::discover;
+    let group = discover::group(client, MCS_GROUP)
+        .await
+        .map_err(|e| ApiError::Failed(e.to_string()))?;
+    let Some(group) = group else {
+        return Ok(McsApis::default());
+    };
+    let versions = ["v1beta1", "v1alpha1"];
+    Ok(McsApis {
+        import: discover::resource(&group, &versions, "ServiceImport"),
+        export: discover::resource(&group, &versions, "ServiceExport"),
+    })
+}
+
+fn dynamic(
+    client: &Client,
+    ar: Option<&ApiResource>,
+    ns: &str,
+) -> Result<Api<DynamicObject>, ApiError> {
+    let ar =
+        ar.ok_or_else(|| ApiError::Failed("the cluster does not serve ServiceImports".to_owned()))?;
+    Ok(Api::namespaced_with(client.clone(), ns, ar))
+}
+
 /// The local cluster as the mirror writes it.
 #[derive(Clone)]
 pub struct LocalApi {
     client: Client,
     recorder: Recorder,
+    /// The ServiceImport resource (`None`: not served, or `--mcs` off).
+    imports: Option<ApiResource>,
 }
 
 impl Debug for LocalApi {
@@ -162,7 +207,17 @@ impl LocalApi {
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
+            imports: None,
         }
+    }
+
+    /// ServiceImports are written as `ar` (what [`discover_mcs`] found).
+    pub fn set_imports(&mut self, ar: Option<ApiResource>) {
+        self.imports = ar;
+    }
+
+    fn imports(&self, key: &ObjectRef) -> Result<Api<DynamicObject>, ApiError> {
+        dynamic(&self.client, self.imports.as_ref(), &key.namespace)
     }
 
     /// POST: fails with 409 if a same-named object exists, so nobody's
@@ -171,6 +226,15 @@ impl LocalApi {
         match d.key.kind {
             Kind::Service => create_as::<Service>(&self.client, d).await,
             Kind::EndpointSlice => create_as::<EndpointSlice>(&self.client, d).await,
+            Kind::ServiceImport => {
+                let object: DynamicObject = decode(&d.object)?;
+                encode(
+                    &self
+                        .imports(&d.key)?
+                        .create(&post_params(), &object)
+                        .await?,
+                )
+            }
         }
     }
 
@@ -202,6 +266,9 @@ impl LocalApi {
             Kind::EndpointSlice => {
                 patch_as::<EndpointSlice>(&self.client, key, params, patch).await
             }
+            Kind::ServiceImport => {
+                encode(&self.imports(key)?.patch(&key.name, params, patch).await?)
+            }
         }
     }
 
@@ -210,6 +277,7 @@ impl LocalApi {
         match key.kind {
             Kind::Service => get_as::<Service>(&self.client, key).await,
             Kind::EndpointSlice => get_as::<EndpointSlice>(&self.client, key).await,
+            Kind::ServiceImport => encode(&self.imports(key)?.get(&key.name).await?),
         }
     }
 
@@ -231,7 +299,27 @@ impl LocalApi {
         match key.kind {
             Kind::Service => delete_as::<Service>(&self.client, key, &params).await,
             Kind::EndpointSlice => delete_as::<EndpointSlice>(&self.client, key, &params).await,
+            Kind::ServiceImport => {
+                // Either the object (deletion pending) or a Status.
+                self.imports(key)?.delete(&key.name, &params).await?;
+                Ok(())
+            }
         }
+    }
+
+    /// Server-side apply of `body` (`status.conditions` only) to the
+    /// `/status` of the local ServiceExport `namespace/name`, resource
+    /// `ar`, as [`FIELD_MANAGER`]: only the conditions we own change.
+    pub async fn apply_export_status(
+        &self,
+        ar: &ApiResource,
+        namespace: &str,
+        name: &str,
+        body: &Value,
+    ) -> Result<Value, ApiError> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, ar);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        encode(&api.patch_status(name, &params, &Patch::Apply(body)).await?)
     }
 
     /// A Warning Event (`events.k8s.io/v1`, reason `NotOwned`) on the
@@ -240,6 +328,12 @@ impl LocalApi {
         let api_version = match key.kind {
             Kind::Service => "v1",
             Kind::EndpointSlice => "discovery.k8s.io/v1",
+            Kind::ServiceImport => self
+                .imports
+                .as_ref()
+                .map_or("multicluster.x-k8s.io/v1beta1", |ar| {
+                    ar.api_version.as_str()
+                }),
         };
         let regarding = ObjectReference {
             api_version: Some(api_version.to_owned()),

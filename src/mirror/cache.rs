@@ -31,7 +31,7 @@ enum Echo {
 }
 
 /// The objects of ours that exist, by key.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Cache {
     actual: BTreeMap<ObjectRef, Actual>,
     /// The resourceVersion of the last watch event per key, to tell whether
@@ -39,12 +39,31 @@ pub struct Cache {
     watched: BTreeMap<ObjectRef, String>,
     echoes: BTreeMap<ObjectRef, Echo>,
     /// Keys of one kind seen during a relist in progress.
-    relist: [Option<BTreeSet<ObjectRef>>; 2],
-    listed: [bool; 2],
+    relist: [Option<BTreeSet<ObjectRef>>; 3],
+    /// Per kind: listed once, or not watched at all.
+    listed: [bool; 3],
+}
+
+impl Default for Cache {
+    /// Services and EndpointSlices are watched; ServiceImports only after
+    /// [`Cache::expect`].
+    fn default() -> Self {
+        Self {
+            actual: BTreeMap::new(),
+            watched: BTreeMap::new(),
+            echoes: BTreeMap::new(),
+            relist: [None, None, None],
+            listed: [false, false, true],
+        }
+    }
 }
 
 fn slot(kind: Kind) -> usize {
-    usize::from(kind == Kind::EndpointSlice)
+    match kind {
+        Kind::Service => 0,
+        Kind::EndpointSlice => 1,
+        Kind::ServiceImport => 2,
+    }
 }
 
 /// `(namespace, name)` of an object, as its key of kind `kind`.
@@ -77,9 +96,14 @@ impl Cache {
         &self.actual
     }
 
-    /// Both watches have listed once: `actual` is complete.
+    /// Every watch has listed once: `actual` is complete.
     pub fn listed(&self) -> bool {
         self.listed.iter().all(|l| *l)
+    }
+
+    /// `kind` is watched too: `actual` is complete only once it has listed.
+    pub fn expect(&mut self, kind: Kind) {
+        self.listed[slot(kind)] = false;
     }
 
     /// A relist of `kind` begins.

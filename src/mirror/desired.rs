@@ -78,6 +78,34 @@ pub struct MirrorSettings {
     /// How long a broken watch keeps a member in `<svc>-federated`; the same
     /// value the index uses, so DNS and mirrors agree.
     pub federated_grace: Duration,
+    /// The MCS objects (`--mcs`).
+    pub mcs: McsSettings,
+}
+
+/// The inputs of the MCS objects ([`mcs`]).
+#[derive(Debug, Clone)]
+pub struct McsSettings {
+    /// `--mcs`: write derived Services, their slices and ServiceImports.
+    pub enabled: bool,
+    /// The ServiceImport version the local cluster serves (`v1beta1`, else
+    /// `v1alpha1`; the schema is the same); `None`: it serves neither, and
+    /// no ServiceImport is wanted (derived Services and slices still are).
+    pub import_version: Option<Arc<str>>,
+    /// The ClusterIPs the API gave each MCS service's derived Service, by
+    /// MCS service (namespace, name), as read back: the ServiceImport's
+    /// `ips`. An input, so that [`desired`] stays pure.
+    pub derived_ips: Arc<BTreeMap<ObjectKey, Vec<IpAddr>>>,
+}
+
+impl Default for McsSettings {
+    /// Off, ServiceImports at `v1beta1`, no IPs known.
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            import_version: Some(Arc::from("v1beta1")),
+            derived_ips: Arc::default(),
+        }
+    }
 }
 
 impl MirrorSettings {
@@ -91,6 +119,7 @@ impl MirrorSettings {
             linkerd_managed: BTreeSet::new(),
             now,
             federated_grace: Duration::from_secs(30),
+            mcs: McsSettings::default(),
         }
     }
 }
@@ -121,6 +150,9 @@ impl fmt::Display for Problem {
 /// - `<svc>-federated` for every service with a federated member anywhere,
 ///   the local cluster included (§3.4, with EndpointSlices).
 ///
+/// - with `--mcs`, for every MCS service with a member, `derived-<svc>`,
+///   its per-cluster EndpointSlices and the ServiceImport `<svc>` ([`mcs`]).
+///
 /// When two objects want one name, the one DNS gives the name to keeps it
 /// (DESIGN.md decision 7: federated first, then the older Service, then
 /// the cluster name); endpoint mirrors come after every service.
@@ -128,6 +160,15 @@ pub fn desired(set: &ClusterSet, settings: &MirrorSettings) -> (Vec<Desired>, Ve
     let mut units = Vec::new();
     let mut problems = Vec::new();
     federated_units(set, settings, &mut units, &mut problems);
+    let mcs_keys: BTreeSet<&ObjectKey> = set
+        .iter()
+        .flat_map(|c| c.services.values())
+        .filter(|s| s.mcs.is_some())
+        .map(|s| &s.key)
+        .collect();
+    for key in mcs_keys {
+        mcs::mcs_unit(set, key, settings, &mut units, &mut problems);
+    }
     for c in set.iter() {
         if is_local(c, settings) || settings.linkerd_managed.contains(&c.name) {
             continue;
@@ -224,6 +265,11 @@ struct Unit {
     slice_labels: Map<String, Value>,
     slice_annotations: Map<String, Value>,
     endpoints: Endpoints,
+    /// Objects rendered beside the Service when it keeps its name: an MCS
+    /// derived Service's per-cluster slices and its ServiceImport.
+    extra: Vec<Desired>,
+    /// An MCS derived Service (how a collision describes it).
+    mcs: bool,
 }
 
 fn is_local(c: &Cluster, settings: &MirrorSettings) -> bool {
@@ -355,6 +401,8 @@ fn cluster_units(
         slice_labels: cluster_labels(&c.name),
         slice_annotations: Map::new(),
         endpoints: Endpoints::default(),
+        extra: Vec::new(),
+        mcs: false,
     };
     match mode {
         ExportMode::Flat => {
@@ -549,6 +597,8 @@ fn endpoint_mirror_unit(
         slice_labels,
         slice_annotations: gateway_slice_annotations(c, &host_fq),
         endpoints,
+        extra: Vec::new(),
+        mcs: false,
     })
 }
 
@@ -643,6 +693,8 @@ fn federated_unit(
         slice_labels,
         slice_annotations: Map::new(),
         endpoints: federated_endpoints(key, &name, &members, settings, problems),
+        extra: Vec::new(),
+        mcs: false,
     });
 }
 
@@ -657,6 +709,7 @@ fn key_units(
     problems: &mut Vec<Problem>,
 ) {
     federated_unit(set, key, settings, units, problems);
+    mcs::mcs_unit(set, key, settings, units, problems);
     for c in set.iter() {
         if is_local(c, settings) || settings.linkerd_managed.contains(&c.name) {
             continue;
@@ -679,10 +732,14 @@ fn key_held(set: &ClusterSet, key: &ObjectKey) -> Vec<(Arc<str>, Arc<str>)> {
     held
 }
 
-/// `<svc>-<cluster>` and `<svc>-federated` of a refused service.
+/// `<svc>-<cluster>`, `<svc>-federated` and `derived-<svc>` of a refused
+/// service.
 fn refused_names(c: &Cluster, svc: &Service) -> Vec<(Arc<str>, Arc<str>)> {
     let mut held = Vec::new();
     let ns = svc.key.namespace.clone();
+    if svc.mcs.is_some() {
+        held.push((ns.clone(), Arc::from(mcs::derived_name(&svc.key.name))));
+    }
     if svc.export.is_some() {
         let name = fit_name(&format!("{}-{}", svc.key.name, c.name), MAX_SERVICE_NAME);
         held.push((ns.clone(), Arc::from(name)));
@@ -848,6 +905,9 @@ fn finish(
 }
 
 fn describe(unit: &Unit) -> String {
+    if unit.mcs {
+        return format!("{} (MCS {})", unit.full_name, unit.rank.service);
+    }
     match &unit.cluster {
         Some(c) => format!(
             "{} of service {} in cluster {c}",
@@ -896,6 +956,7 @@ fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<Object
         mut slice_labels,
         slice_annotations,
         endpoints,
+        extra,
         ..
     } = unit;
     let name = key.name.clone();
@@ -939,6 +1000,9 @@ fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<Object
         annotations: &slice_annotations,
     };
     render_slices(&slices, endpoints, out);
+    for d in extra {
+        out.insert(d.key.clone(), d);
+    }
 }
 
 /// What every EndpointSlice of one Service shares.
@@ -1033,6 +1097,8 @@ fn fnv1a32(bytes: &[u8]) -> u32 {
 
 mod incremental;
 pub use incremental::DesiredState;
+
+pub mod mcs;
 
 #[cfg(test)]
 mod tests;

@@ -14,6 +14,7 @@
 //!   the look for Linkerd's own service mirror;
 //! - [`api`]: every write, through kube's typed `Api` and event `Recorder`;
 //! - [`lease`]: leader election on a Lease (`Api<Lease>`);
+//! - [`status`]: the conditions of the local ServiceExports (`--mcs`);
 //! - [`run`]: the loop, and what each API status means for a write;
 //! - [`stats`]: its counters.
 //!
@@ -30,6 +31,7 @@ pub mod lease;
 pub mod reconcile;
 pub mod run;
 pub mod stats;
+pub mod status;
 pub mod watch;
 
 #[cfg(test)]
@@ -51,6 +53,19 @@ pub const FULL_NAME_ANNOTATION: &str = "clusterset-dns.io/full-name";
 /// Label naming the linked cluster an object mirrors (absent on federated
 /// objects, which belong to every member).
 pub const CLUSTER_LABEL: &str = "clusterset-dns.io/cluster";
+/// The MCS API group (ServiceExport, ServiceImport).
+pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+/// `multicluster.kubernetes.io/service-name`: the MCS service an import's
+/// objects belong to (on our derived Services, their EndpointSlices and our
+/// ServiceImports).
+pub const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/service-name";
+/// `multicluster.kubernetes.io/source-cluster`: the cluster id an imported
+/// EndpointSlice's endpoints come from (CoreDNS's `multicluster` names pods
+/// `<hostname>.<clusterid>` by it).
+pub const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";
+/// Prefix of the derived Service of an MCS service: `derived-<svc>`, the
+/// selector-less Service whose ClusterIP is the ServiceImport's clusterset IP.
+pub const DERIVED_PREFIX: &str = "derived-";
 
 /// Kind of a mirror object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,6 +74,9 @@ pub enum Kind {
     Service,
     /// `discovery.k8s.io/v1 EndpointSlice`.
     EndpointSlice,
+    /// `multicluster.x-k8s.io ServiceImport` (v1beta1, or v1alpha1 where
+    /// only that is served), written with `--mcs`.
+    ServiceImport,
 }
 
 impl Kind {
@@ -67,6 +85,7 @@ impl Kind {
         match self {
             Self::Service => "Service",
             Self::EndpointSlice => "EndpointSlice",
+            Self::ServiceImport => "ServiceImport",
         }
     }
 }
@@ -96,6 +115,7 @@ pub struct Desired {
     /// The whole server-side apply body: `apiVersion`, `kind`, `metadata`
     /// (name, namespace, labels, annotations) and the fields we own.
     pub object: serde_json::Value,
-    /// The linked cluster it mirrors (`None` for `<svc>-federated` objects).
+    /// The linked cluster it mirrors (`None` for `<svc>-federated` objects,
+    /// MCS derived Services and ServiceImports).
     pub cluster: Option<Arc<str>>,
 }

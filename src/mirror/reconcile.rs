@@ -69,6 +69,8 @@ impl<'a> Subject<'a> {
                 label(crate::vocab::linkerd::LABEL_HEADLESS_PARENT).or(Some(&*key.name))
             }
             super::Kind::EndpointSlice => label(crate::vocab::linkerd::LABEL_SERVICE_NAME),
+            // Held with its derived Service, whose name is not stored on it.
+            super::Kind::ServiceImport => None,
         };
         Self {
             cluster,

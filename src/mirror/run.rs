@@ -11,7 +11,8 @@
 //! policy: what a 409, a 404 or a 422 means for each write, and what is
 //! counted. Writes stop the moment leadership is lost.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,16 +24,17 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::api::LocalApi;
+use super::api::{LocalApi, McsApis, discover_mcs};
 use super::cache::{Cache, is_ours};
-use super::desired::{DesiredState, MirrorSettings};
+use super::desired::{DesiredState, McsSettings, MirrorSettings, mcs::derived_ips};
 use super::feed::{Changed, FeedRx, Update};
 use super::lease::{self, LeaseConfig};
 use super::reconcile::{Hold, Op, contains, plan, plan_some};
 use super::stats::MirrorStats;
-use super::watch::{self as watches, Change};
-use super::{Desired, ObjectRef};
+use super::watch::{self as watches, Change, ExportChange};
+use super::{Desired, Kind, ObjectRef};
 use crate::model::ClusterSet;
+use crate::model::objects::ObjectKey;
 
 /// The model's states for the mirror ([`super::feed`]).
 pub type ModelFeed = FeedRx;
@@ -57,6 +59,9 @@ pub struct MirrorConfig {
     pub resync: Duration,
     /// Federated grace, as the DNS side uses it.
     pub federated_grace: Duration,
+    /// `--mcs`: derived Services, their slices and ServiceImports, and the
+    /// conditions of the local ServiceExports.
+    pub mcs: bool,
 }
 
 impl std::fmt::Debug for MirrorConfig {
@@ -70,6 +75,7 @@ impl std::fmt::Debug for MirrorConfig {
             .field("lease", &self.lease)
             .field("resync", &self.resync)
             .field("federated_grace", &self.federated_grace)
+            .field("mcs", &self.mcs)
             .finish_non_exhaustive()
     }
 }
@@ -125,6 +131,15 @@ struct Controller {
     /// The clusters held back last pass: when they change, every object is
     /// looked at (objects of a cluster that just synced may be stale).
     last_hold: Option<(BTreeSet<Arc<str>>, bool)>,
+    /// The MCS resources the local cluster serves (`--mcs`).
+    mcs: McsApis,
+    /// The derived Services' ClusterIPs the desired state was computed
+    /// with (the ServiceImports' `ips`).
+    derived_ips: Arc<BTreeMap<ObjectKey, Vec<IpAddr>>>,
+    /// The local ServiceExports as last listed or written, and the relist
+    /// in progress.
+    exports: BTreeMap<ObjectKey, Value>,
+    exports_relist: Option<BTreeMap<ObjectKey, Value>>,
 }
 
 /// Before a cluster's first sync its part of the desired state is unknown;
@@ -159,6 +174,10 @@ impl Controller {
             pending: None,
             plan_all: true,
             last_hold: None,
+            mcs: McsApis::default(),
+            derived_ips: Arc::default(),
+            exports: BTreeMap::new(),
+            exports_relist: None,
         }
     }
 
@@ -196,6 +215,119 @@ impl Controller {
             linkerd_managed: self.linkerd.clone(),
             now: Instant::now(),
             federated_grace: self.config.federated_grace,
+            mcs: McsSettings {
+                enabled: self.config.mcs,
+                import_version: self.mcs.import.as_ref().map(|ar| Arc::from(&*ar.version)),
+                derived_ips: self.derived_ips.clone(),
+            },
+        }
+    }
+
+    /// The MCS services whose derived Service's ClusterIPs differ from
+    /// those the desired state was computed with (the API allocated or
+    /// changed them); the new ones become the input.
+    fn moved_ips(&mut self) -> BTreeSet<ObjectKey> {
+        if !self.config.mcs {
+            return BTreeSet::new();
+        }
+        let services = self
+            .cache
+            .actual()
+            .iter()
+            .filter(|(k, _)| k.kind == Kind::Service)
+            .map(|(k, a)| (k, &a.object));
+        let now = derived_ips(services);
+        let old = &self.derived_ips;
+        let moved: BTreeSet<ObjectKey> = now
+            .iter()
+            .filter(|(k, v)| old.get(*k) != Some(*v))
+            .map(|(k, _)| k.clone())
+            .chain(old.keys().filter(|k| !now.contains_key(*k)).cloned())
+            .collect();
+        if !moved.is_empty() {
+            self.derived_ips = Arc::new(now);
+        }
+        moved
+    }
+
+    /// Retries what was blocked and looks again for Linkerd's own mirror;
+    /// everything is recomputed from scratch on the next pass.
+    async fn start_over(&mut self) {
+        self.unowned.clear();
+        self.linkerd =
+            watches::linkerd_managed(&self.config.client, self.config.link_namespace.as_deref())
+                .await;
+        self.plan_all = true;
+        let since = self.pending.take().map_or_else(Instant::now, |(_, t)| t);
+        self.pending = Some((Changed::All, since));
+    }
+
+    /// Takes one ServiceExport watch event in (`--mcs`).
+    fn on_export(&mut self, event: ExportChange) {
+        let key = |v: &Value| {
+            let meta = |f: &str| v.pointer(&format!("/metadata/{f}"))?.as_str();
+            Some(ObjectKey::new(meta("namespace")?, meta("name")?))
+        };
+        match event {
+            Event::Init => self.exports_relist = Some(BTreeMap::new()),
+            Event::InitApply(v) => {
+                if let (Some(k), Some(r)) = (key(&v), self.exports_relist.as_mut()) {
+                    r.insert(k, v);
+                }
+            }
+            Event::InitDone => {
+                if let Some(r) = self.exports_relist.take() {
+                    self.exports = r;
+                }
+            }
+            Event::Apply(v) => {
+                if let Some(k) = key(&v) {
+                    self.exports.insert(k, v);
+                }
+            }
+            Event::Delete(v) => {
+                if let Some(k) = key(&v) {
+                    self.exports.remove(&k);
+                }
+            }
+        }
+    }
+
+    /// Brings the conditions of every local ServiceExport to what the
+    /// model says (`--mcs`); stops at once if leadership is lost.
+    async fn write_statuses(&mut self, leading: &watch::Receiver<bool>) {
+        let (Some(set), Some(ar)) = (self.set.as_ref(), self.mcs.export.as_ref()) else {
+            return;
+        };
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .round(k8s_openapi::jiff::Unit::Second)
+            .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now())
+            .to_string();
+        let due: Vec<(ObjectKey, Value)> = self
+            .exports
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), super::status::export_status(set, v, &now)?)))
+            .collect();
+        for (key, body) in due {
+            if !*leading.borrow() {
+                return;
+            }
+            let done = self
+                .api
+                .apply_export_status(ar, &key.namespace, &key.name, &body)
+                .await;
+            let outcome = match done {
+                Ok(v) => {
+                    self.exports.insert(key, v);
+                    "ok"
+                }
+                Err(e) => {
+                    // Retried on the next pass (the export is unchanged).
+                    debug!(export = %key, error = %e, "ServiceExport status not written");
+                    "error"
+                }
+            };
+            self.stats.write("ServiceExport", "status", outcome);
         }
     }
 
@@ -203,8 +335,9 @@ impl Controller {
     /// may have changed, else only the services that did. Returns the
     /// objects to look at (`None`: all). Problems are logged once each.
     fn want(&mut self, set: &ClusterSet, changed: Option<Changed>) -> Option<BTreeSet<ObjectRef>> {
+        let moved = self.moved_ips();
         let settings = self.settings();
-        let touched = match (changed, &self.base) {
+        let mut touched = match (changed, &self.base) {
             (None, _) => Some(BTreeSet::new()),
             (Some(Changed::Some(dirty)), Some(base)) => {
                 let keys = DesiredState::keys_of(&dirty, base, set);
@@ -215,6 +348,12 @@ impl Controller {
                 None
             }
         };
+        // A derived Service's ClusterIP arrived: its import's `ips`.
+        if let Some(t) = touched.as_mut()
+            && !moved.is_empty()
+        {
+            t.extend(self.state.update(set, moved, &settings));
+        }
         self.base = Some(set.clone());
         self.stats.set_problems(self.state.problem_count());
         for p in self.state.take_fresh() {
@@ -428,6 +567,8 @@ enum Wake {
     Watched(bool),
     /// Leadership changed.
     Leading,
+    /// A local ServiceExport changed (`--mcs`).
+    Exports,
     /// The resync period passed.
     Resync,
     /// Shutdown, the model feed closed, or the lease task ended.
@@ -438,6 +579,9 @@ enum Wake {
 struct Inputs {
     model: ModelFeed,
     changes: mpsc::Receiver<Change>,
+    exports: mpsc::Receiver<ExportChange>,
+    /// Keeps the export channel open when nothing watches exports.
+    _exports_tx: Option<mpsc::Sender<ExportChange>>,
     leading: watch::Receiver<bool>,
     resync: tokio::time::Interval,
     lease_task: JoinHandle<()>,
@@ -456,6 +600,14 @@ impl Inputs {
                     news |= c.on_watch(change);
                 }
                 Wake::Watched(news)
+            }
+            e = self.exports.recv() => {
+                let Some(e) = e else { return Wake::Stop };
+                c.on_export(e);
+                while let Ok(e) = self.exports.try_recv() {
+                    c.on_export(e);
+                }
+                Wake::Exports
             }
             r = self.leading.changed() => if r.is_ok() { Wake::Leading } else { Wake::Stop },
             _ = self.resync.tick() => Wake::Resync,
@@ -487,23 +639,34 @@ pub async fn run(
         lead_tx,
         shutdown.clone(),
     ));
+    let mut c = Controller::new(config, stats.clone());
+    let (exports_tx, exports) = mpsc::channel::<ExportChange>(256);
+    let exports_tx = start_mcs(&mut c, exports_tx, &shutdown).await;
     let (tx, changes) = mpsc::channel::<Change>(256);
-    watches::spawn(&config.client, &tx, &shutdown, &stats);
-    let mut resync = tokio::time::interval(config.resync);
+    watches::spawn(
+        &c.config.client,
+        c.mcs.import.as_ref(),
+        &tx,
+        &shutdown,
+        &stats,
+    );
+    let mut resync = tokio::time::interval(c.config.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut inputs = Inputs {
         model,
         changes,
+        exports,
+        _exports_tx: exports_tx,
         leading,
         resync,
         lease_task,
         shutdown,
     };
-    let mut c = Controller::new(config, stats.clone());
     loop {
         let full = match inputs.next(&mut c).await {
             Wake::Stop => return,
-            Wake::Model => false,
+            // The export conditions are written after any pass.
+            Wake::Model | Wake::Exports => false,
             Wake::Watched(news) => {
                 // Someone else's write to our objects: every object is
                 // compared again (nothing is recomputed for it).
@@ -520,24 +683,59 @@ pub async fn run(
             c.take(update);
         }
         if full {
-            // Retry what was blocked and look again for Linkerd's own
-            // mirror; everything is recomputed from scratch.
-            c.unowned.clear();
-            c.linkerd =
-                watches::linkerd_managed(&c.config.client, c.config.link_namespace.as_deref())
-                    .await;
-            c.plan_all = true;
-            let since = c.pending.take().map_or_else(Instant::now, |(_, t)| t);
-            c.pending = Some((Changed::All, since));
+            c.start_over().await;
         }
         if !*inputs.leading.borrow() || !c.cache.listed() {
             continue;
         }
-        if c.pending.is_none() && !c.plan_all {
-            continue;
+        if c.pending.is_some() || c.plan_all {
+            c.reconcile(&inputs.leading).await;
+            // A derived Service we just created came back with its
+            // ClusterIP: its ServiceImport's `ips` follow at once.
+            if c.config.mcs {
+                c.reconcile(&inputs.leading).await;
+            }
         }
-        c.reconcile(&inputs.leading).await;
+        c.write_statuses(&inputs.leading).await;
     }
+}
+
+/// With `--mcs`: finds which MCS resources the local cluster serves and
+/// starts the watch of its ServiceExports. Returns `exports_tx` when nothing
+/// watches them, to be kept (the loop would take a closed channel for a
+/// stop). A cluster that serves no ServiceImport gets derived Services and
+/// slices only; discovery is not retried before a restart.
+async fn start_mcs(
+    c: &mut Controller,
+    exports_tx: mpsc::Sender<ExportChange>,
+    shutdown: &CancellationToken,
+) -> Option<mpsc::Sender<ExportChange>> {
+    if !c.config.mcs {
+        return Some(exports_tx);
+    }
+    let apis = discover_mcs(&c.config.client)
+        .await
+        .inspect_err(|e| warn!(error = %e, "MCS API discovery failed; no ServiceImports or export conditions"))
+        .unwrap_or_default();
+    match &apis.import {
+        Some(ar) => {
+            info!(version = %ar.version, "mirror: writing ServiceImports");
+            c.cache.expect(Kind::ServiceImport);
+        }
+        None => warn!(
+            "the local cluster serves no ServiceImport (multicluster.x-k8s.io); derived Services and their slices only"
+        ),
+    }
+    c.api.set_imports(apis.import.clone());
+    let keep = match &apis.export {
+        Some(ar) => {
+            watches::spawn_exports(&c.config.client, ar, exports_tx, shutdown.clone());
+            None
+        }
+        None => Some(exports_tx),
+    };
+    c.mcs = apis;
+    keep
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
-//! What the mirror reads from the local cluster: its own Services and
-//! EndpointSlices (by our managed-by label, on `kube::runtime::watcher`),
-//! and the clusters whose mirrors Linkerd's own service mirror manages.
+//! What the mirror reads from the local cluster: its own Services,
+//! EndpointSlices and (with `--mcs`) ServiceImports (by our managed-by
+//! label, on `kube::runtime::watcher`), every ServiceExport (with `--mcs`,
+//! for their status conditions), and the clusters whose mirrors Linkerd's
+//! own service mirror manages.
 //!
 //! Stands on [`crate::k8s::watch`] (pages of 500, bookmarks, relist on 410,
 //! backoff on errors, objects that do not decode skipped), and owns what
@@ -16,7 +18,7 @@ use futures_util::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::ListParams;
+use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::watcher::{self, ListSemantic};
 use kube::{Api, Client, Resource, ResourceExt as _};
@@ -77,14 +79,13 @@ fn change<K: Serialize>(kind: Kind, d: Delivery<K>, stats: &MirrorStats) -> Opti
 }
 
 async fn forward<K>(
-    client: Client,
+    api: Api<DeserializeGuard<K>>,
     kind: Kind,
     (tx, stats): (mpsc::Sender<Change>, Arc<MirrorStats>),
     stop: CancellationToken,
 ) where
-    K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned + Send + 'static,
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned + Send + 'static,
 {
-    let api: Api<DeserializeGuard<K>> = Api::all(client);
     let config = k8s_watch::config(k8s_watch::PAGE)
         .labels(&ours())
         .list_semantic(ListSemantic::MostRecent);
@@ -105,26 +106,81 @@ async fn forward<K>(
 }
 
 /// Starts the watches of our Services and EndpointSlices, cluster-wide,
-/// sending their events to `tx` until `stop`; objects that do not decode
-/// are counted in `stats`.
+/// and of our ServiceImports when `imports` names their resource, sending
+/// their events to `tx` until `stop`; objects that do not decode are
+/// counted in `stats`.
 pub fn spawn(
     client: &Client,
+    imports: Option<&ApiResource>,
     tx: &mpsc::Sender<Change>,
     stop: &CancellationToken,
     stats: &Arc<MirrorStats>,
 ) {
     tokio::spawn(forward::<Service>(
-        client.clone(),
+        Api::all(client.clone()),
         Kind::Service,
         (tx.clone(), stats.clone()),
         stop.clone(),
     ));
     tokio::spawn(forward::<EndpointSlice>(
-        client.clone(),
+        Api::all(client.clone()),
         Kind::EndpointSlice,
         (tx.clone(), stats.clone()),
         stop.clone(),
     ));
+    if let Some(ar) = imports {
+        tokio::spawn(forward::<DynamicObject>(
+            Api::all_with(client.clone(), ar),
+            Kind::ServiceImport,
+            (tx.clone(), stats.clone()),
+            stop.clone(),
+        ));
+    }
+}
+
+/// One watch event of the local ServiceExports, the object as JSON.
+pub type ExportChange = watcher::Event<Value>;
+
+/// Starts the watch of every ServiceExport of the local cluster (resource
+/// `ar`), sending its events to `tx` until `stop`. Read only for their
+/// status conditions: nothing of theirs but `/status` is ever written.
+pub fn spawn_exports(
+    client: &Client,
+    ar: &ApiResource,
+    tx: mpsc::Sender<ExportChange>,
+    stop: CancellationToken,
+) {
+    let api: Api<DeserializeGuard<DynamicObject>> = Api::all_with(client.clone(), ar);
+    tokio::spawn(async move {
+        let deliveries = k8s_watch::guarded_watch(api, k8s_watch::config(k8s_watch::PAGE));
+        let mut deliveries = std::pin::pin!(deliveries);
+        loop {
+            let next = tokio::select! {
+                () = stop.cancelled() => return,
+                next = deliveries.next() => next,
+            };
+            let Some(d) = next else { return };
+            let Delivery::Event(e) = d else { continue };
+            if let Some(e) = as_json(e)
+                && tx.send(e).await.is_err()
+            {
+                return;
+            }
+        }
+    });
+}
+
+/// A ServiceExport event with the object as JSON (`None` if it does not
+/// encode, which a decoded object always does).
+fn as_json(e: watcher::Event<DynamicObject>) -> Option<ExportChange> {
+    let json = |o: DynamicObject| serde_json::to_value(o).ok();
+    Some(match e {
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(json(o)?),
+        watcher::Event::Apply(o) => watcher::Event::Apply(json(o)?),
+        watcher::Event::Delete(o) => watcher::Event::Delete(json(o)?),
+    })
 }
 
 /// Clusters whose Links Linkerd's own service mirror manages: its Lease

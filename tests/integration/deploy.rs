@@ -319,12 +319,15 @@ const BASE_OBJECTS: [(&str, &str, &str); 13] = [
 ];
 
 /// What overlays/dns-mirror adds.
-const MIRROR_OBJECTS: [(&str, &str, &str); 11] = [
+const MIRROR_OBJECTS: [(&str, &str, &str); 14] = [
     ("ServiceAccount", NS, MIRROR),
     ("ClusterRoleBinding", "", "clusterset-dns-mirror-read"),
     ("RoleBinding", LINK_NS, "clusterset-dns-mirror-links"),
     ("ClusterRole", "", MIRROR),
     ("ClusterRoleBinding", "", MIRROR),
+    ("ClusterRoleBinding", "", "clusterset-dns-mirror-mcs-read"),
+    ("ClusterRole", "", "clusterset-dns-mirror-mcs"),
+    ("ClusterRoleBinding", "", "clusterset-dns-mirror-mcs"),
     ("Role", NS, "clusterset-dns-mirror-lease"),
     ("RoleBinding", NS, "clusterset-dns-mirror-lease"),
     ("Role", LINK_NS, "clusterset-dns-mirror-linkerd-leases"),

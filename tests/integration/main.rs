@@ -31,6 +31,7 @@ mod mcs_conformance;
 mod metrics_scrape;
 mod mirror;
 mod mirror_equivalence;
+mod mirror_mcs;
 mod propagation;
 mod rbac;
 mod reload;

@@ -280,11 +280,83 @@ async fn start_mirror(f: &Fleet, identity: &str) -> TestServer {
     start_live(
         Options {
             local: Some("local"),
+            // Its MCS writes (ServiceImports, ServiceExport conditions) are
+            // what clusterset-dns-mirror-mcs grants.
+            mcs: true,
             ..Options::default()
         },
         live,
     )
     .await
+}
+
+const IMPORTS: &str = "/apis/multicluster.x-k8s.io/v1beta1/namespaces";
+
+fn mcs_doc(kind: &str, name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": kind,
+           "metadata": {"name": name, "namespace": NS, "labels": labels}})
+}
+
+/// The local cluster exports `db` itself, and holds a ServiceImport `db`
+/// of someone else's: the controller's create finds it (409, then a get)
+/// and leaves it; the export gets its conditions.
+async fn mcs_local_export(c: &kube::Client) {
+    create_object(c, service("db", json!({}))).await;
+    create_object(c, mcs_doc("ServiceExport", "db", json!({}))).await;
+    let mut theirs = mcs_doc("ServiceImport", "db", json!({"team": "mine"}));
+    theirs["spec"] = json!({"type": "ClusterSetIP", "ports": [{"port": 80, "protocol": "TCP"}]});
+    create_object(c, theirs).await;
+}
+
+/// East's `web` (exported by a ServiceExport in the fleet) is imported with
+/// its derived Service's ClusterIP (a create, then an apply), and the local
+/// export `db` is valid.
+async fn mcs_imported(c: &kube::Client) {
+    eventually(
+        "web imported with its ClusterIP",
+        Duration::from_secs(10),
+        || async {
+            let import = get(c, &format!("{IMPORTS}/{NS}/serviceimports/web")).await;
+            let derived = get(c, &svc_path("derived-web")).await;
+            match (import, derived) {
+                (Some(i), Some(d)) => {
+                    !d["spec"]["clusterIP"].is_null() && i["spec"]["ips"] == d["spec"]["clusterIPs"]
+                }
+                _ => false,
+            }
+        },
+    )
+    .await;
+    eventually("db's export conditions", Duration::from_secs(5), || async {
+        get(c, &format!("{IMPORTS}/{NS}/serviceexports/db"))
+            .await
+            .is_some_and(|e| {
+                e["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Valid" && c["status"] == "True")
+                })
+            })
+    })
+    .await;
+    let db = get(c, &format!("{IMPORTS}/{NS}/serviceimports/db"))
+        .await
+        .expect("their import");
+    assert_eq!(db["metadata"]["labels"], json!({"team": "mine"}));
+}
+
+/// East stops exporting `web`: its ServiceImport is deleted.
+async fn mcs_unexported(f: &Fleet) {
+    let east = client(f.cluster("east")).await;
+    let req = http::Request::delete(format!("{IMPORTS}/{NS}/serviceexports/web"))
+        .body(Vec::new())
+        .expect("request");
+    east.request_text(req).await.expect("delete export");
+    eventually("web's import deleted", Duration::from_secs(10), || async {
+        get(&f.local, &format!("{IMPORTS}/{NS}/serviceimports/web"))
+            .await
+            .is_none()
+    })
+    .await;
 }
 
 /// (b) The mirror controller: two replicas, objects created, updated and
@@ -295,6 +367,7 @@ async fn run_mirror(f: &Fleet) {
     // EndpointSlice with the name of api-east's first slice.
     create_object(c, service("web-east", json!({"team": "mine"}))).await;
     create_object(c, slice("mine", "api-east-v4-0", &["10.9.9.9"])).await;
+    mcs_local_export(c).await;
 
     let first = start_mirror(f, "replica-a").await;
     eventually("replica-a leads", Duration::from_secs(5), || async {
@@ -323,6 +396,7 @@ async fn run_mirror(f: &Fleet) {
         .await
         .expect("user's web-east");
     assert_eq!(web["metadata"]["labels"], json!({"team": "mine"}));
+    mcs_imported(c).await;
 
     // A second replica follows.
     let second = start_mirror(f, "replica-b").await;
@@ -381,6 +455,7 @@ async fn run_mirror(f: &Fleet) {
         },
     )
     .await;
+    mcs_unexported(f).await;
     assert!(second.server.shared.mirror.ok_writes() > 0);
     second.server.stop().await;
 }

@@ -300,6 +300,7 @@ pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
             lease,
             resync: m.resync,
             federated_grace: live.federated_grace,
+            mcs: config.settings.mcs,
         }
     });
     let server = Server::start_full(

@@ -264,7 +264,7 @@ impl DesiredState {
     /// The service keys whose objects a batch that touched `dirty` may
     /// have changed, `before` and `after` being the states around it: the
     /// services it names, and for a cluster whose health changed, its
-    /// gateway-mode services (gateway readiness) and federated ones
+    /// gateway-mode services (gateway readiness), federated and MCS ones
     /// (federation eligibility) — nothing else reads a cluster's health.
     pub fn keys_of(dirty: &Dirty, before: &ClusterSet, after: &ClusterSet) -> BTreeSet<ObjectKey> {
         let mut keys: BTreeSet<ObjectKey> = dirty.services.iter().map(|(_, k)| k.clone()).collect();
@@ -273,7 +273,9 @@ impl DesiredState {
                 keys.extend(
                     c.services
                         .values()
-                        .filter(|s| s.federated || s.export == Some(ExportMode::Gateway))
+                        .filter(|s| {
+                            s.federated || s.mcs.is_some() || s.export == Some(ExportMode::Gateway)
+                        })
                         .map(|s| s.key.clone()),
                 );
             }

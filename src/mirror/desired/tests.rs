@@ -103,6 +103,13 @@ fn check_invariants(case: &str, got: &[Desired]) {
                     "{at}: slice of a Service not in the output"
                 );
             }
+            Kind::ServiceImport => {
+                let derived = mcs::derived_name(&d.key.name);
+                assert!(
+                    services.contains(&(d.key.namespace.to_string(), derived)),
+                    "{at}: import without its derived Service"
+                );
+            }
         }
     }
 }
@@ -1747,3 +1754,5 @@ mod random {
         }
     }
 }
+
+mod mcs_cases;

@@ -24,6 +24,7 @@ fn controller(client: Client) -> Controller {
         lease: LeaseConfig::new("default", "clusterset-dns-mirror", "replica-a"),
         resync: Duration::from_secs(60),
         federated_grace: Duration::from_secs(30),
+        mcs: false,
     };
     Controller::new(config, Arc::new(MirrorStats::default()))
 }
@@ -343,3 +344,5 @@ async fn execute_counts_each_outcome_in_the_stats() {
     // create ok + repair ok; "invalid" is not an ok write.
     assert_eq!(c.stats.ok_writes(), 2);
 }
+
+mod mcs_writes;

@@ -40,7 +40,7 @@ async fn an_undecodable_object_is_skipped_and_counted_and_the_list_goes_on() {
     let stop = CancellationToken::new();
     let stats = Arc::new(MirrorStats::default());
     let task = tokio::spawn(forward::<Service>(
-        client,
+        Api::all(client),
         Kind::Service,
         (tx, stats.clone()),
         stop.clone(),

@@ -23,15 +23,20 @@ use crate::model::cluster::{Cluster, ClusterSet};
 use crate::model::objects::{ObjectKey, Port, Service};
 
 /// One cluster's member service.
-struct Member<'s> {
-    cluster: &'s Cluster,
-    service: &'s Service,
+pub(crate) struct Member<'s> {
+    /// The cluster.
+    pub(crate) cluster: &'s Cluster,
+    /// Its Service, which a ServiceExport makes a member.
+    pub(crate) service: &'s Service,
 }
 
 /// The clusters whose Service `key` a ServiceExport makes an MCS member,
 /// oldest export first (then cluster name), with the clusters left out
 /// because another cluster holds their id.
-fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> (Vec<Member<'s>>, Vec<&'s Cluster>) {
+pub(crate) fn members<'s>(
+    set: &'s ClusterSet,
+    key: &ObjectKey,
+) -> (Vec<Member<'s>>, Vec<&'s Cluster>) {
     let mut members = Vec::new();
     let mut id_taken = Vec::new();
     for c in set.iter() {
@@ -68,7 +73,7 @@ pub struct Conflicts {
 
 /// The union of the members' service ports by (name, protocol): the
 /// oldest export's definition wins; clusters that disagree are returned.
-fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) {
+pub(crate) fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) {
     let mut ports: Vec<Port> = Vec::new();
     let mut disagree = Vec::new();
     for m in members {

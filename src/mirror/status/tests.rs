@@ -1,0 +1,154 @@
+//! The export conditions per case: the cluster state, the export as
+//! listed, and the apply body expected (or none).
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::model::cluster::{Dirty, Event};
+use crate::model::objects::{Port, Protocol};
+use crate::model::testing::{port, service, svc_event, up};
+
+const NOW: &str = "2026-11-25T12:00:00Z";
+const EARLIER: &str = "2026-11-01T00:00:00Z";
+
+fn pg(p: u16) -> Vec<Port> {
+    vec![port(Some("pg"), Protocol::Tcp, p)]
+}
+
+fn db(cluster: &str, exported: i64, headless: bool, ports: Vec<Port>) -> Event {
+    let mut s = service("data", "db", None, false, headless, &[], ports);
+    s.mcs = Some(exported);
+    svc_event(cluster, s)
+}
+
+fn set(events: Vec<Event>) -> ClusterSet {
+    let mut set = ClusterSet::new();
+    let mut dirty = Dirty::default();
+    let mut all = up("west", true);
+    all.extend(up("east", false));
+    all.extend(up("north", false));
+    for e in all.into_iter().chain(events) {
+        set.apply(e, &mut dirty);
+    }
+    set
+}
+
+fn export(conditions: Option<Value>) -> Value {
+    let mut v = json!({
+        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+        "metadata": {"name": "db", "namespace": "data", "generation": 1, "uid": "u1"}
+    });
+    if let Some(c) = conditions {
+        v["status"] = json!({ "conditions": c });
+    }
+    v
+}
+
+fn cond(kind: &str, status: &str, reason: &str, message: &str, since: &str) -> Value {
+    json!({"type": kind, "status": status, "reason": reason, "message": message,
+           "lastTransitionTime": since, "observedGeneration": 1})
+}
+
+fn body(conditions: Value) -> Value {
+    json!({
+        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+        "metadata": {"name": "db", "namespace": "data"},
+        "status": {"conditions": conditions}
+    })
+}
+
+fn valid(since: &str) -> Value {
+    cond(
+        "Valid",
+        "True",
+        "Valid",
+        "Service data/db is exported",
+        since,
+    )
+}
+
+fn no_conflicts(since: &str) -> Value {
+    cond("Conflict", "False", "NoConflicts", "no conflicts", since)
+}
+
+struct Case {
+    name: &'static str,
+    events: Vec<Event>,
+    export: Value,
+    want: Option<Value>,
+}
+
+#[test]
+fn export_conditions() {
+    let type_msg = "the Service type differs from the oldest export's in north, which are left out";
+    let port_msg =
+        "ports differ from the oldest export's in west; the oldest export's definitions are used";
+    let cases = vec![
+        Case {
+            name: "a valid export without conditions gets Valid and Conflict",
+            events: vec![db("west", 200, false, pg(5432))],
+            export: export(None),
+            want: Some(body(json!([valid(NOW), no_conflicts(NOW)]))),
+        },
+        Case {
+            name: "conditions already so: no write",
+            events: vec![db("west", 200, false, pg(5432))],
+            export: export(Some(json!([
+                valid(EARLIER),
+                no_conflicts(EARLIER),
+                cond("Ready", "True", "Ready", "someone else's", EARLIER)
+            ]))),
+            want: None,
+        },
+        Case {
+            name: "no Service of that name here: Valid False",
+            events: vec![db("east", 100, false, pg(5432))],
+            export: export(None),
+            want: Some(body(json!([
+                cond(
+                    "Valid",
+                    "False",
+                    "NoService",
+                    "no Service data/db in this cluster",
+                    NOW
+                ),
+                no_conflicts(NOW)
+            ]))),
+        },
+        Case {
+            name: "a port conflict names the clusters; Valid keeps its transition time",
+            events: vec![
+                db("east", 100, false, pg(5432)),
+                db("west", 200, false, pg(6432)),
+            ],
+            export: export(Some(json!([valid(EARLIER), no_conflicts(EARLIER)]))),
+            want: Some(body(json!([
+                valid(EARLIER),
+                cond("Conflict", "True", "PortConflict", port_msg, NOW)
+            ]))),
+        },
+        Case {
+            name: "a type conflict names the clusters left out",
+            events: vec![
+                db("west", 100, false, pg(5432)),
+                db("north", 300, true, pg(5432)),
+            ],
+            export: export(None),
+            want: Some(body(json!([
+                valid(NOW),
+                cond("Conflict", "True", "TypeConflict", type_msg, NOW)
+            ]))),
+        },
+    ];
+    for case in cases {
+        let got = export_status(&set(case.events), &case.export, NOW);
+        assert_eq!(got, case.want, "{}", case.name);
+    }
+}
+
+#[test]
+fn an_export_without_a_name_is_skipped() {
+    let mut e = export(None);
+    e["metadata"] = json!({"namespace": "data"});
+    assert_eq!(export_status(&set(vec![]), &e, NOW), None);
+}
