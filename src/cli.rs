@@ -279,10 +279,11 @@ fn reload_on_signal_or_change(
                             "changed in the configuration; takes effect after a restart"
                         );
                     }
-                    handle.set(new.settings.clone());
+                    let settings = running.reloaded_settings(&new);
+                    handle.set(settings.clone());
                     reloads.config_reload(true);
                     info!(reason = why, "configuration reloaded");
-                    running.settings = new.settings;
+                    running.settings = settings;
                 }
             }
         }

@@ -490,7 +490,25 @@ impl Config {
         check("log-format", self.log_format != new.log_format);
         check("connection limits", self.limits != new.limits);
         check("tls options", self.tls != new.tls);
+        check(
+            "mcs (live mode: its watches start with the process)",
+            self.zones.is_none() && self.settings.mcs != new.settings.mcs,
+        );
         changed
+    }
+
+    /// The answer settings a reload to `new` applies now: `new`'s, except
+    /// what [`Self::restart_only_changes`] keeps — in live mode `mcs`, since
+    /// the MCS watches start and stop only with the process, and MCS names
+    /// without them would come and go wrong.
+    pub fn reloaded_settings(&self, new: &Self) -> Arc<Settings> {
+        if self.zones.is_none() && self.settings.mcs != new.settings.mcs {
+            let mut kept = (*new.settings).clone();
+            kept.mcs = self.settings.mcs;
+            Arc::new(kept)
+        } else {
+            new.settings.clone()
+        }
     }
 
     /// Resolves `serve` options: flags and env (already merged by clap) over

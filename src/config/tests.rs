@@ -316,3 +316,30 @@ fn mcs_is_off_by_default_and_on_from_the_flag_or_the_file() {
     let err = Config::resolve(&args(&["--config", path])).expect_err("not a boolean");
     assert!(err.to_string().contains("line 2"), "{err}");
 }
+
+#[test]
+fn mcs_reloads_in_file_mode_and_waits_for_a_restart_in_live_mode() {
+    let files = Config::resolve(&args(&["--zones", "z"])).expect("valid");
+    let files_on = Config::resolve(&args(&["--zones", "z", "--mcs"])).expect("valid");
+    assert!(files.restart_only_changes(&files_on).is_empty());
+    assert!(
+        files.reloaded_settings(&files_on).mcs,
+        "the file source reads MCS objects always"
+    );
+
+    let live = Config::resolve(&args(&["--local-cluster", "west"])).expect("valid");
+    let live_on = Config::resolve(&args(&["--local-cluster", "west", "--mcs"])).expect("valid");
+    assert_eq!(
+        live.restart_only_changes(&live_on),
+        ["mcs (live mode: its watches start with the process)"]
+    );
+    let kept = live.reloaded_settings(&live_on);
+    assert!(!kept.mcs, "kept off until a restart starts the watches");
+    assert_eq!(
+        *kept,
+        Settings {
+            mcs: false,
+            ..(*live_on.settings).clone()
+        }
+    );
+}
