@@ -2,10 +2,11 @@
 //! `reference/mcs.md` §2): built from the services a ServiceExport makes
 //! members in each cluster, and the local ServiceImport's clusterset IPs.
 //!
-//! - A ClusterSetIP service answers the local ServiceImport's `spec.ips`;
-//!   with none (DNS without the mirror controller), the union of the
-//!   members' ready endpoints. SRV: one record per service port, target the
-//!   name itself.
+//! - A ClusterSetIP service answers the local ServiceImport's `spec.ips`,
+//!   SRV one record per service port, target the name itself; with no
+//!   ServiceImport (DNS without the mirror controller), the union of the
+//!   members' ready endpoints, and SRV the endpoints' ports (the ports a
+//!   client dials at those addresses, DESIGN.md decision 10).
 //! - A Headless service answers the union of ready endpoints; its pods are
 //!   named `<hostname>.<clusterid>.<svc>…` and SRV targets those names.
 //!
@@ -153,26 +154,42 @@ pub fn build_mcs_entry(
         .find(|c| c.local)
         .and_then(|c| c.imports.get(key))
         .filter(|i| !i.ips.is_empty() && !headless);
-    let found = match import {
-        Some(import) => vec![Arc::new(Part::new(
-            Arc::from(""),
-            import.ips.iter().copied(),
-            (Vec::new(), Arc::from([])),
-            Reverse::None,
-        ))],
-        None => used
-            .iter()
-            .flat_map(|m| {
-                let id = m.cluster.mcs_id();
-                parts.of(&m.cluster.name, key).map(move |p| {
-                    if p.cluster == *id {
-                        p.clone()
-                    } else {
-                        Arc::new(p.relabeled(id.clone()))
-                    }
-                })
-            })
-            .collect(),
+    let (found, ports) = match import {
+        Some(import) => (
+            vec![Arc::new(Part::new(
+                Arc::from(""),
+                import.ips.iter().copied(),
+                (Vec::new(), Arc::from([])),
+                Reverse::None,
+            ))],
+            ports,
+        ),
+        // Pod addresses: SRV gives the ports a client dials at them, the
+        // endpoints' (DESIGN.md decision 10), not the Service's.
+        None if !headless => (
+            member_parts(parts, key, &used),
+            used.iter()
+                .flat_map(|m| m.cluster.slices_of(key))
+                .flat_map(|s| s.ports.iter().cloned())
+                .collect(),
+        ),
+        None => (member_parts(parts, key, &used), Vec::new()),
     };
-    Entry::from_parts(head, found, if headless { Vec::new() } else { ports })
+    Entry::from_parts(head, found, ports)
+}
+
+/// The members' slice parts, their pods named under each member's id.
+fn member_parts(parts: &PartCache, key: &ObjectKey, used: &[&Member<'_>]) -> Vec<Arc<Part>> {
+    used.iter()
+        .flat_map(|m| {
+            let id = m.cluster.mcs_id();
+            parts.of(&m.cluster.name, key).map(move |p| {
+                if p.cluster == *id {
+                    p.clone()
+                } else {
+                    Arc::new(p.relabeled(id.clone()))
+                }
+            })
+        })
+        .collect()
 }

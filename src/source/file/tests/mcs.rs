@@ -261,6 +261,13 @@ fn every_mcs_name_form() {
             vec![format!("_http._tcp.web.{Z} 5 IN SRV 0 100 80 web.{Z}")],
         ),
         (
+            "ClusterSetIP with no ServiceImport: SRV gives the endpoints' port (they are the answer)",
+            format!("cache.{Z}"),
+            SRV,
+            ok,
+            vec![format!("cache.{Z} 5 IN SRV 0 100 8080 cache.{Z}")],
+        ),
+        (
             "ClusterSetIP with no ServiceImport: the ready endpoints of every exporting cluster",
             format!("cache.{Z}"),
             A,
