@@ -37,6 +37,7 @@ use super::spec::{GatewaySource, LinkedCluster};
 use super::state::ClusterState;
 use super::status::StatusBoard;
 use crate::k8s::client::{self, BoundedClient};
+use crate::k8s::discover;
 use crate::k8s::watch::{Delivery, PAGE, config, guarded_watch};
 use crate::model::{Event, Settings};
 
@@ -318,21 +319,15 @@ impl<V> NamedCache<V> {
 /// The newest Link version the local cluster serves and its resource;
 /// `None` when the CRD is not installed. Asked through kube's discovery.
 async fn link_resource(client: &Client) -> Result<Option<(&'static str, ApiResource)>, String> {
-    let group = match kube::discovery::group(client, LINK_GROUP).await {
-        Ok(g) => g,
-        Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
-            return Ok(None);
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+    let Some(group) = discover::group(client, LINK_GROUP)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
     };
-    Ok(LINK_VERSIONS.into_iter().find_map(|v| {
-        group
-            .versioned_resources(v)
-            .into_iter()
-            .find(|(r, _)| r.kind == "Link")
-            .map(|(r, _)| (v, r))
-    }))
+    Ok(LINK_VERSIONS
+        .into_iter()
+        .find_map(|v| discover::resource(&group, &[v], "Link").map(|r| (v, r))))
 }
 
 /// Reads the clusters file and its kubeconfigs when one of them changes
