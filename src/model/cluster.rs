@@ -325,12 +325,15 @@ pub struct Dirty {
     pub services: BTreeSet<(Arc<str>, ObjectKey)>,
     /// Clusters whose sync or health state changed.
     pub health: BTreeSet<Arc<str>>,
+    /// A cluster's MCS cluster id changed (who holds which id is decided
+    /// again; the services it moves are in `services`).
+    pub ids: bool,
 }
 
 impl Dirty {
     /// True when nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.services.is_empty() && self.health.is_empty()
+        self.services.is_empty() && self.health.is_empty() && !self.ids
     }
 }
 
@@ -407,8 +410,7 @@ impl ClusterSet {
             return;
         }
         c.property_id = id;
-        // Its status (and who holds which id) is recomputed with health.
-        dirty.health.insert(cluster.clone());
+        dirty.ids = true;
         for c in self.clusters.values() {
             dirty.services.extend(
                 c.services
@@ -419,9 +421,9 @@ impl ClusterSet {
         }
     }
 
-    /// The clusters that are MCS members under their id now: of two
-    /// claiming one id, the one known first keeps it (the older Link, or
-    /// the directory read first).
+    /// The cluster that holds MCS cluster id `id`: of two claiming it, the
+    /// one known first (the local cluster, else the older Link, the
+    /// clusters-file entry or directory listed first).
     pub fn mcs_id_holder(&self, id: &str) -> Option<&Cluster> {
         self.clusters
             .values()

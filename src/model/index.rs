@@ -389,9 +389,11 @@ impl Index {
         }
         if !dirty.health.is_empty() {
             self.refresh_statuses(set);
-            if self.settings.mcs {
-                self.note_mcs_ids(set);
-            }
+        }
+        // Clusters coming and going are health changes; an id change is its
+        // own.
+        if self.settings.mcs && (dirty.ids || !dirty.health.is_empty()) {
+            self.note_mcs_ids(set);
         }
         self.snap.stats.too_long = self.too_long_names.len() as u64
             + self

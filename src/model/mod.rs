@@ -103,6 +103,7 @@ impl Model {
         if let Some(c) = &mut self.changes {
             c.services.extend(dirty.services.iter().cloned());
             c.health.extend(dirty.health.iter().cloned());
+            c.ids |= dirty.ids;
         }
     }
 

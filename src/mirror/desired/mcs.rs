@@ -96,7 +96,7 @@ pub(super) fn mcs_unit(
     if !settings.mcs.enabled {
         return;
     }
-    let (all, _) = members(set, key);
+    let all = members(set, key);
     let Some(oldest) = all.first().map(|m| m.service) else {
         return;
     };

@@ -32,32 +32,22 @@ pub(crate) struct Member<'s> {
 }
 
 /// The clusters whose Service `key` a ServiceExport makes an MCS member,
-/// oldest export first (then cluster name), with the clusters left out
-/// because another cluster holds their id.
-pub(crate) fn members<'s>(
-    set: &'s ClusterSet,
-    key: &ObjectKey,
-) -> (Vec<Member<'s>>, Vec<&'s Cluster>) {
-    let mut members = Vec::new();
-    let mut id_taken = Vec::new();
-    for c in set.iter() {
-        let Some(service) = c.services.get(key).filter(|s| s.mcs.is_some()) else {
-            continue;
-        };
-        if set
-            .mcs_id_holder(c.mcs_id())
-            .is_some_and(|h| h.name != c.name)
-        {
-            id_taken.push(c);
-        } else {
-            members.push(Member {
+/// oldest export first (then cluster name); a cluster whose id another
+/// cluster holds is left out.
+pub(crate) fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> Vec<Member<'s>> {
+    let mut members: Vec<Member<'s>> = set
+        .iter()
+        .filter_map(|c| {
+            let service = c.services.get(key).filter(|s| s.mcs.is_some())?;
+            let holder = set.mcs_id_holder(c.mcs_id());
+            holder.is_none_or(|h| h.name == c.name).then_some(Member {
                 cluster: c,
                 service,
-            });
-        }
-    }
+            })
+        })
+        .collect();
     members.sort_by(|a, b| (a.service.mcs, &a.cluster.name).cmp(&(b.service.mcs, &b.cluster.name)));
-    (members, id_taken)
+    members
 }
 
 /// What the members disagree on, for the report: clusters whose Service is
@@ -96,7 +86,7 @@ pub(crate) fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) 
 /// The MCS members of service `key` and what they disagree on, for
 /// `/debug` and the mirror's export conditions.
 pub fn conflicts(set: &ClusterSet, key: &ObjectKey) -> Conflicts {
-    let (members, _) = members(set, key);
+    let members = members(set, key);
     let Some(oldest) = members.first() else {
         return Conflicts::default();
     };
@@ -121,7 +111,7 @@ pub fn build_mcs_entry(
     key: &ObjectKey,
     cx: &BuildContext<'_>,
 ) -> Option<Entry> {
-    let (members, _) = members(set, key);
+    let members = members(set, key);
     let headless = members.first()?.service.headless;
     let members: Vec<Member<'_>> = members
         .into_iter()
