@@ -485,6 +485,10 @@ struct Cached {
     ports: Arc<[Port]>,
     rules: Rules,
     part: Arc<Part>,
+    /// The same part under the cluster's MCS id, when the service is an
+    /// MCS member and the id is not the cluster's name: kept with the part,
+    /// so a change elsewhere in an MCS name copies nothing.
+    mcs: Option<Arc<Part>>,
 }
 
 impl Cached {
@@ -506,8 +510,9 @@ pub struct PartCache {
 
 impl PartCache {
     /// Brings the parts of service `key` of `cluster` up to date with `set`
-    /// (dropping them when the service is gone or not held).
-    pub fn update(&mut self, set: &ClusterSet, cluster: &Arc<str>, key: &ObjectKey) {
+    /// (dropping them when the service is gone or not held); with `mcs`,
+    /// also their copies under the cluster's MCS id.
+    pub fn update(&mut self, set: &ClusterSet, cluster: &Arc<str>, key: &ObjectKey, mcs: bool) {
         let pair = (cluster.clone(), key.clone());
         let held = set
             .get(cluster)
@@ -527,12 +532,19 @@ impl PartCache {
             .unwrap_or_default()
             .into_iter()
             .peekable();
+        let id = c.mcs_id();
+        let relabel = mcs && svc.mcs.is_some() && *id != c.name;
         let mut new = Vec::new();
         for slice in c.slices_of(key) {
             while old.next_if(|o| o.slice < slice.key.name).is_some() {}
-            let part = match old.next_if(|o| o.holds(slice, rules)) {
-                Some(kept) => kept.part,
-                None => Arc::new(slice_part(&c.name, svc, slice)),
+            let (part, mcs) = match old.next_if(|o| o.holds(slice, rules)) {
+                Some(kept) => (kept.part, kept.mcs.filter(|p| p.cluster == *id)),
+                None => (Arc::new(slice_part(&c.name, svc, slice)), None),
+            };
+            let mcs = match mcs {
+                Some(p) if relabel => Some(p),
+                _ if relabel => Some(Arc::new(part.relabeled(id.clone()))),
+                _ => None,
             };
             new.push(Cached {
                 slice: slice.key.name.clone(),
@@ -540,6 +552,7 @@ impl PartCache {
                 ports: slice.ports.clone(),
                 rules,
                 part,
+                mcs,
             });
         }
         self.parts.insert(pair, new);
@@ -571,6 +584,16 @@ impl PartCache {
             .into_iter()
             .flatten()
             .map(|c| &c.part)
+    }
+
+    /// The parts of service `key` of `cluster` with their pods named under
+    /// the cluster's MCS id.
+    fn of_mcs(&self, cluster: &Arc<str>, key: &ObjectKey) -> impl Iterator<Item = &Arc<Part>> {
+        self.parts
+            .get(&(cluster.clone(), key.clone()))
+            .into_iter()
+            .flatten()
+            .map(|c| c.mcs.as_ref().unwrap_or(&c.part))
     }
 }
 

@@ -344,7 +344,7 @@ impl Index {
         let mut federated: BTreeSet<ObjectKey> = BTreeSet::new();
         let mut mcs: BTreeSet<ObjectKey> = BTreeSet::new();
         for (cluster, key) in &dirty.services {
-            self.parts.update(set, cluster, key);
+            self.parts.update(set, cluster, key, self.settings.mcs);
             let service = set.get(cluster).and_then(|c| c.services.get(key));
             // Most services never are federated: their federated name needs
             // no look at every cluster unless one of them makes it exist.

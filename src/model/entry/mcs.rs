@@ -171,15 +171,6 @@ pub fn build_mcs_entry(
 /// The members' slice parts, their pods named under each member's id.
 fn member_parts(parts: &PartCache, key: &ObjectKey, used: &[&Member<'_>]) -> Vec<Arc<Part>> {
     used.iter()
-        .flat_map(|m| {
-            let id = m.cluster.mcs_id();
-            parts.of(&m.cluster.name, key).map(move |p| {
-                if p.cluster == *id {
-                    p.clone()
-                } else {
-                    Arc::new(p.relabeled(id.clone()))
-                }
-            })
-        })
+        .flat_map(|m| parts.of_mcs(&m.cluster.name, key).cloned())
         .collect()
 }

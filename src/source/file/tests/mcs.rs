@@ -636,3 +636,47 @@ fn a_linked_clusters_serviceimports_are_skipped_without_a_problem() {
         }
     }
 }
+
+#[test]
+fn a_change_in_one_member_reuses_the_others_parts_under_their_ids() {
+    use crate::model::Event;
+    use crate::model::objects::ObjectKey;
+    let mut m = model(true);
+    let east_part = |snap: &crate::model::Snapshot| {
+        let entry = snap.entries.get("db.prod").expect("db.prod").clone();
+        let part = entry
+            .parts
+            .iter()
+            .find(|p| &*p.cluster == "east-1")
+            .expect("east's part under its id")
+            .clone();
+        (entry, part)
+    };
+    let (_, before) = east_part(&m.snapshot());
+    let west = m.clusters().get("west").expect("west");
+    let mut slice = west
+        .slices_of(&ObjectKey::new("prod", "db"))
+        .next()
+        .expect("west's db slice")
+        .clone();
+    let mut endpoints = slice.endpoints.to_vec();
+    endpoints[0].ready = false;
+    slice.endpoints = endpoints.into();
+    m.apply(
+        [Event::SliceApplied {
+            cluster: "west".into(),
+            slice,
+            trigger: None,
+        }],
+        Instant::now(),
+    );
+    let (entry, after) = east_part(&m.snapshot());
+    assert!(
+        !entry.parts.iter().any(|p| &*p.cluster == "west"),
+        "west's only pod is not ready any more"
+    );
+    assert!(
+        Arc::ptr_eq(&before, &after),
+        "east's part under east-1 is the one built before, not a new copy"
+    );
+}
