@@ -26,7 +26,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{Desired, FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, MCS_GROUP, ObjectRef};
+use super::{Desired, FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef};
+use crate::vocab::mcs::{MCS_GROUP, MCS_VERSIONS};
 
 /// `reportingController` of our Events.
 pub const REPORTING_CONTROLLER: &str = "clusterset-dns-mirror";
@@ -163,10 +164,9 @@ pub async fn discover_mcs(client: &Client) -> Result<McsApis, ApiError> {
     let Some(group) = group else {
         return Ok(McsApis::default());
     };
-    let versions = ["v1beta1", "v1alpha1"];
     Ok(McsApis {
-        import: discover::resource(&group, &versions, "ServiceImport"),
-        export: discover::resource(&group, &versions, "ServiceExport"),
+        import: discover::resource(&group, &MCS_VERSIONS, "ServiceImport"),
+        export: discover::resource(&group, &MCS_VERSIONS, "ServiceExport"),
     })
 }
 

@@ -53,16 +53,6 @@ pub const FULL_NAME_ANNOTATION: &str = "clusterset-dns.io/full-name";
 /// Label naming the linked cluster an object mirrors (absent on federated
 /// objects, which belong to every member).
 pub const CLUSTER_LABEL: &str = "clusterset-dns.io/cluster";
-/// The MCS API group (ServiceExport, ServiceImport).
-pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
-/// `multicluster.kubernetes.io/service-name`: the MCS service an import's
-/// objects belong to (on our derived Services, their EndpointSlices and our
-/// ServiceImports).
-pub const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/service-name";
-/// `multicluster.kubernetes.io/source-cluster`: the cluster id an imported
-/// EndpointSlice's endpoints come from (CoreDNS's `multicluster` names pods
-/// `<hostname>.<clusterid>` by it).
-pub const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";
 /// Prefix of the derived Service of an MCS service: `derived-<svc>`, the
 /// selector-less Service whose ClusterIP is the ServiceImport's clusterset IP.
 pub const DERIVED_PREFIX: &str = "derived-";

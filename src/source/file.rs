@@ -33,6 +33,7 @@ use super::status::AdjustedCounts;
 use crate::model::budget::{Admission, Budget};
 use crate::model::objects::{Gateway, Import, Mirror, ObjectKey, Service, Slice};
 use crate::model::{Event, Health};
+use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
 use crate::vocab::name::check_cluster_name;
 
 /// Deepest directory level searched below a cluster directory (guards
@@ -707,7 +708,7 @@ impl Reader {
                     .or_default() += 1;
             }
             Ok(Some(id)) => {
-                let key = ObjectKey::new("", "cluster.clusterset.k8s.io");
+                let key = ObjectKey::new("", CLUSTER_ID_PROPERTY);
                 if self.first_definition("ClusterProperty", &key, path, doc, item) {
                     self.load.objects.cluster_id = Some(id.into());
                 }

@@ -6,4 +6,5 @@
 
 pub mod duration;
 pub mod linkerd;
+pub mod mcs;
 pub mod name;

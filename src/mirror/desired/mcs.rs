@@ -33,14 +33,14 @@ use super::{
     fit_name, metadata, pod_hostname, port_json, ready, render_slices, service_ref, text,
 };
 use crate::mirror::{
-    CLUSTER_LABEL, DERIVED_PREFIX, Kind, MANAGED_BY, MANAGED_BY_LABEL, MCS_GROUP,
-    MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL, ObjectRef, SLICE_MANAGED_BY,
+    CLUSTER_LABEL, DERIVED_PREFIX, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef, SLICE_MANAGED_BY,
 };
 use crate::model::cluster::ClusterSet;
 use crate::model::entry::mcs::{Member, members, union_ports};
 use crate::model::entry::{BuildContext, federation_eligible};
 use crate::model::objects::{ObjectKey, Port};
 use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
+use crate::vocab::mcs::{MCS_GROUP, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
 
 /// The name of MCS service `svc`'s derived Service, as written.
 pub fn derived_name(svc: &str) -> String {

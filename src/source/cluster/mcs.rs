@@ -21,12 +21,11 @@ use super::{Msg, Runner};
 use crate::k8s::client::BoundedClient;
 use crate::k8s::discover::{self, DiscoverError};
 use crate::k8s::watch::{MAX_BACKOFF, PAGE, backoff, config};
-use crate::source::convert::mcs::{ABOUT_GROUP, CLUSTER_ID_PROPERTY, MCS_GROUP};
 use crate::source::state::Watch;
 use crate::source::status::McsStatus;
-
-/// Versions we read, most preferred first.
-const VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
+use crate::vocab::mcs::{
+    ABOUT_GROUP, ABOUT_VERSIONS, CLUSTER_ID_PROPERTY, MCS_GROUP, MCS_VERSIONS,
+};
 
 /// The MCS and About resources a cluster serves.
 #[derive(Debug, Clone, Default)]
@@ -43,14 +42,14 @@ pub(super) struct McsApis {
 async fn discover_apis(client: &kube::Client) -> Result<McsApis, DiscoverError> {
     let mcs = discover::group(client, MCS_GROUP).await?;
     let about = discover::group(client, ABOUT_GROUP).await?;
-    let find = |g: &Option<kube::discovery::ApiGroup>, kind| {
+    let find = |g: &Option<kube::discovery::ApiGroup>, versions: &[&str], kind| {
         g.as_ref()
-            .and_then(|g| discover::resource(g, &VERSIONS, kind))
+            .and_then(|g| discover::resource(g, versions, kind))
     };
     Ok(McsApis {
-        export: find(&mcs, "ServiceExport"),
-        import: find(&mcs, "ServiceImport"),
-        property: find(&about, "ClusterProperty"),
+        export: find(&mcs, &MCS_VERSIONS, "ServiceExport"),
+        import: find(&mcs, &MCS_VERSIONS, "ServiceImport"),
+        property: find(&about, &ABOUT_VERSIONS, "ClusterProperty"),
     })
 }
 

@@ -17,18 +17,10 @@ use serde::de::DeserializeOwned;
 
 use super::{ConvertError, Reason, invalid, key, quote};
 use crate::model::objects::{Import, ObjectKey};
+use crate::vocab::mcs::{
+    ABOUT_GROUP, ABOUT_VERSIONS, CLUSTER_ID_PROPERTY, MCS_GROUP, MCS_VERSIONS,
+};
 use crate::vocab::name::is_dns_label;
-
-/// The MCS API group.
-pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
-/// The About API group (KEP-2149).
-pub const ABOUT_GROUP: &str = "about.k8s.io";
-/// The ClusterProperty whose value is the cluster id.
-pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
-/// The MCS API versions we read.
-pub const MCS_VERSIONS: [&str; 2] = ["v1alpha1", "v1beta1"];
-/// The About API versions we read.
-pub const ABOUT_VERSIONS: [&str; 2] = ["v1alpha1", "v1beta1"];
 
 /// A ServiceExport or ServiceImport, as far as we read it.
 #[derive(Debug, Deserialize)]

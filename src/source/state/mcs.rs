@@ -23,9 +23,9 @@ use crate::model::Event;
 use crate::model::objects::{Import, ObjectKey};
 use crate::source::convert::ConvertError;
 use crate::source::convert::mcs::{
-    CLUSTER_ID_PROPERTY, ClusterProperty, McsObject, convert_export, convert_import,
-    convert_property, from_dynamic,
+    ClusterProperty, McsObject, convert_export, convert_import, convert_property, from_dynamic,
 };
+use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
 
 /// The MCS state of a cluster.
 #[derive(Debug, Clone)]
