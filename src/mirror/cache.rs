@@ -42,6 +42,10 @@ pub struct Cache {
     relist: [Option<BTreeSet<ObjectRef>>; 3],
     /// Per kind: listed once, or not watched at all.
     listed: [bool; 3],
+    /// Services whose entry in `actual` changed since
+    /// [`Cache::take_touched_services`]: what can move a derived Service's
+    /// ClusterIP, found without a look at every Service.
+    touched_services: BTreeSet<ObjectRef>,
 }
 
 impl Default for Cache {
@@ -54,6 +58,7 @@ impl Default for Cache {
             echoes: BTreeMap::new(),
             relist: [None, None, None],
             listed: [false, false, true],
+            touched_services: BTreeSet::new(),
         }
     }
 }
@@ -96,6 +101,17 @@ impl Cache {
         &self.actual
     }
 
+    /// The Services whose state changed since the last call.
+    pub fn take_touched_services(&mut self) -> BTreeSet<ObjectRef> {
+        std::mem::take(&mut self.touched_services)
+    }
+
+    fn touch(&mut self, key: &ObjectRef) {
+        if key.kind == Kind::Service {
+            self.touched_services.insert(key.clone());
+        }
+    }
+
     /// Every watch has listed once: `actual` is complete.
     pub fn listed(&self) -> bool {
         self.listed.iter().all(|l| *l)
@@ -129,6 +145,10 @@ impl Cache {
     pub fn relist_done(&mut self, kind: Kind) -> bool {
         if let Some(seen) = self.relist[slot(kind)].take() {
             let gone = |k: &ObjectRef| k.kind == kind && !seen.contains(k);
+            let removed: Vec<ObjectRef> = self.actual.keys().filter(|k| gone(k)).cloned().collect();
+            for k in &removed {
+                self.touch(k);
+            }
             self.actual.retain(|k, _| !gone(k));
             self.watched.retain(|k, _| !gone(k));
             self.echoes.retain(|k, _| !gone(k));
@@ -145,6 +165,7 @@ impl Cache {
         if !is_ours(&v) {
             self.watched.remove(&key);
             self.echoes.remove(&key);
+            self.touch(&key);
             return self.actual.remove(&key).is_some();
         }
         let version = meta(&v, "resourceVersion").map(str::to_owned);
@@ -191,6 +212,7 @@ impl Cache {
         if same {
             self.watched.remove(&key);
             self.echoes.remove(&key);
+            self.touch(&key);
             self.actual.remove(&key);
         }
         true
@@ -213,11 +235,13 @@ impl Cache {
                 self.echoes.remove(&key);
             }
         }
+        self.touch(&key);
         self.actual.insert(key, Actual { object: v });
     }
 
     /// We deleted (or found already gone) the object `uid` of `key`.
     pub fn removed(&mut self, key: &ObjectRef, uid: Option<String>) {
+        self.touch(key);
         self.actual.remove(key);
         self.watched.remove(key);
         self.echoes.insert(key.clone(), Echo::Gone(uid));
@@ -231,6 +255,7 @@ impl Cache {
         if self.actual.get(&key) == Some(&new) {
             return false;
         }
+        self.touch(&key);
         self.actual.insert(key, new);
         true
     }

@@ -26,7 +26,8 @@ use tracing::{debug, info, warn};
 
 use super::api::{LocalApi, McsApis, discover_mcs};
 use super::cache::{Cache, is_ours};
-use super::desired::{DesiredState, McsSettings, MirrorSettings, mcs::derived_ips};
+use super::desired::mcs::{derived_ips, derived_name};
+use super::desired::{DesiredState, McsSettings, MirrorSettings};
 use super::feed::{Changed, FeedRx, Update};
 use super::lease::{self, LeaseConfig};
 use super::reconcile::{Hold, Op, contains, plan, plan_some};
@@ -225,18 +226,28 @@ impl Controller {
 
     /// The MCS services whose derived Service's ClusterIPs differ from
     /// those the desired state was computed with (the API allocated or
-    /// changed them); the new ones become the input.
+    /// changed them); the new ones become the input. Only the Services the
+    /// cache saw change since the last pass are looked at.
     fn moved_ips(&mut self) -> BTreeSet<ObjectKey> {
-        if !self.config.mcs {
+        let touched = self.cache.take_touched_services();
+        if !self.config.mcs || touched.is_empty() {
             return BTreeSet::new();
         }
-        let services = self
-            .cache
-            .actual()
-            .iter()
-            .filter(|(k, _)| k.kind == Kind::Service)
-            .map(|(k, a)| (k, &a.object));
-        let now = derived_ips(services);
+        let actual = self.cache.actual();
+        let mut now = (*self.derived_ips).clone();
+        now.retain(|svc, _| {
+            let derived = ObjectRef {
+                kind: Kind::Service,
+                namespace: svc.namespace.clone(),
+                name: derived_name(&svc.name).into(),
+            };
+            !touched.contains(&derived)
+        });
+        now.extend(derived_ips(
+            touched
+                .iter()
+                .filter_map(|k| Some((k, &actual.get(k)?.object))),
+        ));
         let old = &self.derived_ips;
         let moved: BTreeSet<ObjectKey> = now
             .iter()

@@ -133,3 +133,29 @@ fn a_relist_replaces_everything_and_completes_the_listing() {
     assert!(!c.actual().contains_key(&key("api")), "not listed: gone");
     assert!(c.applied(Kind::Service, obj("web", "u1", "9", 83)));
 }
+
+#[test]
+fn the_services_whose_state_changed_are_told_once() {
+    let mut c = listed(vec![obj("a", "u1", "1", 80), obj("b", "u2", "1", 80)]);
+    let all: Vec<ObjectRef> = c.take_touched_services().into_iter().collect();
+    assert_eq!(all, [key("a"), key("b")], "the first list");
+    assert!(c.take_touched_services().is_empty(), "told once");
+
+    // The same state again is no change; a new port is.
+    c.applied(Kind::Service, obj("a", "u1", "1", 80));
+    c.applied(Kind::Service, obj("b", "u2", "2", 81));
+    let changed: Vec<ObjectRef> = c.take_touched_services().into_iter().collect();
+    assert_eq!(changed, [key("b")]);
+
+    c.wrote(key("c"), obj("c", "u3", "5", 80));
+    c.deleted(Kind::Service, &obj("a", "u1", "3", 80));
+    let changed: Vec<ObjectRef> = c.take_touched_services().into_iter().collect();
+    assert_eq!(changed, [key("a"), key("c")], "a write and a delete");
+
+    // A relist that no longer holds b.
+    c.relist_begin(Kind::Service);
+    c.relist_item(Kind::Service, obj("c", "u3", "5", 80));
+    c.relist_done(Kind::Service);
+    let changed: Vec<ObjectRef> = c.take_touched_services().into_iter().collect();
+    assert_eq!(changed, [key("b")], "gone from the list");
+}

@@ -56,11 +56,11 @@ pub fn derived_ips<'v>(
     services: impl IntoIterator<Item = (&'v ObjectRef, &'v Value)>,
 ) -> BTreeMap<ObjectKey, Vec<IpAddr>> {
     let mut out = BTreeMap::new();
+    let label = format!(
+        "/metadata/labels/{}",
+        MCS_SERVICE_NAME_LABEL.replace('/', "~1")
+    );
     for (key, v) in services {
-        let label = format!(
-            "/metadata/labels/{}",
-            MCS_SERVICE_NAME_LABEL.replace('/', "~1")
-        );
         let Some(svc) = v.pointer(&label).and_then(Value::as_str) else {
             continue;
         };
