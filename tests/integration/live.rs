@@ -25,7 +25,7 @@ use crate::support::{Links, Live, Options, Proto, ask, create_object, eventually
 pub(crate) const NS: &str = "prod";
 
 /// rcode and A records of `name`.
-async fn a(dns: SocketAddr, name: &str) -> (ResponseCode, BTreeSet<String>) {
+pub(crate) async fn a(dns: SocketAddr, name: &str) -> (ResponseCode, BTreeSet<String>) {
     let (msg, _) = ask(dns, Proto::Udp, &q(name, RecordType::A)).await;
     let ips = msg
         .answers

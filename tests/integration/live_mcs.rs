@@ -6,18 +6,16 @@
 //! Every wait is a bounded poll of a DNS answer or of `/debug/clusters`;
 //! everything listens and dials on loopback.
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::{RData, RecordType};
 use serde_json::json;
 
 use crate::binary::http_get;
 use crate::kubesim_api::{client, sim};
-use crate::live::{NS, SECOND, clusters_file, export, fqdn, until, write_clusters};
-use crate::support::{Links, Live, Options, Proto, ask, create_object, eventually, q, start_live};
+use crate::live::{NS, SECOND, a, clusters_file, export, fqdn, until, write_clusters};
+use crate::support::{Links, Live, Options, create_object, eventually, start_live};
 
 /// The MCS API version kubesim serves first.
 const MCS: &str = "multicluster.x-k8s.io/v1beta1";
@@ -127,20 +125,6 @@ fn endpoint_docs(endpoints: &[(&str, bool, Option<&str>)]) -> Vec<serde_json::Va
             e
         })
         .collect()
-}
-
-/// rcode and A records of `name`.
-async fn a(dns: SocketAddr, name: &str) -> (ResponseCode, BTreeSet<String>) {
-    let (msg, _) = ask(dns, Proto::Udp, &q(name, RecordType::A)).await;
-    let ips = msg
-        .answers
-        .iter()
-        .filter_map(|r| match &r.data {
-            RData::A(a) => Some(a.0.to_string()),
-            _ => None,
-        })
-        .collect();
-    (msg.metadata.response_code, ips)
 }
 
 /// `cluster`'s entry of `/debug/clusters`, once `check` holds (at most
