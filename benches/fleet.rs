@@ -180,7 +180,7 @@ impl Fleet<'_> {
         let ready = started.elapsed();
         let mut dns = Dns::new(listening_addr(&line, "dns="));
         let deadline = Instant::now() + SYNC_TIMEOUT;
-        changes::wait_answers(&mut dns, &ips[..n], deadline);
+        changes::wait_answers(&mut dns, &ips[..n], 0, deadline);
         let answering = started.elapsed();
         check_every_name(&mut dns, &ips[..n], deadline);
 

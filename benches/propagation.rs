@@ -26,9 +26,13 @@
 //! measures as many changes again in the measured clusters while they run; then stops them.
 //! `c1`'s Services are exported like the others, so every storm write is a watch event at the
 //! server. `c1` is served by a kubesim of its own on a runtime of its own, and the writers run
-//! there too, its threads at nice 19: a linked cluster's API server is another machine, not a
-//! task beside the measured clusters' API server, and on two shared cores the storm would
-//! otherwise slow the measured clusters' kubesim and the poller as much as the server. A writer stops when told to, at a hard deadline (the change timeout × changes, plus
+//! there too, its threads at `SCHED_IDLE` (they run only when a core is otherwise idle): a
+//! linked cluster's API server is another machine, not a task beside the measured clusters' API
+//! server. At nice 19 instead, on two shared cores, the storm's kubesim and writers slowed the
+//! measured clusters' kubesim and the poller so much that the p99 tripled with `c1` not even
+//! linked. `PROPAGATION_STORM_UNLINKED=1` is that control: the same storm with `c1` left out
+//! of the server's clusters file, so what remains is the machine's share (bench only; no plain
+//! run). A writer stops when told to, at a hard deadline (the change timeout × changes, plus
 //! 30 s) or after 2^20 writes, whichever comes first; each of its writes is bounded by the change
 //! timeout. Prints the two phases side by side (p50, p99, max, timeouts), the storm's writes and
 //! rate, the ratio storm p99 / quiet p99 against the target, how long after the writers stopped
@@ -370,6 +374,8 @@ struct StormRun<'a> {
     writers: usize,
     /// For the report: clusters x services x endpoints.
     sizes: (usize, usize, usize),
+    /// The control: `c1` is not linked, so the server never sees the storm.
+    unlinked: bool,
 }
 
 /// What a storm run measured.
@@ -441,7 +447,7 @@ impl StormRun<'_> {
 
         // The server has taken in the whole storm once every writer's last write is answered.
         let caught = Instant::now();
-        for w in &stopped.written {
+        for w in stopped.written.iter().filter(|_| !self.unlinked) {
             if let Some(s) = w.last {
                 wait_answer(dns, 0, s, &ips[0][s], caught + SYNC_TIMEOUT);
             }
@@ -478,8 +484,13 @@ impl StormRun<'_> {
             && ratio <= STORM_RATIO_TARGET
             && storm[1] < STORM_P99_TARGET;
         println!(
-            "propagation storm: {clusters} clusters x {services} services x {endpoints} endpoints; {changes} changes in {measured} quiet, then {changes} while {} writers rewrite the slices of c1 (cluster 0)",
-            r.stopped.written.len()
+            "propagation storm: {clusters} clusters x {services} services x {endpoints} endpoints; {changes} changes in {measured} quiet, then {changes} while {} writers rewrite the slices of c1 (cluster 0){}",
+            r.stopped.written.len(),
+            if self.unlinked {
+                "; control: c1 is not linked to the server"
+            } else {
+                ""
+            }
         );
         if let Some(line) = server_line {
             println!("{line}");
@@ -508,8 +519,16 @@ impl StormRun<'_> {
             if met { "met" } else { "missed" }
         );
         let cut_short = r.stopped.written.iter().filter(|w| w.cut_short).count();
+        let caught_up = if self.unlinked {
+            "not asked for (c1 is not linked)".to_owned()
+        } else {
+            format!(
+                "every writer's last write answered {} after they were told to stop",
+                ms(r.caught_up)
+            )
+        };
         println!(
-            "  storm: {} writes in {:.2} s ({rate:.0}/s) by {} writers{}; every writer's last write answered {} after they were told to stop",
+            "  storm: {} writes in {:.2} s ({rate:.0}/s) by {} writers{}; {caught_up}",
             r.stopped.writes,
             r.stopped.elapsed.as_secs_f64(),
             r.stopped.written.len(),
@@ -518,8 +537,16 @@ impl StormRun<'_> {
             } else {
                 String::new()
             },
-            ms(r.caught_up),
         );
+        self.print_resources(r);
+        println!("  quiet:");
+        print_breakdown(&mut r.quiet, changes);
+        println!("  storm:");
+        print_breakdown(&mut r.storm, changes);
+        self.print_result(r, &quiet, &storm, (ratio, met, rate));
+    }
+    /// The server's RSS around the storm and the CPU of each phase.
+    fn print_resources(&self, r: &StormReport) {
         let (before, after, peak) = r.rss;
         let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
         let (q, st) = (r.cpu_quiet, r.cpu_storm);
@@ -549,10 +576,22 @@ impl StormRun<'_> {
                 );
             }
         }
-        println!("  quiet:");
-        print_breakdown(&mut r.quiet, changes);
-        println!("  storm:");
-        print_breakdown(&mut r.storm, changes);
+    }
+
+    /// The `RESULT storm key=value …` line; `quiet` and `storm` are the latency quantiles and
+    /// `(ratio, met, rate)` the storm p99 / quiet p99, whether the target was met and the
+    /// storm's writes per second.
+    fn print_result(
+        &self,
+        r: &StormReport,
+        quiet: &[Duration; 3],
+        storm: &[Duration; 3],
+        (ratio, met, rate): (f64, bool, f64),
+    ) {
+        let (clusters, services, endpoints) = self.sizes;
+        let changes = self.changes;
+        let (before, after, peak) = r.rss;
+        let (q, st) = (r.cpu_quiet, r.cpu_storm);
         // The breakdown sorted every sample; these are its quantiles.
         let p99 = |samples: &[Duration]| us(percentile(samples, 0.99));
         println!(
@@ -610,12 +649,19 @@ fn main() {
         !storm || (clusters >= 2 && writers >= 1),
         "PROPAGATION_STORM needs at least 2 clusters and 1 writer"
     );
-    let (plain, storm) = (!storm || !bench, storm || (!bench && clusters >= 2));
+    let unlinked = storm && bench && flag("PROPAGATION_STORM_UNLINKED");
+    let (plain, storm) = (
+        (!storm || !bench) && !unlinked,
+        storm || (!bench && clusters >= 2),
+    );
     let (binary, modes, rt) = common::setup("propagation", "PROPAGATION_IN_PROCESS", bench);
     let _entered = rt.enter();
     // The storm cluster's API server and writers run apart, at low CPU priority, as another
     // cluster's API server runs on another machine.
     let kube = Kube::start(&rt, clusters, tls, storm);
+    if unlinked {
+        common::write_clusters_file(&kube.clusters_file, &kube.remotes()[1..]);
+    }
     let local_kubeconfig = kube.local().kubeconfig_path().to_owned();
     let remotes = kube.remotes();
 
@@ -694,7 +740,7 @@ fn main() {
         };
         let ready_time = started.elapsed();
         let mut dns = Dns::new(dns_addr);
-        wait_answers(&mut dns, &ips, deadline);
+        wait_answers(&mut dns, &ips, usize::from(unlinked), deadline);
         let answering_time = started.elapsed();
         rss.synced(match &running {
             Running::Process(child) => Some(child),
@@ -748,6 +794,7 @@ fn main() {
                 changes,
                 writers,
                 sizes: (clusters, services, endpoints),
+                unlinked,
             };
             let mut r = run.run(&mut dns, &mut ips, &mut first, &mut storm_round);
             run.print(&mut r, (!plain).then_some(server_line.as_str()));

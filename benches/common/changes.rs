@@ -48,9 +48,15 @@ pub(crate) fn wait_answer(dns: &mut Dns, c: usize, s: usize, ips: &[Ipv4Addr], d
     }
 }
 
-/// Waits until every remote cluster's last service answers with its full endpoint set.
-pub(crate) fn wait_answers(dns: &mut Dns, ips: &[Vec<Vec<Ipv4Addr>>], deadline: Instant) {
-    for (c, services) in ips.iter().enumerate() {
+/// Waits until the last service of every remote cluster from `from` on answers with its full
+/// endpoint set (the clusters before `from` are not linked).
+pub(crate) fn wait_answers(
+    dns: &mut Dns,
+    ips: &[Vec<Vec<Ipv4Addr>>],
+    from: usize,
+    deadline: Instant,
+) {
+    for (c, services) in ips.iter().enumerate().skip(from) {
         let s = services.len() - 1;
         wait_answer(dns, c, s, &services[s], deadline);
     }
