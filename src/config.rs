@@ -59,6 +59,9 @@ pub enum ConfigError {
 
 /// Options shared by `serve`, `check` and `dump`.
 #[derive(Debug, Clone, Default, Args)]
+// clap prints these doc comments as `--help`, where backticks around
+// `<zone>` would show; rustdoc would read `<zone>` as an HTML tag.
+#[allow(rustdoc::invalid_html_tags)]
 pub struct ZoneArgs {
     /// Directory holding one sub-directory of Kubernetes YAML per cluster.
     #[arg(long, env = "CLUSTERSET_DNS_ZONES", value_name = "DIR")]
