@@ -15,6 +15,7 @@
 //! - [`api`]: every write, through kube's typed `Api` and event `Recorder`;
 //! - [`lease`]: leader election on a Lease (`Api<Lease>`);
 //! - [`status`]: the conditions of the local ServiceExports (`--mcs`);
+//! - [`sweep`]: without `--mcs`, the ServiceImports a run with it left;
 //! - [`run`]: the loop, and what each API status means for a write;
 //! - [`stats`]: its counters.
 //!
@@ -32,6 +33,7 @@ pub mod reconcile;
 pub mod run;
 pub mod stats;
 pub mod status;
+pub mod sweep;
 pub mod watch;
 
 #[cfg(test)]

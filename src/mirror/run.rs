@@ -32,6 +32,7 @@ use super::feed::{Changed, FeedRx, Update};
 use super::lease::{self, LeaseConfig};
 use super::reconcile::{Hold, Op, contains, plan, plan_some};
 use super::stats::MirrorStats;
+use super::sweep;
 use super::watch::{self as watches, Change, ExportChange};
 use super::{Desired, Kind, ObjectRef};
 use crate::model::ClusterSet;
@@ -141,6 +142,21 @@ struct Controller {
     /// in progress.
     exports: BTreeMap<ObjectKey, Value>,
     exports_relist: Option<BTreeMap<ObjectKey, Value>>,
+    /// Without `--mcs`: whether to look for leftover ServiceImports on the
+    /// next pass as leader ([`sweep`]); set by every full pass until a look
+    /// is done.
+    sweep: Sweep,
+}
+
+/// Where the look for leftover ServiceImports stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sweep {
+    /// Not due before the next full pass.
+    Waiting,
+    /// Due on the next pass as leader.
+    Due,
+    /// Done, or not needed (`--mcs` is on).
+    Done,
 }
 
 /// Before a cluster's first sync its part of the desired state is unknown;
@@ -161,6 +177,11 @@ fn hold(set: &ClusterSet, state: &DesiredState) -> Hold {
 
 impl Controller {
     fn new(config: MirrorConfig, stats: Arc<MirrorStats>) -> Self {
+        let sweep = if config.mcs {
+            Sweep::Done
+        } else {
+            Sweep::Waiting
+        };
         Self {
             api: LocalApi::new(config.client.clone(), &config.lease.identity),
             config,
@@ -179,6 +200,7 @@ impl Controller {
             derived_ips: Arc::default(),
             exports: BTreeMap::new(),
             exports_relist: None,
+            sweep,
         }
     }
 
@@ -271,6 +293,20 @@ impl Controller {
         self.plan_all = true;
         let since = self.pending.take().map_or_else(Instant::now, |(_, t)| t);
         self.pending = Some((Changed::All, since));
+        if self.sweep == Sweep::Waiting {
+            self.sweep = Sweep::Due;
+        }
+    }
+
+    /// Without `--mcs`, as leader: the look for leftover ServiceImports,
+    /// when one is due (after a full pass, until one is done).
+    async fn sweep_if_due(&mut self) {
+        if self.sweep == Sweep::Due {
+            self.sweep = match sweep::leftover_imports(&self.config.client).await {
+                sweep::Swept::Done(_) => Sweep::Done,
+                sweep::Swept::Again => Sweep::Waiting,
+            };
+        }
     }
 
     /// Takes one ServiceExport watch event in (`--mcs`).
@@ -699,6 +735,7 @@ pub async fn run(
         if !*inputs.leading.borrow() || !c.cache.listed() {
             continue;
         }
+        c.sweep_if_due().await;
         if c.pending.is_some() || c.plan_all {
             c.reconcile(&inputs.leading).await;
             // A derived Service we just created came back with its

@@ -5,7 +5,9 @@
 //! EndpointSlice per member labelled with its cluster id, and the
 //! ServiceImport `db` whose `ips` is that ClusterIP; everything is read back
 //! through kubectl, as a user (or CoreDNS's `multicluster`) sees it. A
-//! member that stops exporting takes exactly its slices with it.
+//! member that stops exporting takes exactly its slices with it; restarted
+//! without `--mcs`, the controller deletes the import, the derived Service
+//! and its slices.
 //!
 //! Every wait is a bounded poll; everything listens and dials on loopback.
 
@@ -152,7 +154,7 @@ async fn mcs_mirror_objects_read_back_through_kubectl() {
     .await;
     let file = clusters_file(dir.path(), &[cluster("east"), cluster("north")]);
     let kubeconfig: PathBuf = cluster("local").kubeconfig_path().to_owned();
-    let mut live = Live::new(&kubeconfig, Links::File(file));
+    let mut live = Live::new(&kubeconfig, Links::File(file.clone()));
     live.mirror = Some(MirrorSetup::new("a"));
     let options = Options {
         local: Some("local"),
@@ -261,5 +263,36 @@ async fn mcs_mirror_objects_read_back_through_kubectl() {
         .await
         .expect("import stays");
     assert_eq!(import["spec"]["ips"], cluster_ips);
+    server.server.stop().await;
+
+    // Restarted without --mcs: the import, the derived Service and its
+    // slices go; the user's ServiceExports stay.
+    let mut live = Live::new(&kubeconfig, Links::File(file));
+    live.mirror = Some(MirrorSetup::new("a"));
+    let options = Options {
+        local: Some("local"),
+        ..Options::default()
+    };
+    let server = start_live(options, live).await;
+    eventually(
+        "the import, derived-db and its slices deleted",
+        Duration::from_secs(10),
+        || async {
+            get_json(&kubeconfig, &["serviceimports", "db"])
+                .await
+                .is_none()
+                && get_json(&kubeconfig, &["service", "derived-db"])
+                    .await
+                    .is_none()
+                && member_slices(&kubeconfig).await.is_empty()
+        },
+    )
+    .await;
+    assert!(
+        get_json(cluster("east").kubeconfig_path(), &["serviceexports", "db"])
+            .await
+            .is_some(),
+        "east's ServiceExport stays"
+    );
     server.server.stop().await;
 }

@@ -1,6 +1,7 @@
 //! `--mcs` writes, request by request: the ServiceImport through the
 //! discovered resource (create, apply, delete), the ServiceExport `/status`
-//! apply, and the discovery that picks the version.
+//! apply, the discovery that picks the version, and (without `--mcs`) the
+//! deletion of the ServiceImports a run with it left.
 
 use super::*;
 use crate::mirror::api::discover_mcs;
@@ -253,4 +254,74 @@ async fn discovery_without_the_group_finds_nothing() {
     let apis = discover_mcs(&client).await.expect("discovery");
     mock::finished(server).await;
     assert!(apis.import.is_none() && apis.export.is_none());
+}
+
+/// Discovery of a cluster serving the MCS group at v1beta1, then the list
+/// of our ServiceImports in every namespace, answered `list`.
+fn sweep_script(list: Step) -> Vec<Step> {
+    vec![
+        Step::new("GET", "/apis").ok(group_list(&["v1beta1"])),
+        Step::new("GET", "/apis/multicluster.x-k8s.io/v1beta1").ok(resource_list("v1beta1")),
+        list,
+    ]
+}
+
+fn list_ours() -> Step {
+    Step::new("GET", "/apis/multicluster.x-k8s.io/v1beta1/serviceimports").query(&[(
+        "labelSelector",
+        "app.kubernetes.io%2Fmanaged-by%3Dclusterset-dns",
+    )])
+}
+
+fn listed_import(name: &str, uid: &str, rv: &str) -> Value {
+    json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+           "metadata": {"name": name, "namespace": "prod", "uid": uid, "resourceVersion": rv,
+                        "labels": {"app.kubernetes.io/managed-by": "clusterset-dns"}},
+           "spec": {"type": "ClusterSetIP", "ips": ["10.96.0.9"], "ports": []}})
+}
+
+#[tokio::test]
+async fn without_mcs_our_leftover_imports_are_deleted_with_preconditions() {
+    let (client, handle) = mock::client();
+    let mut script = sweep_script(list_ours().ok(json!({
+        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImportList",
+        "metadata": {"resourceVersion": "12"},
+        "items": [listed_import("db", "u1", "5"), listed_import("web", "u2", "6")]
+    })));
+    script.push(
+        Step::new("DELETE", &format!("{IMPORTS}/db"))
+            .body(json!({"preconditions": {"uid": "u1", "resourceVersion": "5"}}))
+            .ok(json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+    );
+    // Changed since it was listed: not what we listed, left alone.
+    script.push(
+        Step::new("DELETE", &format!("{IMPORTS}/web"))
+            .body(json!({"preconditions": {"uid": "u2", "resourceVersion": "6"}}))
+            .fails(409, "Conflict"),
+    );
+    let server = mock::serve(handle, script);
+    let swept = sweep::leftover_imports(&client).await;
+    mock::finished(server).await;
+    assert_eq!(swept, sweep::Swept::Done(1));
+}
+
+#[tokio::test]
+async fn without_the_right_to_list_them_leftover_imports_stay() {
+    let (client, handle) = mock::client();
+    let server = mock::serve(handle, sweep_script(list_ours().fails(403, "Forbidden")));
+    let swept = sweep::leftover_imports(&client).await;
+    mock::finished(server).await;
+    assert_eq!(swept, sweep::Swept::Done(0), "nothing more to do");
+}
+
+#[tokio::test]
+async fn a_failed_list_of_leftover_imports_is_tried_again() {
+    let (client, handle) = mock::client();
+    let server = mock::serve(
+        handle,
+        sweep_script(list_ours().fails(500, "InternalError")),
+    );
+    let swept = sweep::leftover_imports(&client).await;
+    mock::finished(server).await;
+    assert_eq!(swept, sweep::Swept::Again);
 }
