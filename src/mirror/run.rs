@@ -35,6 +35,7 @@ use super::stats::MirrorStats;
 use super::sweep;
 use super::watch::{self as watches, Change, ExportChange};
 use super::{Desired, Kind, ObjectRef};
+use crate::k8s::watch::{MAX_BACKOFF, backoff};
 use crate::model::ClusterSet;
 use crate::model::objects::ObjectKey;
 
@@ -748,11 +749,49 @@ pub async fn run(
     }
 }
 
-/// With `--mcs`: finds which MCS resources the local cluster serves and
-/// starts the watch of its ServiceExports. Returns `exports_tx` when nothing
-/// watches them, to be kept (the loop would take a closed channel for a
-/// stop). A cluster that serves no ServiceImport gets derived Services and
-/// slices only; discovery is not retried before a restart.
+/// Which MCS resources the local cluster serves, asked until it answers
+/// (kube-runtime's backoff) or the mirror stops (`None`). Until then the
+/// mirror writes nothing: a local API that cannot answer discovery cannot
+/// take writes either, and writing derived Services without knowing
+/// whether their ServiceImports can exist would be undone once it answers.
+async fn discover_until_answered(client: &Client, shutdown: &CancellationToken) -> Option<McsApis> {
+    let mut delays = backoff();
+    let mut failures = 0_u32;
+    loop {
+        let found = tokio::select! {
+            f = discover_mcs(client) => f,
+            () = shutdown.cancelled() => return None,
+        };
+        match found {
+            Ok(apis) => {
+                if failures > 0 {
+                    info!(failures, "mirror: MCS API discovery answered");
+                }
+                return Some(apis);
+            }
+            Err(e) => {
+                if failures == 0 {
+                    warn!(error = %e, "mirror: MCS API discovery failed; retrying, nothing is written until it answers");
+                } else {
+                    debug!(error = %e, failures, "mirror: MCS API discovery failed again");
+                }
+                failures = failures.saturating_add(1);
+                let delay = delays.next().unwrap_or(MAX_BACKOFF);
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = shutdown.cancelled() => return None,
+                }
+            }
+        }
+    }
+}
+
+/// With `--mcs`: finds which MCS resources the local cluster serves
+/// ([`discover_until_answered`]) and starts the watch of its
+/// ServiceExports. Returns `exports_tx` when nothing watches them, to be
+/// kept (the loop would take a closed channel for a stop). A cluster that
+/// serves no ServiceImport gets derived Services and slices only; whether
+/// it serves one is not asked again before a restart.
 async fn start_mcs(
     c: &mut Controller,
     exports_tx: mpsc::Sender<ExportChange>,
@@ -761,10 +800,9 @@ async fn start_mcs(
     if !c.config.mcs {
         return Some(exports_tx);
     }
-    let apis = discover_mcs(&c.config.client)
-        .await
-        .inspect_err(|e| warn!(error = %e, "MCS API discovery failed; no ServiceImports or export conditions"))
-        .unwrap_or_default();
+    let Some(apis) = discover_until_answered(&c.config.client, shutdown).await else {
+        return Some(exports_tx);
+    };
     match &apis.import {
         Some(ar) => {
             info!(version = %ar.version, "mirror: writing ServiceImports");

@@ -325,3 +325,45 @@ async fn a_failed_list_of_leftover_imports_is_tried_again() {
     mock::finished(server).await;
     assert_eq!(swept, sweep::Swept::Again);
 }
+
+#[tokio::test(start_paused = true)]
+async fn mcs_discovery_is_asked_again_until_the_api_answers() {
+    let (client, handle) = mock::client();
+    let server = mock::serve(
+        handle,
+        vec![
+            Step::new("GET", "/apis").fails(500, "InternalError"),
+            Step::new("GET", "/apis").fails(503, "ServiceUnavailable"),
+            Step::new("GET", "/apis").ok(group_list(&["v1beta1"])),
+            Step::new("GET", "/apis/multicluster.x-k8s.io/v1beta1").ok(resource_list("v1beta1")),
+        ],
+    );
+    let apis = discover_until_answered(&client, &CancellationToken::new())
+        .await
+        .expect("answered");
+    mock::finished(server).await;
+    assert_eq!(
+        apis.import.map(|a| a.api_version),
+        Some("multicluster.x-k8s.io/v1beta1".to_owned())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn mcs_discovery_that_never_answers_ends_with_the_mirror() {
+    let (client, handle) = mock::client();
+    // One failure answered, then the server is gone: every later ask fails.
+    let server = mock::serve(
+        handle,
+        vec![Step::new("GET", "/apis").fails(500, "InternalError")],
+    );
+    let stop = CancellationToken::new();
+    let stopper = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        stopper.cancel();
+    });
+    let found = discover_until_answered(&client, &stop).await;
+    mock::finished(server).await;
+    assert!(found.is_none(), "no APIs without an answer");
+    assert!(stop.is_cancelled());
+}
