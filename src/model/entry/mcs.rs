@@ -137,7 +137,9 @@ pub fn build_mcs_entry(
             mcs: true,
         },
         headless,
-        refused: refused.iter().map(|m| m.cluster.name.clone()).collect(),
+        // Pods are named under cluster ids here: a name below that a
+        // refused member's pod could own is asked by its id.
+        refused: refused.iter().map(|m| m.cluster.mcs_id().clone()).collect(),
     };
     let import = set
         .iter()

@@ -12,6 +12,7 @@ use crate::dns::answer::{Question, Room, answer};
 use crate::dns::name::QName;
 use crate::dns::wire::{CLASS_IN, Rcode, rtype};
 use crate::dns::zonefile::record_text;
+use crate::model::cluster::Event;
 use crate::model::{Epoch, Model, Settings};
 use crate::source::file::{initial_events, load_dir};
 use crate::vocab::name::ZoneName;
@@ -178,13 +179,25 @@ fn zones(dir: &std::path::Path) {
 /// off. Directories are announced in name order, as the file source does:
 /// `east` is known before `north` and keeps the id both claim.
 fn model_of(dir: &std::path::Path, mcs: bool) -> Model {
+    model_with(dir, mcs, Some)
+}
+
+/// [`model_of`] with each of the load's events passed through `edit`
+/// first (`None` drops it).
+fn model_with(dir: &std::path::Path, mcs: bool, edit: impl Fn(Event) -> Option<Event>) -> Model {
     let load = load_dir(dir, Some("west")).expect("zones");
     let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
     settings.mcs = mcs;
     let now = Instant::now();
     let epoch = Epoch::new(now, std::time::SystemTime::now());
     let mut model = Model::new(Arc::new(settings), epoch);
-    model.apply(load.clusters.iter().flat_map(initial_events), now);
+    model.apply(
+        load.clusters
+            .iter()
+            .flat_map(initial_events)
+            .filter_map(edit),
+        now,
+    );
     model.clusters_known(now);
     model
 }
@@ -678,5 +691,44 @@ fn a_change_in_one_member_reuses_the_others_parts_under_their_ids() {
     assert!(
         Arc::ptr_eq(&before, &after),
         "east's part under east-1 is the one built before, not a new copy"
+    );
+}
+
+#[test]
+fn a_pod_name_of_a_member_its_budget_refused_is_servfail_under_its_cluster_id() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    zones(tmp.path());
+    // east's `db` refused, as the source sends it: flagged, slices withheld.
+    let refused = |cluster: &str, svc: &str| cluster == "east" && svc == "db";
+    let snap = model_with(tmp.path(), true, |e| match e {
+        Event::SliceApplied { cluster, .. } if refused(&cluster, "db") => None,
+        Event::ServiceApplied {
+            cluster,
+            mut service,
+        } => {
+            service.refused = refused(&cluster, &service.key.name);
+            Some(Event::ServiceApplied { cluster, service })
+        }
+        other => Some(other),
+    })
+    .snapshot();
+    assert_eq!(
+        ask(&snap, &format!("db-0.east-1.db.{Z}"), rtype::A).0,
+        Rcode::ServFail,
+        "east's pods are named under its id east-1, not its name"
+    );
+    assert_eq!(
+        ask(&snap, &format!("db.{Z}"), rtype::A),
+        (
+            Rcode::NoError,
+            vec![format!("db.{Z} 5 IN A 10.1.1.1")],
+            vec![]
+        ),
+        "the union leaves the refused member out"
+    );
+    assert_eq!(
+        ask(&snap, &format!("db-0.west.db.{Z}"), rtype::A).1,
+        vec![format!("db-0.west.db.{Z} 5 IN A 10.1.1.1")],
+        "a held member's pods answer"
     );
 }
