@@ -28,7 +28,7 @@ use crate::source::file::{
     ClusterLoad, ClusterObjects, DirLoad, Severity, initial_events_of, judge, load_dir,
     within_budget,
 };
-use crate::source::live::{Links, LiveConfig};
+use crate::source::live::{Links, LiveConfig, MCS_REDISCOVER};
 
 /// Authoritative DNS for multicluster Kubernetes service names.
 #[derive(Debug, Parser)]
@@ -203,6 +203,7 @@ async fn live_config(config: &Config, live: &LiveOptions) -> anyhow::Result<Live
             },
         },
         sync_timeout: live.sync_timeout,
+        mcs_rediscover: MCS_REDISCOVER,
     })
 }
 

@@ -18,7 +18,7 @@ use clusterset_dns::k8s::client as k8s_client;
 use clusterset_dns::mirror::run::MirrorConfig;
 use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
-use clusterset_dns::source::live::{Links, LiveConfig};
+use clusterset_dns::source::live::{Links, LiveConfig, MCS_REDISCOVER};
 use clusterset_dns::vocab::name::ZoneName;
 use futures_util::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -651,6 +651,7 @@ pub(crate) async fn start_in_process(
             local_client,
             links: Links::File(clusters_file.to_owned()),
             sync_timeout: Duration::from_secs(60),
+            mcs_rediscover: MCS_REDISCOVER,
         }),
         mirror,
     )

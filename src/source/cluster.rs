@@ -80,6 +80,9 @@ pub struct ClusterRun {
     /// ServiceImports, and every Service (a ServiceExport can make any
     /// Service a member).
     pub mcs: bool,
+    /// `--mcs`: how often to ask again for an MCS or About API the cluster
+    /// did not serve.
+    pub mcs_rediscover: Duration,
 }
 
 impl ClusterRun {
@@ -358,6 +361,9 @@ struct Runner {
     pending: Vec<Event>,
     /// The every-Service watch (`--mcs`) was started, or found pointless.
     all_services_started: bool,
+    /// The MCS and About APIs whose watches run (`--mcs`; `None` before
+    /// discovery answered).
+    mcs_found: Option<McsApis>,
 }
 
 impl Runner {
@@ -403,6 +409,7 @@ impl Runner {
             last_budget: None,
             pending: Vec::new(),
             all_services_started: false,
+            mcs_found: None,
         };
         (r, rx)
     }

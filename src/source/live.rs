@@ -76,7 +76,15 @@ pub struct LiveConfig {
     pub links: Links,
     /// Readiness stops waiting for a cluster's first sync after this long.
     pub sync_timeout: Duration,
+    /// `--mcs`: how often a cluster that lacks an MCS or About API is asked
+    /// again whether it serves it now ([`MCS_REDISCOVER`] outside tests).
+    pub mcs_rediscover: Duration,
 }
+
+/// How often a cluster that serves no ServiceExport, ClusterProperty or
+/// (local) ServiceImport API is asked again: CRDs installed after the
+/// cluster was linked are watched within this long, without a restart.
+pub const MCS_REDISCOVER: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for LiveConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,6 +93,7 @@ impl std::fmt::Debug for LiveConfig {
             .field("local", &self.local)
             .field("links", &self.links)
             .field("sync_timeout", &self.sync_timeout)
+            .field("mcs_rediscover", &self.mcs_rediscover)
             .finish_non_exhaustive()
     }
 }
@@ -481,6 +490,7 @@ pub async fn run(
         sync_timeout: config.sync_timeout,
         settings: settings.clone(),
         mcs: settings.borrow().mcs,
+        mcs_rediscover: config.mcs_rediscover,
     };
     let n = local_run.service_selectors().len();
     let local_task = tokio::spawn(cluster::run(
@@ -672,6 +682,7 @@ async fn start_cluster(
         sync_timeout: cx.config.sync_timeout,
         settings: cx.settings.clone(),
         mcs: cx.settings.borrow().mcs,
+        mcs_rediscover: cx.config.mcs_rediscover,
     };
     let n = run.service_selectors().len();
     let state = match previous {

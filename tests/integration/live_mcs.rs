@@ -355,6 +355,58 @@ async fn a_cluster_without_the_mcs_crds_syncs_and_serves_its_linkerd_names() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcs_crds_installed_after_linking_are_watched_without_a_restart() {
+    let (sim, dir) = sim(&["local"], |_| {}).await;
+    let (bare_sim, _bare_dir) = sim_without_crds().await;
+    let local = sim.cluster("local").expect("cluster").clone();
+    let bare = bare_sim.cluster("bare").expect("cluster").clone();
+    let bc = client(&bare).await;
+    plain_service(&bc, "db", true, &[("10.3.0.9", true, Some("db-0"))]).await;
+    let file = clusters_file(dir.path(), &[&bare]);
+    let server = start_live(
+        mcs_options(),
+        Live::new(local.kubeconfig_path(), Links::File(file)),
+    )
+    .await;
+    let dns = server.dns;
+    let r = until_report(server.admin, "bare", 5 * SECOND, |r| {
+        r["mcs"]["status"] == "no ServiceExport API"
+    })
+    .await;
+    assert_eq!(r["mcs"]["member"], false, "{r:#}");
+
+    // The CRDs are installed and used; the server asks again on its own.
+    bare.install_crds("multicluster.x-k8s.io");
+    bare.install_crds("about.k8s.io");
+    set_cluster_id(&bc, "bare-1", true).await;
+    export_mcs(&bc, "db").await;
+    until(
+        dns,
+        &format!("db-0.bare-1.db.{NS}.svc.clusterset.local."),
+        ResponseCode::NoError,
+        &["10.3.0.9"],
+        5 * SECOND,
+    )
+    .await;
+    until(
+        dns,
+        &fqdn("db"),
+        ResponseCode::NoError,
+        &["10.3.0.9"],
+        SECOND,
+    )
+    .await;
+    let r = until_report(server.admin, "bare", SECOND, |r| r["mcs"]["member"] == true).await;
+    assert_eq!(
+        r["mcs"]["serviceExportApi"], "serviceexports.multicluster.x-k8s.io/v1beta1",
+        "{r:#}"
+    );
+    assert_eq!(r["mcs"]["clusterId"], "bare-1", "{r:#}");
+    assert_eq!(r["synced"], true, "{r:#}");
+    assert_eq!(r["lastError"], serde_json::Value::Null, "{r:#}");
+}
+
 /// A kubesim cluster `bare` with neither the MCS nor the About CRDs.
 async fn sim_without_crds() -> (kubesim::Sim, tempfile::TempDir) {
     sim(&["bare"], |c| {

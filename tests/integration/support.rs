@@ -211,6 +211,8 @@ pub(crate) struct Live {
     pub(crate) wait_ready: bool,
     /// Run the mirror controller too.
     pub(crate) mirror: Option<MirrorSetup>,
+    /// How often a cluster lacking an MCS or About API is asked again.
+    pub(crate) mcs_rediscover: Duration,
 }
 
 /// Mirror controller settings for a test: short lease timings so takeovers
@@ -244,7 +246,8 @@ impl MirrorSetup {
 
 impl Live {
     /// Defaults: Links in `linkerd-multicluster`, 10 s sync timeout, no
-    /// max-stale, 30 s federated grace, wait until ready.
+    /// max-stale, 30 s federated grace, wait until ready, MCS APIs asked
+    /// for again every 200 ms.
     pub(crate) fn new(kubeconfig: &Path, links: Links) -> Self {
         Self {
             kubeconfig: kubeconfig.to_owned(),
@@ -254,6 +257,7 @@ impl Live {
             federated_grace: Duration::from_secs(30),
             wait_ready: true,
             mirror: None,
+            mcs_rediscover: Duration::from_millis(200),
         }
     }
 }
@@ -311,6 +315,7 @@ pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
             local_client,
             links: live.links,
             sync_timeout: live.sync_timeout,
+            mcs_rediscover: live.mcs_rediscover,
         }),
         mirror,
     )

@@ -6,8 +6,11 @@
 //! Owns the rule that a cluster serving no ServiceExport API is simply not
 //! an MCS member: said once in the log and in `/debug/clusters`, never an
 //! error, and its state is handed an empty list for every watch it cannot
-//! start, so its sync waits for none of them. It must not interpret
-//! objects (`source::state` does).
+//! start, so its sync waits for none of them. While an API is missing the
+//! cluster is asked again ([`super::ClusterRun::mcs_rediscover`]), so CRDs
+//! installed after the cluster was linked are watched without a restart.
+//! An API that goes away keeps its watch, which then reports the failure.
+//! It must not interpret objects (`source::state` does).
 
 use std::time::Duration;
 
@@ -28,7 +31,7 @@ use crate::vocab::mcs::{
 };
 
 /// The MCS and About resources a cluster serves.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct McsApis {
     /// `serviceexports.multicluster.x-k8s.io`.
     pub(super) export: Option<ApiResource>,
@@ -53,30 +56,56 @@ async fn discover_apis(client: &kube::Client) -> Result<McsApis, DiscoverError> 
     })
 }
 
+impl McsApis {
+    /// True when the cluster lacks an API its task would watch: the
+    /// ServiceImports only matter in the local cluster.
+    fn lacks_any(&self, local: bool) -> bool {
+        self.export.is_none() || self.property.is_none() || (local && self.import.is_none())
+    }
+}
+
 /// Discovers the cluster's MCS APIs, retrying until it can ask, and sends
-/// them to the task.
-async fn discover_task(client: BoundedClient, tx: mpsc::Sender<Msg>, stop: CancellationToken) {
+/// them to the task; while the cluster lacks one, asks again every `every`
+/// and sends what it finds whenever that differs from what it sent.
+async fn discover_task(
+    client: BoundedClient,
+    tx: mpsc::Sender<Msg>,
+    stop: CancellationToken,
+    local: bool,
+    every: Duration,
+) {
     let mut delays = backoff();
+    let mut sent: Option<McsApis> = None;
     loop {
         let found = tokio::select! {
             f = discover_apis(&client.client) => f,
             () = stop.cancelled() => return,
         };
-        match found {
+        let wait = match found {
             Ok(apis) => {
-                let _ = tx.send(Msg::McsApis(Box::new(apis))).await;
-                return;
+                delays = backoff();
+                let done = !apis.lacks_any(local);
+                if sent.as_ref() != Some(&apis) {
+                    sent = Some(apis.clone());
+                    if tx.send(Msg::McsApis(Box::new(apis))).await.is_err() {
+                        return;
+                    }
+                }
+                if done {
+                    return;
+                }
+                every
             }
             Err(e) => {
                 // The watches report a cluster that does not answer; this
                 // only retries.
                 debug!(error = %e, "cannot discover the MCS API; retrying");
-                let delay: Duration = delays.next().unwrap_or(MAX_BACKOFF);
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = stop.cancelled() => return,
-                }
+                delays.next().unwrap_or(MAX_BACKOFF)
             }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = stop.cancelled() => return,
         }
     }
 }
@@ -101,63 +130,111 @@ impl Runner {
                 w.client.clone(),
                 self.queue.clone(),
                 self.stop.clone(),
+                self.run.local,
+                self.run.mcs_rediscover,
             ));
         }
     }
 
-    /// Discovery answered: the watches the cluster serves start, the others
-    /// are an empty list.
+    /// Discovery answered: the watches of the APIs the cluster serves start.
+    /// The first time, the others are an empty list; later, only APIs that
+    /// were missing and are served now start (CRDs installed since).
     pub(super) fn mcs_apis(&mut self, apis: McsApis) {
-        let name = self.run.name.clone();
-        match &apis.export {
-            Some(ar) => info!(cluster = %name, api = %ar.api_version, "watching ServiceExports"),
-            None => info!(
-                cluster = %name,
-                "the cluster serves no ServiceExport API ({MCS_GROUP}): not an MCS member"
-            ),
-        }
-        if apis.property.is_none() {
-            info!(cluster = %name, "the cluster serves no ClusterProperty API ({ABOUT_GROUP}): its name is its cluster id");
-        }
-        self.board.update(&name, |r| {
+        let first = self.mcs_found.is_none();
+        let was = self.mcs_found.take().unwrap_or_default();
+        self.log_apis(&was, &apis, first);
+        // What runs: an API that went away keeps its watch.
+        let now = McsApis {
+            export: was.export.clone().or_else(|| apis.export.clone()),
+            import: was.import.clone().or_else(|| apis.import.clone()),
+            property: was.property.clone().or_else(|| apis.property.clone()),
+        };
+        self.board.update(&self.run.name, |r| {
             let m = r.mcs.get_or_insert_with(McsStatus::default);
             m.discovered = true;
-            m.export_api = api_name(apis.export.as_ref());
-            m.import_api = api_name(apis.import.as_ref());
-            m.property_api = api_name(apis.property.as_ref());
+            m.export_api = api_name(now.export.as_ref());
+            m.import_api = api_name(now.import.as_ref());
+            m.property_api = api_name(now.property.as_ref());
         });
-        let local = self.run.local;
-        let mut empty = Vec::new();
-        if let Some(w) = self.watches.as_mut() {
-            match &apis.export {
-                Some(ar) => w.dynamic(Watch::Exports, ar, config(PAGE)),
-                None => empty.push(Watch::Exports),
-            }
-            match &apis.property {
-                Some(ar) => w.dynamic(
-                    Watch::ClusterId,
-                    ar,
-                    config(PAGE).fields(&format!("metadata.name={CLUSTER_ID_PROPERTY}")),
-                ),
-                None => empty.push(Watch::ClusterId),
-            }
-            match (&apis.import, local) {
-                (Some(ar), true) => w.dynamic(Watch::Imports, ar, config(PAGE)),
-                (None, true) => empty.push(Watch::Imports),
-                (_, false) => {}
-            }
-        }
-        if apis.export.is_none()
+        let mut empty = self.start_mcs_watches(&was, &now, first);
+        if first
+            && now.export.is_none()
             && let Some(all) = self.run.all_services()
         {
             // No export can make an unlabelled Service a member.
             self.all_services_started = true;
             empty.push(Watch::Services(all));
+        } else if !first && was.export.is_none() && now.export.is_some() {
+            // Exports can make any Service a member now.
+            self.all_services_started = false;
         }
         for w in empty {
             let mut out = self.state.watched(w, WatchEvent::Init);
             self.state.reset_done(w, &mut out);
             self.took(out);
+        }
+        self.mcs_found = Some(now);
+    }
+
+    /// Starts the watch of each API in `now` that was not in `was`; returns
+    /// the watches to hand an empty list (`first`: those not served).
+    fn start_mcs_watches(&mut self, was: &McsApis, now: &McsApis, first: bool) -> Vec<Watch> {
+        let local = self.run.local;
+        let mut empty = Vec::new();
+        let Some(w) = self.watches.as_mut() else {
+            return empty;
+        };
+        let mut start =
+            |watch, was: &Option<ApiResource>, now: &Option<ApiResource>, cfg| match (was, now) {
+                (None, Some(ar)) => w.dynamic(watch, ar, cfg),
+                (None, None) if first => empty.push(watch),
+                _ => {}
+            };
+        start(Watch::Exports, &was.export, &now.export, config(PAGE));
+        start(
+            Watch::ClusterId,
+            &was.property,
+            &now.property,
+            config(PAGE).fields(&format!("metadata.name={CLUSTER_ID_PROPERTY}")),
+        );
+        if local {
+            start(Watch::Imports, &was.import, &now.import, config(PAGE));
+        }
+        empty
+    }
+
+    /// Says what discovery found: everything the first time, then the APIs
+    /// the cluster serves now that it did not.
+    fn log_apis(&self, was: &McsApis, apis: &McsApis, first: bool) {
+        let name = &self.run.name;
+        if first {
+            match &apis.export {
+                Some(ar) => {
+                    info!(cluster = %name, api = %ar.api_version, "watching ServiceExports");
+                }
+                None => info!(
+                    cluster = %name,
+                    "the cluster serves no ServiceExport API ({MCS_GROUP}): not an MCS member"
+                ),
+            }
+            if apis.property.is_none() {
+                info!(cluster = %name, "the cluster serves no ClusterProperty API ({ABOUT_GROUP}): its name is its cluster id");
+            }
+            return;
+        }
+        let new = |was: &Option<ApiResource>, now: &Option<ApiResource>| {
+            now.as_ref()
+                .filter(|_| was.is_none())
+                .map(|ar| ar.api_version.clone())
+        };
+        if let Some(api) = new(&was.export, &apis.export) {
+            info!(cluster = %name, %api, "the cluster serves ServiceExports now: watching them");
+        }
+        if let Some(api) = new(&was.property, &apis.property) {
+            info!(cluster = %name, %api, "the cluster serves ClusterProperties now: watching its cluster id");
+        }
+        if let Some(api) = new(&was.import, &apis.import).filter(|_| self.run.local) {
+            info!(cluster = %name, %api, "the cluster serves ServiceImports now: watching them");
         }
     }
 

@@ -248,7 +248,7 @@ pub async fn handle(cluster: Arc<Cluster>, req: Request<Incoming>) -> Response<B
     let path = parts.uri.path().to_owned();
     let query = parse_query(parts.uri.query());
     let mut route = route(&path, &cluster.addr.to_string());
-    hide_uninstalled(&mut route, &path, &cluster.settings.uninstalled_groups());
+    hide_uninstalled(&mut route, &path, &cluster.uninstalled_groups());
     let mut audit = AuditEntry {
         user: "system:anonymous".into(),
         verb: parts.method.as_str().to_ascii_lowercase(),

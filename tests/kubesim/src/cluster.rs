@@ -4,7 +4,7 @@
 //! It owns connection handling (TLS, HTTP/1.1) and the fault and observability state that the
 //! request path reads. Request semantics live in `api`; storage in `store`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
@@ -147,6 +147,8 @@ pub struct Cluster {
     kubeconfig: PathBuf,
     counters: Mutex<BTreeMap<(String, String), u64>>,
     audit: Mutex<Vec<AuditEntry>>,
+    /// CRD groups installed since the start ([`Cluster::install_crds`]).
+    installed: Mutex<BTreeSet<String>>,
 }
 
 /// Errors starting or restarting a cluster.
@@ -244,10 +246,30 @@ impl Cluster {
             kubeconfig: dir.join(format!("{name}.kubeconfig")),
             counters: Mutex::new(BTreeMap::new()),
             audit: Mutex::new(Vec::new()),
+            installed: Mutex::new(BTreeSet::new()),
         });
         cluster.write_kubeconfig().map_err(tls_err)?;
         cluster.serve(listener);
         Ok(cluster)
+    }
+
+    /// Installs the CRDs of API group `group` now, as a `kubectl apply` of
+    /// their manifests would: the group appears in discovery and its paths
+    /// serve. Only the groups [`ClusterSettings`] can leave uninstalled
+    /// have any to install.
+    pub fn install_crds(&self, group: &str) {
+        lock(&self.installed).insert(group.to_owned());
+    }
+
+    /// The API groups of CRDs not installed now: those the settings leave
+    /// out, less those installed since.
+    pub fn uninstalled_groups(&self) -> Vec<&'static str> {
+        let installed = lock(&self.installed);
+        self.settings
+            .uninstalled_groups()
+            .into_iter()
+            .filter(|g| !installed.contains(*g))
+            .collect()
     }
 
     /// `https://127.0.0.1:port` (or `http://` without TLS).

@@ -160,7 +160,8 @@ async fn discovery_lists_the_crds_as_installed() {
     }
 }
 
-/// Uninstalled, the groups are gone, as on a cluster without the CRDs.
+/// Uninstalled, the groups are gone, as on a cluster without the CRDs;
+/// installed later, they serve.
 #[tokio::test]
 async fn uninstalled_crds_are_absent() {
     let bare = fixture(|s| {
@@ -180,6 +181,24 @@ async fn uninstalled_crds_are_absent() {
     ] {
         assert_eq!(bare.get(&path).await.0, 404, "{path}");
     }
+
+    // Installed later, as `kubectl apply` of the CRDs would: served at once.
+    bare.sim
+        .cluster("east")
+        .expect("configured")
+        .install_crds("multicluster.x-k8s.io");
+    let (_, groups) = bare.get("/apis").await;
+    let listed = groups.to_string();
+    assert!(listed.contains("multicluster.x-k8s.io"), "{listed}");
+    assert!(!listed.contains("about.k8s.io"), "{listed}");
+    let path = format!("{MCS}/v1beta1/namespaces/default/serviceexports");
+    assert_eq!(bare.get(&path).await.0, 200, "{path}");
+    assert_eq!(
+        bare.get(&format!("{ABOUT}/v1alpha1/clusterproperties"))
+            .await
+            .0,
+        404
+    );
 }
 
 fn export(version: &str) -> Value {
