@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::binary::http_get;
 use crate::kubesim_api::{client, sim};
 use crate::live::{NS, SECOND, a, clusters_file, export, fqdn, until, write_clusters};
-use crate::support::{Links, Live, Options, create_object, eventually, start_live};
+use crate::support::{Links, Live, Options, TestServer, create_object, eventually, start_live};
 
 /// The MCS API version kubesim serves first.
 const MCS: &str = "multicluster.x-k8s.io/v1beta1";
@@ -27,6 +27,21 @@ fn mcs_options() -> Options {
         mcs: true,
         ..Options::default()
     }
+}
+
+/// The server with `--mcs`, local cluster `local`, linked to `linked`
+/// through a clusters file in `dir`.
+async fn serve_mcs(
+    local: &kubesim::Cluster,
+    dir: &std::path::Path,
+    linked: &[&kubesim::Cluster],
+) -> TestServer {
+    let file = clusters_file(dir, linked);
+    start_live(
+        mcs_options(),
+        Live::new(local.kubeconfig_path(), Links::File(file)),
+    )
+    .await
 }
 
 /// Sends `method` to `path` with a JSON `body` (none: empty).
@@ -243,12 +258,7 @@ async fn the_cluster_property_moves_per_pod_names() {
     let ec = client(&east).await;
     plain_service(&ec, "db", true, &[("10.1.0.5", true, Some("db-0"))]).await;
     export_mcs(&ec, "db").await;
-    let file = clusters_file(dir.path(), &[&east]);
-    let server = start_live(
-        mcs_options(),
-        Live::new(local.kubeconfig_path(), Links::File(file)),
-    )
-    .await;
+    let server = serve_mcs(&local, dir.path(), &[&east]).await;
     let dns = server.dns;
     let pod = |id: &str| format!("db-0.{id}.db.{NS}.svc.clusterset.local.");
     // Without a ClusterProperty the cluster's name is its id.
@@ -324,13 +334,8 @@ async fn a_cluster_without_the_mcs_crds_syncs_and_serves_its_linkerd_names() {
     let ec = client(&east).await;
     plain_service(&ec, "web", false, &[("10.1.0.1", true, None)]).await;
     export_mcs(&ec, "web").await;
-    let file = clusters_file(dir.path(), &[&east, &bare]);
     // Ready within start_live's bound: nothing waits for bare's MCS watches.
-    let server = start_live(
-        mcs_options(),
-        Live::new(local.kubeconfig_path(), Links::File(file)),
-    )
-    .await;
+    let server = serve_mcs(&local, dir.path(), &[&east, &bare]).await;
     let dns = server.dns;
     assert_eq!(
         a(dns, &fqdn("api-bare")).await,
@@ -363,12 +368,7 @@ async fn mcs_crds_installed_after_linking_are_watched_without_a_restart() {
     let bare = bare_sim.cluster("bare").expect("cluster").clone();
     let bc = client(&bare).await;
     plain_service(&bc, "db", true, &[("10.3.0.9", true, Some("db-0"))]).await;
-    let file = clusters_file(dir.path(), &[&bare]);
-    let server = start_live(
-        mcs_options(),
-        Live::new(local.kubeconfig_path(), Links::File(file)),
-    )
-    .await;
+    let server = serve_mcs(&local, dir.path(), &[&bare]).await;
     let dns = server.dns;
     let r = until_report(server.admin, "bare", 5 * SECOND, |r| {
         r["mcs"]["status"] == "no ServiceExport API"
