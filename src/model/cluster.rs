@@ -12,7 +12,7 @@
 //! copied node copies pointers, not endpoints; changing a slice copies that
 //! one service's slices (only while a clone shares them).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -176,8 +176,8 @@ pub struct Cluster {
     /// Exported or federated services.
     pub services: OrdMap<ObjectKey, Service>,
     /// EndpointSlices grouped by their service (namespace, service name),
-    /// then by slice name.
-    pub slices: OrdMap<ObjectKey, Arc<BTreeMap<Arc<str>, Slice>>>,
+    /// in slice-name order.
+    pub slices: OrdMap<ObjectKey, SliceGroup>,
     /// Which service each slice belongs to, so a delete needs only the key.
     slice_service: OrdMap<ObjectKey, ObjectKey>,
     /// Mirror Services (local cluster only).
@@ -190,6 +190,66 @@ pub struct Cluster {
     pub property_id: Option<Arc<str>>,
     /// ServiceImports (MCS; the local cluster's are the ones served).
     pub imports: OrdMap<ObjectKey, Import>,
+}
+
+/// The EndpointSlices of one service, sorted by slice name, in one shared
+/// allocation of exactly their size.
+///
+/// Most services have one slice, and the model keeps one group per
+/// service of every cluster: a `BTreeMap` allocates a node of eleven
+/// slots for that one slice (about 1.1 KiB: 11.6 MiB of the live heap of
+/// `cargo bench --bench fleet` at 50 clusters of 200 services, measured
+/// with heaptrack), this about 100 B. A change copies the group's slices, which
+/// are handles (`Arc`s); the map it replaced was copied whole too whenever
+/// a snapshot still shared it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SliceGroup(Arc<[Slice]>);
+
+impl SliceGroup {
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|s| (*s.key.name).cmp(name))
+    }
+
+    /// The slice named `name`.
+    pub fn get(&self, name: &str) -> Option<&Slice> {
+        self.position(name).ok().map(|i| &self.0[i])
+    }
+
+    /// The slices, in name order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Slice> {
+        self.0.iter()
+    }
+
+    /// Number of slices.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when there is no slice.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// This group with `slice` added, or replacing the slice of its name.
+    #[must_use]
+    pub fn with(&self, slice: Slice) -> Self {
+        let mut v = self.0.to_vec();
+        match self.position(&slice.key.name) {
+            Ok(i) => v[i] = slice,
+            Err(i) => v.insert(i, slice),
+        }
+        Self(v.into())
+    }
+
+    /// This group without the slice `name`; `None` when nothing is left.
+    #[must_use]
+    pub fn without(&self, name: &str) -> Option<Self> {
+        let mut v = self.0.to_vec();
+        if let Ok(i) = self.position(name) {
+            v.remove(i);
+        }
+        (!v.is_empty()).then(|| Self(v.into()))
+    }
 }
 
 impl Cluster {
@@ -219,7 +279,7 @@ impl Cluster {
         self.slices
             .get(service)
             .into_iter()
-            .flat_map(|m| m.values())
+            .flat_map(SliceGroup::iter)
     }
 
     /// Applies an event about one of this cluster's objects (`name` is the
@@ -308,7 +368,7 @@ impl Cluster {
         let group = self.slices.entry(service.clone()).or_default();
         if group.get(&slice.key.name) != Some(&slice) {
             let key = slice.key.clone();
-            Arc::make_mut(group).insert(key.name.clone(), slice);
+            *group = group.with(slice);
             // Unchanged most of the time: no path copy for nothing.
             if self.slice_service.get(&key) != Some(&service) {
                 self.slice_service.insert(key, service.clone());
@@ -474,11 +534,14 @@ impl ClusterSet {
 
 fn remove_slice(c: &mut Cluster, key: &ObjectKey) -> Option<ObjectKey> {
     let service = c.slice_service.remove(key)?;
-    if let Some(group) = c.slices.get_mut(&service) {
-        if group.len() == 1 && group.contains_key(&key.name) {
-            c.slices.remove(&service);
-        } else if group.contains_key(&key.name) {
-            Arc::make_mut(group).remove(&key.name);
+    if let Some(group) = c.slices.get_mut(&service)
+        && group.get(&key.name).is_some()
+    {
+        match group.without(&key.name) {
+            Some(rest) => *group = rest,
+            None => {
+                c.slices.remove(&service);
+            }
         }
     }
     Some(service)

@@ -403,7 +403,7 @@ fn events_for(set: &ClusterSet) -> Vec<Event> {
         });
         ev.extend(cl.services.values().map(|s| svc_event(&cl.name, s.clone())));
         for group in cl.slices.values() {
-            ev.extend(group.values().map(|s| slice_event(&cl.name, s.clone())));
+            ev.extend(group.iter().map(|s| slice_event(&cl.name, s.clone())));
         }
         ev.extend(cl.mirrors.values().map(|mi| Event::MirrorApplied {
             cluster: cl.name.clone(),
