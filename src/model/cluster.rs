@@ -230,15 +230,21 @@ impl SliceGroup {
         self.0.is_empty()
     }
 
-    /// This group with `slice` added, or replacing the slice of its name.
-    #[must_use]
-    pub fn with(&self, slice: Slice) -> Self {
+    /// Adds `slice`, or replaces the slice of its name: in place when
+    /// nothing else shares the group (the usual change of a big service
+    /// then copies no other slice), else in a new allocation.
+    pub fn insert(&mut self, slice: Slice) {
+        let at = self.position(&slice.key.name);
+        if let (Ok(i), Some(slices)) = (at, Arc::get_mut(&mut self.0)) {
+            slices[i] = slice;
+            return;
+        }
         let mut v = self.0.to_vec();
-        match self.position(&slice.key.name) {
+        match at {
             Ok(i) => v[i] = slice,
             Err(i) => v.insert(i, slice),
         }
-        Self(v.into())
+        self.0 = v.into();
     }
 
     /// This group without the slice `name`; `None` when nothing is left.
@@ -368,7 +374,7 @@ impl Cluster {
         let group = self.slices.entry(service.clone()).or_default();
         if group.get(&slice.key.name) != Some(&slice) {
             let key = slice.key.clone();
-            *group = group.with(slice);
+            group.insert(slice);
             // Unchanged most of the time: no path copy for nothing.
             if self.slice_service.get(&key) != Some(&service) {
                 self.slice_service.insert(key, service.clone());
