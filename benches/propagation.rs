@@ -634,40 +634,15 @@ impl StormRun<'_> {
     }
 }
 
-fn main() {
-    let bench = common::bench_mode();
-    let clusters = size("PROPAGATION_CLUSTERS", 3, 3, bench);
-    let services = size("PROPAGATION_SERVICES", 1000, 20, bench);
-    let endpoints = size("PROPAGATION_ENDPOINTS", 10, 10, bench);
-    let changes = size("PROPAGATION_CHANGES", 1000, 30, bench);
-    assert!(clusters >= 1 && services >= 1 && endpoints >= 1);
-    let tls = flag("PROPAGATION_TLS");
-    // A bench run is plain or storm; the smoke run does both (storm when there are 2 clusters).
-    let storm = flag("PROPAGATION_STORM");
-    let writers = size("PROPAGATION_STORM_WRITERS", 8, 8, bench);
-    assert!(
-        !storm || (clusters >= 2 && writers >= 1),
-        "PROPAGATION_STORM needs at least 2 clusters and 1 writer"
-    );
-    let unlinked = storm && bench && flag("PROPAGATION_STORM_UNLINKED");
-    let (plain, storm) = (
-        (!storm || !bench) && !unlinked,
-        storm || (!bench && clusters >= 2),
-    );
-    let (binary, modes, rt) = common::setup("propagation", "PROPAGATION_IN_PROCESS", bench);
-    let _entered = rt.enter();
-    // The storm cluster's API server and writers run apart, at low CPU priority, as another
-    // cluster's API server runs on another machine.
-    let kube = Kube::start(&rt, clusters, tls, storm);
-    if unlinked {
-        common::write_clusters_file(&kube.clusters_file, &kube.remotes()[1..]);
-    }
-    let local_kubeconfig = kube.local().kubeconfig_path().to_owned();
-    let remotes = kube.remotes();
-
-    // Load.
-    let mut ips = common::initial_ips(clusters, services, endpoints);
-    let clients: Vec<Client> = rt.block_on(common::clients(&remotes));
+/// Creates every cluster's Services and slices (`ips`) through `clients`; checks that each
+/// cluster holds `services` more of each; returns how long it took.
+fn load(
+    rt: &tokio::runtime::Runtime,
+    remotes: &[&Arc<kubesim::Cluster>],
+    clients: &[Client],
+    ips: &[Vec<Vec<Ipv4Addr>>],
+    services: usize,
+) -> Duration {
     // Objects every cluster starts with (the `kubernetes` Service).
     let count = |r: &kubesim::Cluster, res: usize| r.store().count(res);
     let before: Vec<(usize, usize)> = remotes
@@ -680,7 +655,7 @@ fn main() {
         })
         .collect();
     let started = Instant::now();
-    rt.block_on(common::load(&clients, &ips, |_| false));
+    rt.block_on(common::load(clients, ips, |_| false));
     let load_time = started.elapsed();
     for (r, (svcs, slices)) in remotes.iter().zip(before) {
         assert_eq!(count(r, kubesim::resources::SERVICES), svcs + services);
@@ -689,136 +664,245 @@ fn main() {
             slices + services
         );
     }
+    load_time
+}
+
+/// Starts the server in `mode` linked to `kube`'s clusters file and waits until it is ready
+/// (by `deadline`); returns it and its DNS address.
+fn start_server(
+    mode: Mode,
+    binary: Option<&std::path::Path>,
+    rt: &tokio::runtime::Runtime,
+    kube: &Kube,
+    deadline: Instant,
+) -> (Running, std::net::SocketAddr) {
+    let local_kubeconfig = kube.local().kubeconfig_path().to_owned();
+    match mode {
+        Mode::Process => {
+            let binary = binary.expect("binary");
+            let (child, line) = common::start_process(
+                binary,
+                &local_kubeconfig,
+                &kube.clusters_file,
+                &[],
+                "PROPAGATION_LOG",
+            );
+            let (dns, admin) = (
+                listening_addr(&line, "dns="),
+                listening_addr(&line, "admin="),
+            );
+            while !admin_ready(admin) {
+                assert!(Instant::now() < deadline, "server not ready in time");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (Running::Process(child), dns)
+        }
+        Mode::InProcess => {
+            let server = rt.block_on(common::start_in_process(
+                &local_kubeconfig,
+                &kube.clusters_file,
+                |_, _| None,
+            ));
+            while !server.shared.ready.load(Ordering::Acquire) {
+                assert!(Instant::now() < deadline, "server not ready in time");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let dns = server.dns_addr;
+            (Running::InProcess(server), dns)
+        }
+    }
+}
+
+/// The smoke run's checks of a storm run: no timeouts, and a storm that wrote until stopped
+/// (not the ratio: a loaded CI machine is too noisy for it).
+fn check_storm_smoke(r: &StormReport) {
+    assert_eq!(
+        r.quiet.timeouts, 0,
+        "every quiet change reached DNS within 5 s"
+    );
+    assert_eq!(
+        r.storm.timeouts, 0,
+        "every change under the storm reached DNS within 5 s"
+    );
+    assert!(r.stopped.writes > 0, "the storm wrote");
+    assert!(
+        r.stopped.written.iter().all(|w| !w.cut_short),
+        "the storm ran until it was stopped"
+    );
+}
+
+/// What one run of this bench does, from its environment variables (see the module doc).
+struct Plan {
+    bench: bool,
+    clusters: usize,
+    services: usize,
+    endpoints: usize,
+    changes: usize,
+    tls: bool,
+    writers: usize,
+    /// Measure quiet changes alone.
+    plain: bool,
+    /// Measure quiet changes, then changes under a storm in `c1`.
+    storm: bool,
+    /// The storm's control: `c1` not linked.
+    unlinked: bool,
+}
+
+impl Plan {
+    fn from_env() -> Self {
+        let bench = common::bench_mode();
+        let clusters = size("PROPAGATION_CLUSTERS", 3, 3, bench);
+        let services = size("PROPAGATION_SERVICES", 1000, 20, bench);
+        let endpoints = size("PROPAGATION_ENDPOINTS", 10, 10, bench);
+        assert!(clusters >= 1 && services >= 1 && endpoints >= 1);
+        // A bench run is plain or storm; the smoke run does both (storm when there are 2
+        // clusters).
+        let storm = flag("PROPAGATION_STORM");
+        let writers = size("PROPAGATION_STORM_WRITERS", 8, 8, bench);
+        assert!(
+            !storm || (clusters >= 2 && writers >= 1),
+            "PROPAGATION_STORM needs at least 2 clusters and 1 writer"
+        );
+        let unlinked = storm && bench && flag("PROPAGATION_STORM_UNLINKED");
+        Self {
+            bench,
+            clusters,
+            services,
+            endpoints,
+            changes: size("PROPAGATION_CHANGES", 1000, 30, bench),
+            tls: flag("PROPAGATION_TLS"),
+            writers,
+            plain: (!storm || !bench) && !unlinked,
+            storm: storm || (!bench && clusters >= 2),
+            unlinked,
+        }
+    }
+}
+
+/// What every server mode of a run shares: the clusters, their clients and the load time.
+struct Setup {
+    rt: tokio::runtime::Runtime,
+    kube: Kube,
+    clients: Vec<Client>,
+    binary: Option<std::path::PathBuf>,
+    load_time: Duration,
+}
+
+fn main() {
+    let plan = Plan::from_env();
+    let (binary, modes, rt) = common::setup("propagation", "PROPAGATION_IN_PROCESS", plan.bench);
+    let _entered = rt.enter();
+    // The storm cluster's API server and writers run apart, at low CPU priority, as another
+    // cluster's API server runs on another machine.
+    let kube = Kube::start(&rt, plan.clusters, plan.tls, plan.storm);
+    if plan.unlinked {
+        common::write_clusters_file(&kube.clusters_file, &kube.remotes()[1..]);
+    }
+    let remotes = kube.remotes();
+    let mut ips = common::initial_ips(plan.clusters, plan.services, plan.endpoints);
+    let clients: Vec<Client> = rt.block_on(common::clients(&remotes));
+    let load_time = load(&rt, &remotes, &clients, &ips, plan.services);
     println!(
-        "propagation: kubesim over {}; loaded {} Services and {} EndpointSlices of {endpoints} endpoints in {:.2} s ({LOAD_CONCURRENCY} creates in flight)",
-        if tls { "HTTPS" } else { "plain HTTP" },
-        clusters * services,
-        clusters * services,
+        "propagation: kubesim over {}; loaded {} Services and {} EndpointSlices of {} endpoints in {:.2} s ({LOAD_CONCURRENCY} creates in flight)",
+        if plan.tls { "HTTPS" } else { "plain HTTP" },
+        plan.clusters * plan.services,
+        plan.clusters * plan.services,
+        plan.endpoints,
         load_time.as_secs_f64(),
     );
-
+    let setup = Setup {
+        rt,
+        kube,
+        clients,
+        binary,
+        load_time,
+    };
     let mut first = 0;
-    let mut storm_round = STORM_K0.div_ceil(services);
+    let mut storm_round = STORM_K0.div_ceil(plan.services);
     for mode in modes {
-        // Start the server and wait until it is ready and answers.
-        let mut rss = Rss::start();
-        let started = Instant::now();
-        let deadline = started + SYNC_TIMEOUT;
-        let (running, dns_addr) = match mode {
-            Mode::Process => {
-                let binary = binary.as_deref().expect("binary");
-                let (child, line) = common::start_process(
-                    binary,
-                    &local_kubeconfig,
-                    &kube.clusters_file,
-                    &[],
-                    "PROPAGATION_LOG",
-                );
-                let (dns, admin) = (
-                    listening_addr(&line, "dns="),
-                    listening_addr(&line, "admin="),
-                );
-                while !admin_ready(admin) {
-                    assert!(Instant::now() < deadline, "server not ready in time");
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                (Running::Process(child), dns)
-            }
-            Mode::InProcess => {
-                let server = rt.block_on(common::start_in_process(
-                    &local_kubeconfig,
-                    &kube.clusters_file,
-                    |_, _| None,
-                ));
-                while !server.shared.ready.load(Ordering::Acquire) {
-                    assert!(Instant::now() < deadline, "server not ready in time");
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                let dns = server.dns_addr;
-                (Running::InProcess(server), dns)
-            }
-        };
-        let ready_time = started.elapsed();
-        let mut dns = Dns::new(dns_addr);
-        wait_answers(&mut dns, &ips, usize::from(unlinked), deadline);
-        let answering_time = started.elapsed();
-        rss.synced(match &running {
-            Running::Process(child) => Some(child),
-            Running::InProcess(_) => None,
-        });
+        run_mode(&plan, &setup, mode, &mut ips, &mut first, &mut storm_round);
+    }
+}
 
-        let how = common::how(mode, binary.as_deref());
-        let server_line = format!(
-            "  server ({how}): ready after {:.2} s, every cluster answering after {:.2} s",
-            ready_time.as_secs_f64(),
-            answering_time.as_secs_f64()
+/// Starts the server in `mode`, runs the plain and the storm measures the plan asks for, and
+/// stops it. `first` and `storm_round` are the next change numbers; both move on.
+fn run_mode(
+    plan: &Plan,
+    setup: &Setup,
+    mode: Mode,
+    ips: &mut [Vec<Vec<Ipv4Addr>>],
+    first: &mut usize,
+    storm_round: &mut usize,
+) {
+    let (rt, kube, clients) = (&setup.rt, &setup.kube, &setup.clients);
+    // Start the server and wait until it is ready and answers.
+    let mut rss = Rss::start();
+    let started = Instant::now();
+    let deadline = started + SYNC_TIMEOUT;
+    let (running, dns_addr) = start_server(mode, setup.binary.as_deref(), rt, kube, deadline);
+    let ready_time = started.elapsed();
+    let mut dns = Dns::new(dns_addr);
+    wait_answers(&mut dns, ips, usize::from(plan.unlinked), deadline);
+    let answering_time = started.elapsed();
+    rss.synced(match &running {
+        Running::Process(child) => Some(child),
+        Running::InProcess(_) => None,
+    });
+    let how = common::how(mode, setup.binary.as_deref());
+    let server_line = format!(
+        "  server ({how}): ready after {:.2} s, every cluster answering after {:.2} s",
+        ready_time.as_secs_f64(),
+        answering_time.as_secs_f64()
+    );
+    if plan.plain {
+        let ks = *first..*first + plan.changes;
+        let mut m = run_changes(rt, clients, kube, &mut dns, ips, 0, ks);
+        *first += plan.changes;
+        rss.after();
+        let what = format!(
+            "{} clusters x {} services x {} endpoints, {} changes",
+            plan.clusters, plan.services, plan.endpoints, plan.changes
         );
-
-        if plain {
-            let ks = first..first + changes;
-            let mut m = run_changes(&rt, &clients, &kube, &mut dns, &mut ips, 0, ks);
-            first += changes;
-            rss.after();
-
-            let what = format!(
-                "{clusters} clusters x {services} services x {endpoints} endpoints, {changes} changes"
-            );
-            let rss = rss.text(mode, "", " to synced");
-            println!(
-                "propagation: {what}: {}, timeouts {}; {rss}; load {:.2} s",
-                common::p50_p99_max(&m.latency),
-                m.timeouts,
-                load_time.as_secs_f64()
-            );
-            println!("{server_line}");
-            print_breakdown(&mut m, changes);
-            if !bench {
-                assert_eq!(m.timeouts, 0, "every change reached DNS within 5 s");
-            }
+        let rss = rss.text(mode, "", " to synced");
+        println!(
+            "propagation: {what}: {}, timeouts {}; {rss}; load {:.2} s",
+            common::p50_p99_max(&m.latency),
+            m.timeouts,
+            setup.load_time.as_secs_f64()
+        );
+        println!("{server_line}");
+        print_breakdown(&mut m, plan.changes);
+        if !plan.bench {
+            assert_eq!(m.timeouts, 0, "every change reached DNS within 5 s");
         }
-
-        if storm {
-            let run = StormRun {
-                rt: &rt,
-                clients: &clients,
-                kube: &kube,
-                storm_client: match &kube.apart {
-                    Some((_, apart)) => apart.block_on(common::client(kube.remote(0))),
-                    None => clients[0].clone(),
-                },
-                mode,
-                server_proc: match &running {
-                    Running::Process(child) => format!("/proc/{}", child.0.id()),
-                    Running::InProcess(_) => "/proc/self".to_owned(),
-                },
-                changes,
-                writers,
-                sizes: (clusters, services, endpoints),
-                unlinked,
-            };
-            let mut r = run.run(&mut dns, &mut ips, &mut first, &mut storm_round);
-            run.print(&mut r, (!plain).then_some(server_line.as_str()));
-            if !bench {
-                // Not the ratio: a loaded CI machine is too noisy for it.
-                assert_eq!(
-                    r.quiet.timeouts, 0,
-                    "every quiet change reached DNS within 5 s"
-                );
-                assert_eq!(
-                    r.storm.timeouts, 0,
-                    "every change under the storm reached DNS within 5 s"
-                );
-                assert!(r.stopped.writes > 0, "the storm wrote");
-                assert!(
-                    r.stopped.written.iter().all(|w| !w.cut_short),
-                    "the storm ran until it was stopped"
-                );
-            }
+    }
+    if plan.storm {
+        let run = StormRun {
+            rt,
+            clients,
+            kube,
+            storm_client: match &kube.apart {
+                Some((_, apart)) => apart.block_on(common::client(kube.remote(0))),
+                None => clients[0].clone(),
+            },
+            mode,
+            server_proc: match &running {
+                Running::Process(child) => format!("/proc/{}", child.0.id()),
+                Running::InProcess(_) => "/proc/self".to_owned(),
+            },
+            changes: plan.changes,
+            writers: plan.writers,
+            sizes: (plan.clusters, plan.services, plan.endpoints),
+            unlinked: plan.unlinked,
+        };
+        let mut r = run.run(&mut dns, ips, first, storm_round);
+        run.print(&mut r, (!plan.plain).then_some(server_line.as_str()));
+        if !plan.bench {
+            check_storm_smoke(&r);
         }
-
-        match running {
-            Running::Process(child) => drop(child),
-            Running::InProcess(server) => rt.block_on(server.stop()),
-        }
+    }
+    match running {
+        Running::Process(child) => drop(child),
+        Running::InProcess(server) => rt.block_on(server.stop()),
     }
 }
