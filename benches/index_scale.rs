@@ -31,7 +31,9 @@
 //!    in each of the four clusters, with small services beside it; single
 //!    endpoint changes of it timed as in 3, and queries of other names.
 //!
-//! Prints tables and `RESULT key=value` lines.
+//! Prints tables and `RESULT key=value` lines. With `INDEX_SCALE_REVERSE=1` the
+//! in-process model of 3 and 5 also serves `10.in-addr.arpa` (PTR names for every
+//! address), as `--reverse-zone` makes the server do.
 
 mod zonegen;
 
@@ -526,9 +528,11 @@ fn file_setup(zones: &Path, changes: usize) -> ChangeSetup {
 }
 
 fn new_model() -> Model {
-    let settings = Arc::new(Settings::new(
-        ZoneName::new("clusterset.local").expect("zone"),
-    ));
+    let mut s = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
+    if std::env::var_os("INDEX_SCALE_REVERSE").is_some() {
+        s.reverse_zones = vec![ZoneName::new("10.in-addr.arpa").expect("zone")];
+    }
+    let settings = Arc::new(s);
     Model::new(settings, Epoch::new(Instant::now(), SystemTime::now()))
 }
 

@@ -724,7 +724,11 @@ impl Index {
             });
             match winner {
                 Some(target) => {
-                    self.snap.reverse.insert(ip, target);
+                    // Most of a changed name's addresses keep their
+                    // target: a persistent map's insert copies a path.
+                    if self.snap.reverse.get(&ip) != Some(&target) {
+                        self.snap.reverse.insert(ip, target);
+                    }
                 }
                 None => {
                     self.ptr_claims.remove(&ip);
