@@ -344,32 +344,29 @@ impl Entry {
         self.too_long
     }
 
-    /// The PTR records this name offers: address → name. Only per-cluster
-    /// names offer them (a federated name repeats its members' addresses).
-    pub fn ptrs(&self) -> Vec<(IpAddr, Arc<str>)> {
-        let mut out = Vec::new();
+    /// The PTR records `part` of this name offers: address → name. Only
+    /// per-cluster names offer them (a federated name repeats its members'
+    /// addresses).
+    pub fn part_ptrs(&self, part: &Part) -> Vec<(IpAddr, Arc<str>)> {
         if self.federated() {
-            return out;
+            return Vec::new();
         }
-        for part in &self.parts {
-            match part.reverse {
-                Reverse::None => {}
-                Reverse::Service => out.extend(
-                    part.v4
-                        .iter()
-                        .map(|ip| IpAddr::V4(*ip))
-                        .chain(part.v6.iter().map(|ip| IpAddr::V6(*ip)))
-                        .map(|ip| (ip, self.name.clone())),
-                ),
-                Reverse::Pods => out.extend(
-                    part.pods
-                        .iter()
-                        .filter(|p| self.host_fits(&part.cluster, p.hostname.len()))
-                        .map(|p| (p.addr, format!("{}.{}", p.hostname, self.name).into())),
-                ),
-            }
+        match part.reverse {
+            Reverse::None => Vec::new(),
+            Reverse::Service => part
+                .v4
+                .iter()
+                .map(|ip| IpAddr::V4(*ip))
+                .chain(part.v6.iter().map(|ip| IpAddr::V6(*ip)))
+                .map(|ip| (ip, self.name.clone()))
+                .collect(),
+            Reverse::Pods => part
+                .pods
+                .iter()
+                .filter(|p| self.host_fits(&part.cluster, p.hostname.len()))
+                .map(|p| (p.addr, format!("{}.{}", p.hostname, self.name).into()))
+                .collect(),
         }
-        out
     }
 
     /// Builds an entry from its parts; `None` when the name does not exist

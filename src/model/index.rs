@@ -26,6 +26,7 @@ use super::entry::{
 use super::objects::{ObjectKey, Service};
 use crate::vocab::name::FEDERATED;
 use crate::vocab::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
+use ptr::Ptrs;
 
 /// Answer settings, part of every snapshot so a configuration reload swaps
 /// them together with the data.
@@ -203,13 +204,6 @@ fn winner(claims: &[Claim]) -> Option<&Claim> {
     }
 }
 
-#[derive(Debug, Clone)]
-struct PtrClaim {
-    priority: (i64, Arc<str>),
-    key: Arc<str>,
-    target: Arc<str>,
-}
-
 /// The writer side of the index. One task owns it and publishes snapshots.
 #[derive(Debug)]
 pub struct Index {
@@ -228,8 +222,8 @@ pub struct Index {
     mcs_conflicts: HashMap<ObjectKey, Conflicts>,
     /// Clusters whose MCS id another holds: (id, holder).
     mcs_id_taken: HashMap<Arc<str>, (Arc<str>, Arc<str>)>,
-    entry_ptrs: HashMap<Arc<str>, Vec<IpAddr>>,
-    ptr_claims: HashMap<IpAddr, Vec<PtrClaim>>,
+    /// PTR names (with reverse zones).
+    ptrs: Ptrs,
     /// Each held slice's part of its names, rebuilt only when it changes.
     parts: PartCache,
     snap: Snapshot,
@@ -253,8 +247,7 @@ impl Index {
             losers: HashMap::new(),
             mcs_conflicts: HashMap::new(),
             mcs_id_taken: HashMap::new(),
-            entry_ptrs: HashMap::new(),
-            ptr_claims: HashMap::new(),
+            ptrs: Ptrs::default(),
             parts: PartCache::default(),
         }
     }
@@ -648,17 +641,15 @@ impl Index {
         } else {
             self.too_long_pods.insert(key.clone(), too_long);
         }
-        let ptrs = match &entry {
-            Some(e) if !self.settings.reverse_zones.is_empty() => e.ptrs(),
-            _ => Vec::new(),
-        };
-        self.publish(key, entry.map(Arc::new));
+        let entry = entry.map(Arc::new);
         if !self.settings.reverse_zones.is_empty() {
             let priority = won
                 .map(|w| (w.created, w.cluster.clone()))
                 .unwrap_or((i64::MAX, Arc::from("")));
-            self.update_ptrs(key, ptrs, priority);
+            self.ptrs
+                .update(key, entry.as_deref(), priority, &mut self.snap.reverse);
         }
+        self.publish(key, entry);
     }
 
     /// Puts `new` at `key` in the snapshot (or takes the name away), with
@@ -686,55 +677,6 @@ impl Index {
                 }
             }
             _ => {}
-        }
-    }
-
-    fn update_ptrs(
-        &mut self,
-        key: &Arc<str>,
-        mut ptrs: Vec<(IpAddr, Arc<str>)>,
-        priority: (i64, Arc<str>),
-    ) {
-        ptrs.sort();
-        ptrs.dedup_by(|a, b| a.0 == b.0);
-        let mut affected: Vec<IpAddr> = self.entry_ptrs.remove(key).unwrap_or_default();
-        for ip in &affected {
-            if let Some(claims) = self.ptr_claims.get_mut(ip) {
-                claims.retain(|c| c.key != *key);
-            }
-        }
-        if !ptrs.is_empty() {
-            self.entry_ptrs
-                .insert(key.clone(), ptrs.iter().map(|(ip, _)| *ip).collect());
-        }
-        for (ip, target) in ptrs {
-            self.ptr_claims.entry(ip).or_default().push(PtrClaim {
-                priority: priority.clone(),
-                key: key.clone(),
-                target,
-            });
-            affected.push(ip);
-        }
-        for ip in affected {
-            let winner = self.ptr_claims.get(&ip).and_then(|claims| {
-                claims
-                    .iter()
-                    .min_by(|a, b| a.priority.cmp(&b.priority).then_with(|| a.key.cmp(&b.key)))
-                    .map(|c| c.target.clone())
-            });
-            match winner {
-                Some(target) => {
-                    // Most of a changed name's addresses keep their
-                    // target: a persistent map's insert copies a path.
-                    if self.snap.reverse.get(&ip) != Some(&target) {
-                        self.snap.reverse.insert(ip, target);
-                    }
-                }
-                None => {
-                    self.ptr_claims.remove(&ip);
-                    self.snap.reverse.remove(&ip);
-                }
-            }
         }
     }
 
@@ -771,6 +713,8 @@ impl Index {
         }
     }
 }
+
+mod ptr;
 
 #[cfg(test)]
 mod tests;
