@@ -220,16 +220,6 @@ impl SliceGroup {
         self.0.iter()
     }
 
-    /// Number of slices.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// True when there is no slice.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// Adds `slice`, or replaces the slice of its name: in place when
     /// nothing else shares the group (the usual change of a big service
     /// then copies no other slice), else in a new allocation.
