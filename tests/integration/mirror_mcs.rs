@@ -15,15 +15,12 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hickory_proto::rr::{RData, RecordType};
 use serde_json::{Value, json};
 
 use crate::kubectl::kubectl;
 use crate::kubesim_api::{client, sim};
-use crate::live::{NS, clusters_file, fqdn};
-use crate::support::{
-    Links, Live, MirrorSetup, Options, Proto, ask, create_object, eventually, q, start_live,
-};
+use crate::live::{NS, a, clusters_file, fqdn};
+use crate::support::{Links, Live, MirrorSetup, Options, create_object, eventually, start_live};
 
 const MCS: &str = "multicluster.x-k8s.io/v1beta1";
 
@@ -235,18 +232,7 @@ async fn mcs_mirror_objects_read_back_through_kubectl() {
     eventually(
         "db answers the ClusterSetIP",
         Duration::from_secs(5),
-        || async {
-            let (msg, _) = ask(server.dns, Proto::Udp, &q(&fqdn("db"), RecordType::A)).await;
-            let got: BTreeSet<String> = msg
-                .answers
-                .iter()
-                .filter_map(|r| match &r.data {
-                    RData::A(a) => Some(a.0.to_string()),
-                    _ => None,
-                })
-                .collect();
-            got == want
-        },
+        || async { a(server.dns, &fqdn("db")).await.1 == want },
     )
     .await;
 
