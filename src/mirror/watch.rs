@@ -90,6 +90,17 @@ async fn forward<K>(
         .labels(&ours())
         .list_semantic(ListSemantic::MostRecent);
     let deliveries = k8s_watch::guarded_watch(api, config);
+    pump(deliveries, &tx, &stop, |d| change(kind, d, &stats)).await;
+}
+
+/// Sends what `convert` makes of each of `deliveries` to `tx` until `stop`,
+/// the end of the stream, or nobody listening.
+async fn pump<D, T>(
+    deliveries: impl futures_util::Stream<Item = D>,
+    tx: &mpsc::Sender<T>,
+    stop: &CancellationToken,
+    convert: impl Fn(D) -> Option<T>,
+) {
     let mut deliveries = std::pin::pin!(deliveries);
     loop {
         let next = tokio::select! {
@@ -97,8 +108,8 @@ async fn forward<K>(
             next = deliveries.next() => next,
         };
         let Some(d) = next else { return };
-        if let Some(change) = change(kind, d, &stats)
-            && tx.send(change).await.is_err()
+        if let Some(t) = convert(d)
+            && tx.send(t).await.is_err()
         {
             return;
         }
@@ -153,20 +164,11 @@ pub fn spawn_exports(
     let api: Api<DeserializeGuard<DynamicObject>> = Api::all_with(client.clone(), ar);
     tokio::spawn(async move {
         let deliveries = k8s_watch::guarded_watch(api, k8s_watch::config(k8s_watch::PAGE));
-        let mut deliveries = std::pin::pin!(deliveries);
-        loop {
-            let next = tokio::select! {
-                () = stop.cancelled() => return,
-                next = deliveries.next() => next,
-            };
-            let Some(d) = next else { return };
-            let Delivery::Event(e) = d else { continue };
-            if let Some(e) = as_json(e)
-                && tx.send(e).await.is_err()
-            {
-                return;
-            }
-        }
+        pump(deliveries, &tx, &stop, |d| match d {
+            Delivery::Event(e) => as_json(e),
+            _ => None,
+        })
+        .await;
     });
 }
 
