@@ -8,3 +8,4 @@ pub mod duration;
 pub mod linkerd;
 pub mod mcs;
 pub mod name;
+pub mod trust;
