@@ -488,7 +488,7 @@ struct ChangeSetup {
 fn file_setup(zones: &Path, changes: usize) -> ChangeSetup {
     // As the server's main does before its first load.
     clusterset_dns::memory::loading();
-    let load = load_dir(zones, Some("west")).expect("load zones");
+    let load = load_dir(zones, Some("west"), &Default::default()).expect("load zones");
     let mut model = new_model();
     model.apply(
         load.clusters.iter().flat_map(initial_events),

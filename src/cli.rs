@@ -324,7 +324,11 @@ pub fn load_model(config: &Config) -> anyhow::Result<(DirLoad, Arc<Snapshot>)> {
         .zones
         .as_deref()
         .context("a zones directory is required")?;
-    let load = load_dir(zones, config.local_cluster.as_deref())?;
+    let load = load_dir(
+        zones,
+        config.local_cluster.as_deref(),
+        &config.settings.trust,
+    )?;
     // One reading of the clock: the whole load happens at one moment.
     let now = Instant::now();
     let mut model = Model::new(config.settings.clone(), Epoch::new(now, SystemTime::now()));

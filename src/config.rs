@@ -18,7 +18,8 @@ use crate::dns::server::Limits;
 use crate::model::Settings;
 use crate::model::budget::Budget;
 use crate::vocab::name::ZoneName;
-use crate::vocab::name::check_cluster_name;
+use crate::vocab::name::{check_cluster_name, is_dns_label};
+use crate::vocab::trust::{DEFAULT_OWN_NAMESPACE, TrustSettings, parse_cidrs};
 
 /// Most API requests in flight a cluster may be allowed: far above what
 /// any API server wants from one client, low enough to catch a typo.
@@ -100,6 +101,22 @@ pub struct ZoneArgs {
     /// Also serve the Kubernetes MCS API's names (<svc>.<ns>.svc.<zone>, <hostname>.<clusterid>.<svc>…) for Services a ServiceExport exports.
     #[arg(long, env = "CLUSTERSET_DNS_MCS")]
     pub mcs: bool,
+    /// Address ranges no cluster may publish, on top of the built-in ones (loopback, link-local, metadata…), e.g. 10.96.0.0/12.
+    #[arg(
+        long = "deny-addresses",
+        env = "CLUSTERSET_DNS_DENY_ADDRESSES",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub deny_addresses: Vec<String>,
+    /// Ranges of the built-in denied classes accepted anyway (a lab whose gateways listen on 127.0.0.0/8); deny-addresses still wins.
+    #[arg(
+        long = "exempt-addresses",
+        env = "CLUSTERSET_DNS_EXEMPT_ADDRESSES",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub exempt_addresses: Vec<String>,
 }
 
 /// Options of `serve`.
@@ -234,6 +251,12 @@ pub struct FileConfig {
     /// `reverse-zone`: a list.
     #[serde(default)]
     pub reverse_zone: Vec<String>,
+    /// `deny-addresses`.
+    #[serde(default)]
+    pub deny_addresses: Vec<String>,
+    /// `exempt-addresses`.
+    #[serde(default)]
+    pub exempt_addresses: Vec<String>,
     /// `ns-addr`: a list.
     #[serde(default)]
     pub ns_addr: Vec<IpAddr>,
@@ -633,6 +656,8 @@ impl FileConfig {
             ttl,
             negative_ttl,
             reverse_zone,
+            deny_addresses,
+            exempt_addresses,
             ns_addr,
             dns_addr,
             admin_addr,
@@ -687,6 +712,8 @@ impl FileConfig {
                 ttl,
                 negative_ttl,
                 reverse_zone,
+                deny_addresses,
+                exempt_addresses,
                 ns_addr,
                 max_stale,
                 federated_grace,
@@ -752,7 +779,7 @@ fn live_options(
         });
     }
     if let Some(ns) = &link_namespace
-        && !crate::vocab::name::is_dns_label(ns)
+        && !is_dns_label(ns)
     {
         return Err(ConfigError::Invalid {
             key: "link-namespace",
@@ -817,7 +844,7 @@ fn mirror_options(
         .or(file.mirror_namespace)
         .or_else(|| std::env::var("POD_NAMESPACE").ok())
         .unwrap_or_else(|| "clusterset-dns".to_owned());
-    if !crate::vocab::name::is_dns_label(&namespace) {
+    if !is_dns_label(&namespace) {
         return Err(ConfigError::Invalid {
             key: "mirror-namespace",
             reason: format!("{namespace:?} is not a namespace name"),
@@ -867,6 +894,8 @@ struct FileAnswers {
     ttl: Option<u32>,
     negative_ttl: Option<u32>,
     reverse_zone: Vec<String>,
+    deny_addresses: Vec<String>,
+    exempt_addresses: Vec<String>,
     ns_addr: Vec<IpAddr>,
     max_stale: Option<String>,
     federated_grace: Option<String>,
@@ -943,7 +972,37 @@ fn settings(
             .unwrap_or(0),
     )?;
     settings.mcs = a.mcs || file.mcs == Some(true);
+    settings.trust = trust_settings(
+        pick(&a.deny_addresses, file.deny_addresses),
+        pick(&a.exempt_addresses, file.exempt_addresses),
+    )?;
     Ok(settings)
+}
+
+/// A list option: the flag's (or env's) when given, else the file's.
+fn pick(flag: &[String], file: Vec<String>) -> Vec<String> {
+    if flag.is_empty() { file } else { flag.to_vec() }
+}
+
+/// The operator's trust settings: `deny-addresses`, `exempt-addresses`,
+/// and our own namespace (the pod's, from `POD_NAMESPACE` as the deploy
+/// files set it, else theirs), which no cluster exports from.
+fn trust_settings(deny: Vec<String>, exempt: Vec<String>) -> Result<TrustSettings, ConfigError> {
+    let cidrs = |key, list: Vec<String>| {
+        parse_cidrs(list.iter().map(String::as_str)).map_err(|e| ConfigError::Invalid {
+            key,
+            reason: e.to_string(),
+        })
+    };
+    let own_namespace = std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|n| is_dns_label(n))
+        .unwrap_or_else(|| DEFAULT_OWN_NAMESPACE.to_owned());
+    Ok(TrustSettings {
+        deny_addresses: cidrs("deny-addresses", deny)?,
+        exempt_addresses: cidrs("exempt-addresses", exempt)?,
+        own_namespace: own_namespace.into(),
+    })
 }
 
 /// DNS over TLS: on when both a certificate and a key are given.

@@ -26,6 +26,7 @@ use super::entry::{
 use super::objects::{ObjectKey, Service};
 use crate::vocab::name::FEDERATED;
 use crate::vocab::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
+use crate::vocab::trust::TrustSettings;
 use ptr::Ptrs;
 
 /// Answer settings, part of every snapshot so a configuration reload swaps
@@ -53,6 +54,9 @@ pub struct Settings {
     pub federated_grace: Duration,
     /// What one linked cluster may make us hold; the sources apply it.
     pub budget: Budget,
+    /// What any cluster may make us answer (addresses, namespaces); the
+    /// sources apply it where objects enter.
+    pub trust: TrustSettings,
     /// A/AAAA/SRV answers carry at most this many records of their RRset,
     /// rotated (0: as many as fit the transport).
     pub max_answer_records: usize,
@@ -75,6 +79,7 @@ impl Settings {
             stale_ttl: 5,
             federated_grace: Duration::from_secs(30),
             budget: Budget::default(),
+            trust: TrustSettings::default(),
             max_answer_records: 0,
             mcs: false,
         }
@@ -261,9 +266,10 @@ impl Index {
 
     /// Replaces the settings and rebuilds every name under them (a
     /// configuration reload). The serial keeps increasing. Returns false
-    /// when no answer setting changed: the budget is the sources' (what a
-    /// cluster may make us hold), no answer reads it, so a reload of it
-    /// alone keeps every name and the serial.
+    /// when no answer setting changed: the budget and the trust settings
+    /// are the sources' (what a cluster may make us hold), no answer reads
+    /// them, so a reload of them alone keeps every name and the serial (the
+    /// sources send what changes).
     pub fn reset_settings(
         &mut self,
         settings: Arc<Settings>,
@@ -272,6 +278,7 @@ impl Index {
     ) -> bool {
         let same_answers = Settings {
             budget: settings.budget,
+            trust: settings.trust.clone(),
             ..(*self.settings).clone()
         } == *settings;
         if same_answers {

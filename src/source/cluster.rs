@@ -31,12 +31,12 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, info, warn};
 
 use super::SourceMsg;
-use super::convert::{Adjustment, Reason};
+use super::convert::{Adjustment, Reason, trusted_addresses};
 use super::feed::FeedTx;
 use super::probe::{self, ProbeReport};
 use super::selector::Selectors;
 use super::spec::{GatewayAddr, GatewaySource, GatewaySpec};
-use super::state::{Action, BudgetReport, ClusterState, Object, Output, Watch};
+use super::state::{Action, Adjusted, BudgetReport, ClusterState, Object, Output, Watch};
 use super::status::{ProbeStatus, StatusBoard};
 use crate::k8s::client::BoundedClient;
 use crate::k8s::watch::{
@@ -45,6 +45,7 @@ use crate::k8s::watch::{
 use crate::model::objects::{Gateway, ObjectKey};
 use crate::model::{Event, Health, Settings};
 use crate::vocab::linkerd::{GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_MIRRORED, LABEL_SERVICE_NAME};
+use crate::vocab::trust::{Claims, Trust};
 
 mod mcs;
 use mcs::McsApis;
@@ -71,6 +72,9 @@ pub struct ClusterRun {
     pub selectors: Selectors,
     /// The gateway.
     pub gateway: GatewaySource,
+    /// What the cluster may claim (its addresses and namespaces), under
+    /// the operator's trust settings in `settings`.
+    pub claims: Claims,
     /// Readiness stops waiting for the first sync after this long.
     pub sync_timeout: Duration,
     /// The answer settings; their budget bounds what the cluster may make
@@ -109,6 +113,29 @@ impl ClusterRun {
     pub fn all_services(&self) -> Option<usize> {
         self.mcs
             .then(|| self.service_selectors().len().saturating_sub(1))
+    }
+
+    /// The rules conversion applies to the cluster's objects under
+    /// `settings`.
+    pub fn trust(&self, settings: &Settings) -> Trust {
+        Trust::new(settings.trust.clone(), self.claims.clone())
+    }
+
+    /// A state for this run's watches: `previous` carried over (its data
+    /// served until the new watches have listed), or a new one.
+    pub fn state(&self, previous: Option<ClusterState>) -> ClusterState {
+        let n = self.service_selectors().len();
+        let trust = self.trust(&self.settings.borrow());
+        match previous {
+            Some(s) => s.restart(self.selectors.clone(), trust, n),
+            None => ClusterState::new(
+                self.name.clone(),
+                self.local,
+                self.selectors.clone(),
+                trust,
+                n,
+            ),
+        }
     }
 }
 
@@ -684,6 +711,17 @@ impl Runner {
         let Some(d) = self.declared.as_mut() else {
             return out;
         };
+        // Never probed nor answered: a Link names addresses as freely as
+        // a remote object does.
+        let trusted = trusted_addresses(self.state.trust(), &ips, "gateway address");
+        if !trusted.warnings.is_empty() {
+            out.adjusted.push(Adjusted {
+                object: "declared gateway".to_owned(),
+                adjustment: Adjustment::Clamped,
+                warnings: trusted.warnings,
+            });
+        }
+        let ips = trusted.value;
         info!(cluster = %self.run.name, addresses = ?ips, "gateway addresses");
         d.addrs.send_replace(ips.clone());
         if let Some(p) = d.spec.probe.clone().filter(|_| !d.probe_started) {
@@ -743,18 +781,50 @@ impl Runner {
 }
 
 /// Runs one cluster until `shutdown`; returns its state so a restart (new
-/// credentials or selectors) carries the data over.
+/// credentials or selectors) carries the data over. Reloaded trust settings
+/// restart its watches in place: what they list is converted anew, and the
+/// old data is served meanwhile.
 pub async fn run(
     run: ClusterRun,
-    state: ClusterState,
+    mut state: ClusterState,
     tx: FeedTx,
     board: Arc<StatusBoard>,
     shutdown: CancellationToken,
 ) -> ClusterState {
+    loop {
+        let (ended, last) =
+            watch_until(run.clone(), state, tx.clone(), board.clone(), &shutdown).await;
+        match ended {
+            Ended::Stopped => return last,
+            Ended::Retrust => {
+                info!(cluster = %run.name, "trust settings changed; listing the cluster again under them");
+                state = run.state(Some(last));
+            }
+        }
+    }
+}
+
+/// Why [`watch_until`] returned.
+enum Ended {
+    /// Shut down, or the model is gone.
+    Stopped,
+    /// The trust settings changed: the watches must list again.
+    Retrust,
+}
+
+/// Runs the cluster's watches until shutdown or new trust settings.
+async fn watch_until(
+    run: ClusterRun,
+    state: ClusterState,
+    tx: FeedTx,
+    board: Arc<StatusBoard>,
+    shutdown: &CancellationToken,
+) -> (Ended, ClusterState) {
     let mut settings = run.settings.clone();
     let sync_timeout = run.sync_timeout;
-    let (mut r, mut rx) = Runner::new(run, state, tx, board, &shutdown);
-    r.set_budget(&settings.borrow_and_update());
+    let (mut r, mut rx) = Runner::new(run, state, tx, board, shutdown);
+    let trust = settings.borrow_and_update().trust.clone();
+    r.set_budget(&settings.borrow());
     r.start();
     // Without a client nothing ever answers; the sender stays so the
     // branch below just waits.
@@ -764,7 +834,7 @@ pub async fn run(
         .as_ref()
         .map_or(no_answers, |w| w.client.stats.subscribe());
     if !r.flush().await {
-        return r.state;
+        return (Ended::Stopped, r.state);
     }
     let sync_deadline = tokio::time::sleep(sync_timeout);
     tokio::pin!(sync_deadline);
@@ -778,7 +848,11 @@ pub async fn run(
                 continue;
             }
             Ok(()) = settings.changed() => {
-                // Other settings are the answers'; only a new budget is ours.
+                // Other settings are the answers'; only the budget and the
+                // trust settings are ours.
+                if settings.borrow().trust != trust {
+                    return (Ended::Retrust, r.state);
+                }
                 if !r.set_budget(&settings.borrow_and_update()) {
                     continue;
                 }
@@ -802,5 +876,5 @@ pub async fn run(
         // worker thread: let the other clusters' tasks and the model run.
         tokio::task::yield_now().await;
     }
-    r.state
+    (Ended::Stopped, r.state)
 }

@@ -1,6 +1,6 @@
 //! The `--clusters FILE` format: linked clusters declared without Linkerd,
 //! as a YAML list of entries (name, kubeconfig, optional context, export
-//! selectors and gateway).
+//! selectors, gateway, and what the cluster may claim).
 //!
 //! Owns the file's schema (camelCase keys, unknown keys rejected at every
 //! level), its defaults (Linkerd's selectors; the remote `linkerd-gateway`
@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::vocab::name::check_cluster_name;
+use crate::vocab::trust::{Claims, parse_cidrs, parse_namespaces};
 
 use super::link::parse_gateway_addr;
 use super::selector::{Selector, Selectors};
@@ -37,6 +38,8 @@ pub struct ClusterEntry {
     pub selectors: Selectors,
     /// `gateway`, or [`GatewaySource::RemoteService`] without one.
     pub gateway: GatewaySource,
+    /// `allowedAddresses` and `namespaces`: what the cluster may claim.
+    pub claims: Claims,
 }
 
 /// Why a clusters file cannot be used.
@@ -212,6 +215,20 @@ struct RawEntry {
     selectors: Option<RawSelectors>,
     #[serde(default)]
     gateway: Option<RawGateway>,
+    #[serde(default)]
+    allowed_addresses: Option<Vec<String>>,
+    #[serde(default)]
+    namespaces: Option<RawNamespaces>,
+}
+
+/// `namespaces`: each list optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawNamespaces {
+    #[serde(default)]
+    allow: Option<Vec<String>>,
+    #[serde(default)]
+    deny: Option<Vec<String>>,
 }
 
 /// Each key: absent keeps Linkerd's default; present (`{}` or null) replaces
@@ -312,6 +329,7 @@ fn check_entry(
         None => GatewaySource::RemoteService,
         Some(gw) => GatewaySource::Spec(check_gateway(gw, &invalid)?),
     };
+    let claims = check_claims(raw.allowed_addresses, raw.namespaces, &invalid)?;
 
     Ok(ClusterEntry {
         name: Arc::from(name.as_str()),
@@ -319,6 +337,41 @@ fn check_entry(
         context,
         selectors,
         gateway,
+        claims,
+    })
+}
+
+/// `allowedAddresses` and `namespaces`. An empty `allowedAddresses` would
+/// reject every address: most likely a mistake, so it is one.
+fn check_claims(
+    allowed_addresses: Option<Vec<String>>,
+    namespaces: Option<RawNamespaces>,
+    invalid: &dyn Fn(&str, String) -> ClustersFileError,
+) -> Result<Claims, ClustersFileError> {
+    let allowed_addresses = match allowed_addresses {
+        None => None,
+        Some(list) if list.is_empty() => {
+            return Err(invalid(
+                "allowedAddresses",
+                "empty (leave it out to allow any address outside the special ranges)".to_owned(),
+            ));
+        }
+        Some(list) => Some(
+            parse_cidrs(list.iter().map(String::as_str))
+                .map_err(|e| invalid("allowedAddresses", e.to_string()))?,
+        ),
+    };
+    let ns = namespaces.unwrap_or_default();
+    let names = |key: &str, list: Option<Vec<String>>| {
+        list.map(|l| {
+            parse_namespaces(l.iter().map(String::as_str)).map_err(|e| invalid(key, e.to_string()))
+        })
+        .transpose()
+    };
+    Ok(Claims {
+        allowed_addresses,
+        allowed_namespaces: names("namespaces.allow", ns.allow)?,
+        denied_namespaces: names("namespaces.deny", ns.deny)?.unwrap_or_default(),
     })
 }
 

@@ -38,6 +38,7 @@ use crate::model::objects::{
     Endpoint, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
 };
 use crate::vocab::name::is_dns_label;
+use crate::vocab::trust::{NamespaceDenied, Rejected, Special, Trust};
 
 use crate::vocab::linkerd::*;
 
@@ -121,11 +122,31 @@ pub enum Reason {
     ClusterIdNotALabel,
     /// A ServiceImport `spec.type` that is neither ClusterSetIP nor Headless.
     ImportTypeUnknown,
+    /// An address in `0.0.0.0/8` or `::` ([`Special::Unspecified`]).
+    AddressUnspecified,
+    /// A loopback address ([`Special::Loopback`]).
+    AddressLoopback,
+    /// A link-local address ([`Special::LinkLocal`]).
+    AddressLinkLocal,
+    /// A multicast address ([`Special::Multicast`]).
+    AddressMulticast,
+    /// The limited broadcast address ([`Special::Broadcast`]).
+    AddressBroadcast,
+    /// A cloud metadata service address ([`Special::Metadata`]).
+    AddressMetadata,
+    /// An address in the operator's `deny-addresses`.
+    AddressDenied,
+    /// An address outside the cluster's `allowedAddresses`.
+    AddressNotAllowed,
+    /// A service in a namespace the cluster may not export from (a system
+    /// namespace, ours, or one its claims deny): not held, and its names
+    /// do not exist.
+    NamespaceDenied,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 29] = [
+    pub const ALL: [Reason; 38] = [
         Reason::NameMissing,
         Reason::NameTooLong,
         Reason::NameNotALabel,
@@ -155,6 +176,15 @@ impl Reason {
         Reason::Undecodable,
         Reason::ClusterIdNotALabel,
         Reason::ImportTypeUnknown,
+        Reason::AddressUnspecified,
+        Reason::AddressLoopback,
+        Reason::AddressLinkLocal,
+        Reason::AddressMulticast,
+        Reason::AddressBroadcast,
+        Reason::AddressMetadata,
+        Reason::AddressDenied,
+        Reason::AddressNotAllowed,
+        Reason::NamespaceDenied,
     ];
 
     /// The `reason` label value.
@@ -189,6 +219,29 @@ impl Reason {
             Reason::Undecodable => "undecodable",
             Reason::ClusterIdNotALabel => "cluster_id_not_a_label",
             Reason::ImportTypeUnknown => "import_type_unknown",
+            Reason::AddressUnspecified => "address_unspecified",
+            Reason::AddressLoopback => "address_loopback",
+            Reason::AddressLinkLocal => "address_link_local",
+            Reason::AddressMulticast => "address_multicast",
+            Reason::AddressBroadcast => "address_broadcast",
+            Reason::AddressMetadata => "address_metadata",
+            Reason::AddressDenied => "address_denied",
+            Reason::AddressNotAllowed => "address_not_allowed",
+            Reason::NamespaceDenied => "namespace_denied",
+        }
+    }
+
+    /// The reason an address [`Trust`] rejects is counted under.
+    pub fn of_rejected(r: Rejected) -> Self {
+        match r {
+            Rejected::Special(Special::Unspecified) => Reason::AddressUnspecified,
+            Rejected::Special(Special::Loopback) => Reason::AddressLoopback,
+            Rejected::Special(Special::LinkLocal) => Reason::AddressLinkLocal,
+            Rejected::Special(Special::Multicast) => Reason::AddressMulticast,
+            Rejected::Special(Special::Broadcast) => Reason::AddressBroadcast,
+            Rejected::Special(Special::Metadata) => Reason::AddressMetadata,
+            Rejected::Denied(_) => Reason::AddressDenied,
+            Rejected::NotAllowed => Reason::AddressNotAllowed,
         }
     }
 }
@@ -298,6 +351,42 @@ impl Warnings {
                 more: 0,
             }),
         }
+    }
+}
+
+/// `addr` (found at `field`) when `trust` takes it from the cluster; else
+/// `None`, with a warning: a rejected address is left out, and the rest of
+/// the object is served.
+fn trusted(
+    trust: &Trust,
+    addr: IpAddr,
+    field: impl FnOnce() -> String,
+    w: &mut Warnings,
+) -> Option<IpAddr> {
+    match trust.check_address(addr) {
+        Ok(()) => Some(addr),
+        Err(r) => {
+            w.add(Reason::of_rejected(r), || {
+                format!("{}: {addr} is {r}; left out", field())
+            });
+            None
+        }
+    }
+}
+
+/// The addresses of `addrs` that `trust` takes, with a warning per reason
+/// for the rest: for addresses that come from no object (a gateway
+/// declared by a Link or the clusters file, hostnames resolved to
+/// addresses). `field` names where they came from.
+pub fn trusted_addresses(trust: &Trust, addrs: &[IpAddr], field: &str) -> Converted<Vec<IpAddr>> {
+    let mut w = Warnings::default();
+    let value = addrs
+        .iter()
+        .filter_map(|a| trusted(trust, *a, || field.to_owned(), &mut w))
+        .collect();
+    Converted {
+        value,
+        warnings: w.0,
     }
 }
 
@@ -516,8 +605,14 @@ fn cluster_ip(field: &str, s: &str) -> Result<IpAddr, ConvertError> {
 }
 
 /// Whether the Service is headless, and its ClusterIPs. A bad ClusterIP
-/// skips the Service: without it, it would look headless.
-fn cluster_ips(svc: &K8sService) -> Result<(bool, Vec<IpAddr>), ConvertError> {
+/// skips the Service: without it, it would look headless. One `trust`
+/// rejects is left out (a local Service's ClusterIP is answered for its
+/// gateway-mode name, and it is no more trusted than a remote one).
+fn cluster_ips(
+    svc: &K8sService,
+    trust: &Trust,
+    w: &mut Warnings,
+) -> Result<(bool, Vec<IpAddr>), ConvertError> {
     let spec = svc.spec.as_ref();
     let single = spec.and_then(|s| s.cluster_ip.as_deref());
     if single == Some("None") {
@@ -531,35 +626,45 @@ fn cluster_ips(svc: &K8sService) -> Result<(bool, Vec<IpAddr>), ConvertError> {
                 if ip == "None" {
                     return Ok((true, Vec::new()));
                 }
-                ips.push(cluster_ip(&format!("spec.clusterIPs[{i}]"), ip)?);
+                let field = format!("spec.clusterIPs[{i}]");
+                ips.push((cluster_ip(&field, ip)?, field));
             }
         }
         _ => {
             if let Some(ip) = single.filter(|s| !s.is_empty()) {
-                ips.push(cluster_ip("spec.clusterIP", ip)?);
+                let field = "spec.clusterIP".to_owned();
+                ips.push((cluster_ip(&field, ip)?, field));
             }
         }
     }
+    let ips = ips
+        .into_iter()
+        .filter_map(|(ip, field)| trusted(trust, ip, || field, w))
+        .collect();
     Ok((false, ips))
 }
 
 /// Classifies and converts a Service with the cluster's export
-/// `selectors`. `local` tells whether it lives in the local cluster (only
-/// there are mirror Services meaningful).
+/// `selectors`, taking from it only what `trust` allows. `local` tells
+/// whether it lives in the local cluster (only there are mirror Services
+/// meaningful).
 pub fn convert_service(
     svc: &K8sService,
     local: bool,
     selectors: &Selectors,
+    trust: &Trust,
 ) -> Result<Converted<ServiceKind>, ConvertError> {
     let meta = &svc.metadata;
     let key = key(meta)?;
     let mut w = Warnings::default();
     let value = if &*key.namespace == GATEWAY_NAMESPACE && &*key.name == GATEWAY_NAME {
-        ServiceKind::Gateway(gateway(svc, &mut w))
+        ServiceKind::Gateway(gateway(svc, trust, &mut w))
+    } else if let Err(why) = trust.check_namespace(&key.namespace) {
+        denied_namespace(svc, &key, local, selectors, why, &mut w)
     } else if label(meta, LABEL_MIRRORED) == Some("true") {
-        mirror(svc, key, local, &mut w)?
+        mirror(svc, key, local, trust, &mut w)?
     } else {
-        exported(svc, key, selectors, &mut w)?
+        exported(svc, key, selectors, trust, &mut w)?
     };
     Ok(Converted {
         value,
@@ -567,7 +672,33 @@ pub fn convert_service(
     })
 }
 
-fn gateway(svc: &K8sService, w: &mut Warnings) -> Gateway {
+/// A Service of a namespace the cluster may not export from is not ours to
+/// serve: ignored, and counted when it would have been served (an
+/// exported or federated Service, a local mirror).
+fn denied_namespace(
+    svc: &K8sService,
+    key: &ObjectKey,
+    local: bool,
+    selectors: &Selectors,
+    why: NamespaceDenied,
+    w: &mut Warnings,
+) -> ServiceKind {
+    let meta = &svc.metadata;
+    let no_labels = BTreeMap::new();
+    let (export, federated) = selectors.classify(meta.labels.as_ref().unwrap_or(&no_labels));
+    let mirror = local && label(meta, LABEL_MIRRORED) == Some("true");
+    if export.is_some() || federated || mirror {
+        w.add(Reason::NamespaceDenied, || {
+            format!(
+                "metadata.namespace: {} is {why}; the Service is not served",
+                key.namespace
+            )
+        });
+    }
+    ServiceKind::Ignored
+}
+
+fn gateway(svc: &K8sService, trust: &Trust, w: &mut Warnings) -> Gateway {
     let ingress = svc
         .status
         .as_ref()
@@ -578,7 +709,7 @@ fn gateway(svc: &K8sService, w: &mut Warnings) -> Gateway {
         let field = format!("status.loadBalancer.ingress[{i}]");
         match (&ing.ip, &ing.hostname) {
             (Some(ip), _) => match ip.parse() {
-                Ok(ip) => addresses.push(ip),
+                Ok(ip) => addresses.extend(trusted(trust, ip, || format!("{field}.ip"), w)),
                 Err(_) => w.add(Reason::AddressNotIp, || {
                     format!("{field}.ip: {} is not an IP address; left out", quote(ip))
                 }),
@@ -612,6 +743,7 @@ fn mirror(
     svc: &K8sService,
     key: ObjectKey,
     local: bool,
+    trust: &Trust,
     w: &mut Warnings,
 ) -> Result<ServiceKind, ConvertError> {
     // Mirrors of a remote cluster are outputs, never exports.
@@ -623,7 +755,7 @@ fn mirror(
         return Ok(ServiceKind::Ignored);
     };
     let headless_parent = bounded_label(meta, LABEL_HEADLESS_PARENT)?.map(Arc::from);
-    let (_, ips) = cluster_ips(svc)?;
+    let (_, ips) = cluster_ips(svc, trust, w)?;
     Ok(ServiceKind::Mirror(Mirror {
         key,
         cluster: cluster.into(),
@@ -637,6 +769,7 @@ fn exported(
     svc: &K8sService,
     key: ObjectKey,
     selectors: &Selectors,
+    trust: &Trust,
     w: &mut Warnings,
 ) -> Result<ServiceKind, ConvertError> {
     let meta = &svc.metadata;
@@ -673,7 +806,7 @@ fn exported(
     // MCS export makes it served; until then they are not reported.
     let mut quiet = Warnings::default();
     let w = if exported { w } else { &mut quiet };
-    let (headless, ips) = cluster_ips(svc)?;
+    let (headless, ips) = cluster_ips(svc, trust, w)?;
     let created = meta
         .creation_timestamp
         .as_ref()
@@ -702,7 +835,10 @@ fn exported(
 /// serve (FQDN address type); a bad port, endpoint or address is left out
 /// with a warning, and only a slice we cannot place (its key, service or
 /// address type) is an error.
-pub fn convert_slice(slice: &K8sSlice) -> Result<Converted<Option<Slice>>, ConvertError> {
+pub fn convert_slice(
+    slice: &K8sSlice,
+    trust: &Trust,
+) -> Result<Converted<Option<Slice>>, ConvertError> {
     let meta = &slice.metadata;
     let key = key_for_slice(meta)?;
     let mut w = Warnings::default();
@@ -740,7 +876,7 @@ pub fn convert_slice(slice: &K8sSlice) -> Result<Converted<Option<Slice>>, Conve
             &mut w,
         ));
     }
-    let endpoints = slice_endpoints(slice, family, &mut w);
+    let endpoints = slice_endpoints(slice, family, trust, &mut w);
     Ok(Converted {
         value: Some(Slice {
             key,
@@ -772,7 +908,12 @@ fn slice_service(meta: &ObjectMeta) -> Result<&str, ConvertError> {
 
 /// The endpoints of a slice, one per address: at most the first
 /// [`MAX_SLICE_ENDPOINTS`], each address once.
-fn slice_endpoints(slice: &K8sSlice, family: Family, w: &mut Warnings) -> Vec<Endpoint> {
+fn slice_endpoints(
+    slice: &K8sSlice,
+    family: Family,
+    trust: &Trust,
+    w: &mut Warnings,
+) -> Vec<Endpoint> {
     let all = &slice.endpoints;
     if all.len() > MAX_SLICE_ENDPOINTS {
         w.add(Reason::TooManyEndpoints, || {
@@ -800,7 +941,14 @@ fn slice_endpoints(slice: &K8sSlice, family: Family, w: &mut Warnings) -> Vec<En
                 None
             }
         };
-        for addr in endpoint_addresses(i, &ep.addresses, family, &slice.address_type, w) {
+        let addresses: Vec<IpAddr> =
+            endpoint_addresses(i, &ep.addresses, family, &slice.address_type, w)
+                .into_iter()
+                .filter_map(|(j, addr)| {
+                    trusted(trust, addr, || format!("endpoints[{i}].addresses[{j}]"), w)
+                })
+                .collect();
+        for addr in addresses {
             if !seen.insert(addr) {
                 w.add(Reason::DuplicateAddress, || {
                     format!("endpoints[{i}]: {addr} is already in this slice; the first is kept")
@@ -817,15 +965,15 @@ fn slice_endpoints(slice: &K8sSlice, family: Family, w: &mut Warnings) -> Vec<En
     out
 }
 
-/// The usable addresses of endpoint `i`: at most the first
-/// [`MAX_ENDPOINT_ADDRESSES`], IPs of the slice's family.
+/// The usable addresses of endpoint `i`, each with its index: at most the
+/// first [`MAX_ENDPOINT_ADDRESSES`], IPs of the slice's family.
 fn endpoint_addresses(
     i: usize,
     addresses: &[String],
     family: Family,
     address_type: &str,
     w: &mut Warnings,
-) -> Vec<IpAddr> {
+) -> Vec<(usize, IpAddr)> {
     if addresses.is_empty() {
         w.add(Reason::EndpointWithoutAddress, || {
             format!(
@@ -859,7 +1007,7 @@ fn endpoint_addresses(
             });
             continue;
         }
-        out.push(addr);
+        out.push((j, addr));
     }
     out
 }

@@ -35,6 +35,7 @@ use crate::model::objects::{Gateway, Import, Mirror, ObjectKey, Service, Slice};
 use crate::model::{Event, Health};
 use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
 use crate::vocab::name::check_cluster_name;
+use crate::vocab::trust::{Claims, Trust, TrustSettings};
 
 /// Deepest directory level searched below a cluster directory (guards
 /// against symlink loops).
@@ -360,11 +361,11 @@ struct ParsedFile {
     docs: Result<Vec<(usize, Parsed)>, String>,
 }
 
-fn parse_file(path: &Path, local: bool) -> ParsedFile {
+fn parse_file(path: &Path, local: bool, trust: &Trust) -> ParsedFile {
     let docs = match std::fs::read_to_string(path) {
         Ok(text) => Ok(split_documents(&text)
             .into_iter()
-            .map(|(first_line, doc)| (first_line, parse_document(&doc, first_line, local)))
+            .map(|(first_line, doc)| (first_line, parse_document(&doc, first_line, local, trust)))
             .collect()),
         Err(e) => Err(format!("cannot read file: {e}")),
     };
@@ -381,17 +382,17 @@ fn parse_file(path: &Path, local: bool) -> ParsedFile {
 /// zones directory (`cargo bench --bench index_scale`). Anything else, and
 /// anything the direct read refuses, takes the generic path, whose errors
 /// the reader reports.
-fn parse_document(doc: &str, first_line: usize, local: bool) -> Parsed {
+fn parse_document(doc: &str, first_line: usize, local: bool, trust: &Trust) -> Parsed {
     match object_head(doc) {
         Some(("v1", "Service")) => {
             if let Ok(svc) = serde_saphyr::from_str::<K8sService>(doc) {
-                let (key, converted) = service_doc(&svc, local);
+                let (key, converted) = service_doc(&svc, local, trust);
                 return Parsed::Service(key, converted);
             }
         }
         Some(("discovery.k8s.io/v1", "EndpointSlice")) => {
             if let Ok(slice) = serde_saphyr::from_str::<K8sSlice>(doc) {
-                return Parsed::Slice(convert_slice(&slice));
+                return Parsed::Slice(convert_slice(&slice, trust));
             }
         }
         _ => {}
@@ -407,12 +408,13 @@ fn parse_document(doc: &str, first_line: usize, local: bool) -> Parsed {
 fn service_doc(
     svc: &K8sService,
     local: bool,
+    trust: &Trust,
 ) -> (ObjectKey, Result<Converted<ServiceKind>, ConvertError>) {
     let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
     let name = svc.metadata.name.as_deref().unwrap_or("");
     (
         ObjectKey::new(ns, name),
-        convert_service(svc, local, &LINKERD_DEFAULTS),
+        convert_service(svc, local, &LINKERD_DEFAULTS, trust),
     )
 }
 
@@ -455,6 +457,8 @@ fn plain_scalar(raw: &str) -> Option<&str> {
 
 struct Reader {
     local: bool,
+    /// What the cluster may make us hold.
+    trust: Trust,
     load: ClusterLoad,
     /// Every Service seen, exported or not, to spot orphan slices.
     services_seen: BTreeSet<ObjectKey>,
@@ -549,7 +553,7 @@ impl Reader {
             },
             ("v1", "Service") => match serde_path_to_error::deserialize::<_, K8sService>(value) {
                 Ok(svc) => {
-                    let (key, converted) = service_doc(&svc, self.local);
+                    let (key, converted) = service_doc(&svc, self.local, &self.trust);
                     self.service(path, doc, item, key, converted);
                 }
                 Err(e) => {
@@ -559,7 +563,7 @@ impl Reader {
             },
             ("discovery.k8s.io/v1", "EndpointSlice") => {
                 match serde_path_to_error::deserialize::<_, K8sSlice>(value) {
-                    Ok(slice) => self.slice(path, doc, item, convert_slice(&slice)),
+                    Ok(slice) => self.slice(path, doc, item, convert_slice(&slice, &self.trust)),
                     Err(e) => {
                         self.count(Adjustment::Skipped, Reason::Undecodable);
                         err(self, format!("EndpointSlice {}: {}", e.path(), e.inner()));
@@ -666,6 +670,19 @@ impl Reader {
 
     fn export(&mut self, path: &Path, doc: usize, item: Option<usize>, export: &McsObject) {
         match convert_export(export) {
+            Ok((key, _)) if let Err(why) = self.trust.check_namespace(&key.namespace) => {
+                self.count(Adjustment::Skipped, Reason::NamespaceDenied);
+                self.problem(
+                    path,
+                    Some(doc),
+                    item,
+                    Severity::Warning,
+                    format!(
+                        "ServiceExport {key}: namespace {} is {why}; not exported",
+                        key.namespace
+                    ),
+                );
+            }
             Ok((key, created)) => {
                 if self.first_definition("ServiceExport", &key, path, doc, item) {
                     let at = (path.to_owned(), self.line, doc, item);
@@ -677,7 +694,7 @@ impl Reader {
     }
 
     fn import(&mut self, path: &Path, doc: usize, item: Option<usize>, import: &McsObject) {
-        match convert_import(import) {
+        match convert_import(import, &self.trust) {
             // A linked cluster's imports are its own MCS controller's view,
             // not ours: a copy of a real clusterset has them everywhere.
             Ok(_) if !self.local => {
@@ -689,7 +706,8 @@ impl Reader {
                     )
                     .or_default() += 1;
             }
-            Ok(i) => {
+            Ok(Converted { value: i, warnings }) => {
+                self.warnings(path, doc, item, Adjustment::Clamped, warnings);
                 if self.first_definition("ServiceImport", &i.key, path, doc, item) {
                     self.load.objects.imports.insert(i.key.clone(), i);
                 }
@@ -823,11 +841,12 @@ impl Reader {
     }
 }
 
-/// Reads one cluster directory.
-pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
+/// Reads one cluster directory, taking from it what `trust` allows.
+pub fn load_cluster(dir: &ClusterDir, local: bool, trust: &Trust) -> ClusterLoad {
     let (files, problems) = yaml_files(&dir.path);
     let mut reader = Reader {
         local,
+        trust: trust.clone(),
         load: ClusterLoad {
             name: dir.name.clone(),
             path: dir.path.clone(),
@@ -847,7 +866,10 @@ pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
         line: 1,
     };
     // Parsed and converted on every core, taken in in order.
-    let parsed: Vec<ParsedFile> = files.par_iter().map(|f| parse_file(f, local)).collect();
+    let parsed: Vec<ParsedFile> = files
+        .par_iter()
+        .map(|f| parse_file(f, local, trust))
+        .collect();
     crate::memory::after_parallel_work();
     for file in parsed {
         reader.read_parsed(file);
@@ -855,12 +877,19 @@ pub fn load_cluster(dir: &ClusterDir, local: bool) -> ClusterLoad {
     reader.finish()
 }
 
-/// Reads the whole zones directory. `local` names the local cluster.
-pub fn load_dir(root: &Path, local: Option<&str>) -> Result<DirLoad, FileSourceError> {
+/// Reads the whole zones directory. `local` names the local cluster; every
+/// cluster is held to the operator's `trust` settings (a zones directory
+/// declares no per-cluster claims).
+pub fn load_dir(
+    root: &Path,
+    local: Option<&str>,
+    trust: &TrustSettings,
+) -> Result<DirLoad, FileSourceError> {
     let (dirs, problems) = cluster_dirs(root)?;
+    let trust = Trust::new(trust.clone(), Claims::default());
     let clusters = dirs
         .iter()
-        .map(|d| load_cluster(d, Some(&*d.name) == local))
+        .map(|d| load_cluster(d, Some(&*d.name) == local, &trust))
         .collect();
     Ok(DirLoad { clusters, problems })
 }

@@ -18,6 +18,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::vocab::name::{ClusterNameError, check_cluster_name};
+use crate::vocab::trust::{
+    ANNOTATION_ALLOWED_ADDRESSES, ANNOTATION_ALLOWED_NAMESPACES, ANNOTATION_DENIED_NAMESPACES,
+    Claims, ListError, parse_cidrs, parse_namespaces,
+};
 
 use super::selector::{Selector, SelectorError, Selectors};
 use super::spec::{GatewayAddr, GatewaySource, GatewaySpec, ProbeSpec};
@@ -40,6 +44,9 @@ pub struct Link {
     pub selectors: Selectors,
     /// From `gatewayAddress`, `gatewayPort`, `gatewayIdentity`, `probeSpec`.
     pub gateway: GatewaySource,
+    /// From the annotations `clusterset-dns.io/allowed-addresses`,
+    /// `…/allowed-namespaces` and `…/denied-namespaces`.
+    pub claims: Claims,
     /// Problems that degraded the Link without making it unusable.
     pub warnings: Vec<String>,
 }
@@ -128,6 +135,7 @@ pub fn parse_link(obj: &Value) -> Result<Link, LinkError> {
     let link = format!("{namespace}/{name}");
     let mut warnings = Vec::new();
     let created = created(meta, &mut warnings);
+    let claims = claims(meta, &link)?;
     let spec = raw_spec(obj, &link)?;
     let field = |field: &str, reason: String| LinkError::Field {
         link: link.clone(),
@@ -167,7 +175,55 @@ pub fn parse_link(obj: &Value) -> Result<Link, LinkError> {
         secret,
         selectors,
         gateway,
+        claims,
         warnings,
+    })
+}
+
+/// What the Link's annotations let the cluster claim. A bad value makes
+/// the Link unusable rather than ignored: ignored, it would let the
+/// cluster claim more than its Link says.
+fn claims(meta: Option<&Value>, link: &str) -> Result<Claims, LinkError> {
+    let annotation = |key: &str| {
+        meta.and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(key))
+            .map(|v| {
+                v.as_str().ok_or_else(|| LinkError::Field {
+                    link: link.to_owned(),
+                    field: format!("metadata.annotations[{key}]"),
+                    reason: format!("expected a string, found {}", json_kind(v)),
+                })
+            })
+            .transpose()
+    };
+    let field = |key: &str, e: ListError| LinkError::Field {
+        link: link.to_owned(),
+        field: format!("metadata.annotations[{key}]"),
+        reason: e.to_string(),
+    };
+    let allowed_addresses = match annotation(ANNOTATION_ALLOWED_ADDRESSES)? {
+        None => None,
+        Some(v) => {
+            let nets = parse_cidrs([v]).map_err(|e| field(ANNOTATION_ALLOWED_ADDRESSES, e))?;
+            if nets.is_empty() {
+                return Err(LinkError::Field {
+                    link: link.to_owned(),
+                    field: format!("metadata.annotations[{ANNOTATION_ALLOWED_ADDRESSES}]"),
+                    reason: "empty: it would reject every address (remove it to allow any outside the special ranges)".to_owned(),
+                });
+            }
+            Some(nets)
+        }
+    };
+    let names = |key: &'static str| {
+        annotation(key)?
+            .map(|v| parse_namespaces([v]).map_err(|e| field(key, e)))
+            .transpose()
+    };
+    Ok(Claims {
+        allowed_addresses,
+        allowed_namespaces: names(ANNOTATION_ALLOWED_NAMESPACES)?,
+        denied_namespaces: names(ANNOTATION_DENIED_NAMESPACES)?.unwrap_or_default(),
     })
 }
 

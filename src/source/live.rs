@@ -40,6 +40,7 @@ use crate::k8s::client::{self, BoundedClient};
 use crate::k8s::discover;
 use crate::k8s::watch::{Delivery, PAGE, config, guarded_watch};
 use crate::model::{Event, Settings};
+use crate::vocab::trust::Claims;
 
 /// The Secret key holding the kubeconfig (Linkerd's `k8s.ConfigKeyName`).
 pub const SECRET_KEY: &str = "kubeconfig";
@@ -151,6 +152,7 @@ pub fn desired_from_links(
             context: None,
             selectors: l.selectors.clone(),
             gateway: l.gateway.clone(),
+            claims: l.claims.clone(),
             origin,
         });
     }
@@ -413,6 +415,7 @@ fn read_clusters(path: &std::path::Path) -> (Result<Vec<LinkedCluster>, String>,
                     context: e.context,
                     selectors: e.selectors,
                     gateway: e.gateway,
+                    claims: e.claims,
                     origin: format!("clusters file {}", path.display()),
                 }
             })
@@ -487,15 +490,17 @@ pub async fn run(
         client: Ok(local_client.clone()),
         selectors: Selectors::linkerd_defaults(),
         gateway: GatewaySource::None,
+        // The local cluster is held to the operator's settings alone.
+        claims: Claims::default(),
         sync_timeout: config.sync_timeout,
         settings: settings.clone(),
         mcs: settings.borrow().mcs,
         mcs_rediscover: config.mcs_rediscover,
     };
-    let n = local_run.service_selectors().len();
+    let local_state = local_run.state(None);
     let local_task = tokio::spawn(cluster::run(
         local_run,
-        ClusterState::new(local.clone(), true, Selectors::linkerd_defaults(), n),
+        local_state,
         tx.clone(),
         board.clone(),
         shutdown.child_token(),
@@ -679,16 +684,13 @@ async fn start_cluster(
         client: client_for(spec, cx.max_inflight).await,
         selectors: spec.selectors.clone(),
         gateway: spec.gateway.clone(),
+        claims: spec.claims.clone(),
         sync_timeout: cx.config.sync_timeout,
         settings: cx.settings.clone(),
         mcs: cx.settings.borrow().mcs,
         mcs_rediscover: cx.config.mcs_rediscover,
     };
-    let n = run.service_selectors().len();
-    let state = match previous {
-        Some(s) => s.restart(spec.selectors.clone(), n),
-        None => ClusterState::new(spec.name.clone(), false, spec.selectors.clone(), n),
-    };
+    let state = run.state(previous);
     let token = cx.shutdown.child_token();
     let handle = tokio::spawn(cluster::run(
         run,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::selector::Selectors;
+use crate::vocab::trust::Claims;
 
 /// One entry of a gateway address list: Link `gatewayAddress` is a
 /// comma-separated list of IPs and hostnames.
@@ -85,6 +86,9 @@ pub struct LinkedCluster {
     pub selectors: Selectors,
     /// The gateway.
     pub gateway: GatewaySource,
+    /// What it may claim: its address ranges and namespaces (clusters-file
+    /// keys, Link annotations).
+    pub claims: Claims,
     /// Where it was declared, for messages: `Link linkerd-multicluster/east`
     /// or `clusters.yaml entry 2`.
     pub origin: String,

@@ -39,6 +39,7 @@ use crate::model::Event;
 use crate::model::budget::{Admission, Budget, Refused};
 use crate::model::objects::ObjectKey;
 use crate::vocab::linkerd::LABEL_SERVICE_NAME;
+use crate::vocab::trust::Trust;
 
 mod mcs;
 use mcs::Mcs;
@@ -207,6 +208,8 @@ pub struct ClusterState {
     name: Arc<str>,
     local: bool,
     selectors: Selectors,
+    /// What the cluster may make us hold (addresses, namespaces).
+    trust: Trust,
     services: HashMap<ObjectKey, Held>,
     /// Service watches that have not listed since the last (re)start; held
     /// services no watch confirmed are deleted when this reaches zero.
@@ -245,12 +248,20 @@ pub struct ClusterState {
 }
 
 impl ClusterState {
-    /// An empty state for `service_watches` Service watches.
-    pub fn new(name: Arc<str>, local: bool, selectors: Selectors, service_watches: usize) -> Self {
+    /// An empty state for `service_watches` Service watches, converting
+    /// what they deliver under `selectors` and `trust`.
+    pub fn new(
+        name: Arc<str>,
+        local: bool,
+        selectors: Selectors,
+        trust: Trust,
+        service_watches: usize,
+    ) -> Self {
         Self {
             name,
             local,
             selectors,
+            trust,
             services: HashMap::new(),
             unconfirmed: service_watches,
             service_lists_done: vec![false; service_watches],
@@ -276,12 +287,13 @@ impl ClusterState {
         }
     }
 
-    /// The state for new watches (new credentials, selectors or watch set):
-    /// what is held stays and is served until the new watches have listed;
+    /// The state for new watches (new credentials, selectors, trust or
+    /// watch set): what is held stays and is served until the new watches
+    /// have listed, and what they list is converted under the new rules;
     /// whatever they do not confirm is then deleted. A cluster that had
     /// synced stays synced.
-    pub fn restart(self, selectors: Selectors, service_watches: usize) -> Self {
-        let mut next = Self::new(self.name, self.local, selectors, service_watches);
+    pub fn restart(self, selectors: Selectors, trust: Trust, service_watches: usize) -> Self {
+        let mut next = Self::new(self.name, self.local, selectors, trust, service_watches);
         next.services = self
             .services
             .into_iter()
@@ -299,6 +311,11 @@ impl ClusterState {
         next.exported_count = self.exported_count;
         next.mcs = self.mcs.restart();
         next
+    }
+
+    /// The rules its objects are converted under.
+    pub fn trust(&self) -> &Trust {
+        &self.trust
     }
 
     /// Every watch has listed once (and no targeted list from that first
@@ -678,7 +695,7 @@ impl ClusterState {
         // Services: only problems of members are ours to report.
         let ours = self.mcs.all_services != Some(w)
             || meta_key(ns, name).is_some_and(|k| self.mcs.exports.contains_key(&k));
-        match convert_service(svc, self.local, &self.selectors) {
+        match convert_service(svc, self.local, &self.selectors, &self.trust) {
             Ok(c) => {
                 let member = !matches!(c.value, ServiceKind::Unexported(_) | ServiceKind::Ignored);
                 if !c.warnings.is_empty() && (ours || member) {
@@ -867,7 +884,7 @@ impl ClusterState {
                 display_name(meta.namespace.as_deref(), meta.name.as_deref())
             )
         };
-        let converted = match convert_slice(slice) {
+        let converted = match convert_slice(slice, &self.trust) {
             Ok(c) => c,
             Err(e) => {
                 if ours {
@@ -1052,7 +1069,7 @@ impl ClusterState {
     /// The gateway watch saw the `linkerd-gateway` Service.
     fn gateway_apply(&mut self, svc: &K8sService, out: &mut Output) {
         let object = || "gateway Service".to_owned();
-        match convert_service(svc, false, &self.selectors) {
+        match convert_service(svc, false, &self.selectors, &self.trust) {
             Ok(c) => {
                 if let ServiceKind::Gateway(g) = c.value {
                     self.gateway_seen = true;

@@ -29,6 +29,7 @@ use crate::filewatch::{Compare, FileWatch};
 use crate::model::budget::Budget;
 use crate::model::objects::ObjectKey;
 use crate::model::{Event, Settings};
+use crate::vocab::trust::{Claims, Trust, TrustSettings};
 
 /// How often fingerprints are polled.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -56,6 +57,8 @@ pub struct FileSource {
     announced: bool,
     /// What each cluster but the local one may make us hold.
     budget: Budget,
+    /// What every cluster may make us answer.
+    trust: TrustSettings,
     board: Arc<StatusBoard>,
 }
 
@@ -81,6 +84,7 @@ impl FileSource {
             root_error: false,
             announced: false,
             budget: Budget::default(),
+            trust: TrustSettings::default(),
             board,
         }
     }
@@ -248,7 +252,11 @@ impl FileSource {
             return Vec::new();
         }
         let local = self.local.as_deref() == Some(&*dir.name);
-        let load = load_cluster(dir, local);
+        let load = load_cluster(
+            dir,
+            local,
+            &Trust::new(self.trust.clone(), Claims::default()),
+        );
         self.record(&load);
         let Some(mut known) = self.clusters.remove(&dir.name) else {
             info!(
@@ -315,6 +323,27 @@ impl FileSource {
         )
     }
 
+    /// Takes reloaded settings: under new trust settings every cluster's
+    /// files are read again (conversion applies them, and only the
+    /// converted objects are kept), under a new budget only judged again.
+    /// Hands `emit` what changed.
+    pub fn reconfigure(
+        &mut self,
+        settings: &Settings,
+        emit: &mut dyn FnMut(SourceMsg) -> bool,
+    ) -> bool {
+        if settings.trust == self.trust {
+            return self.rebudget(settings.budget, emit);
+        }
+        self.trust = settings.trust.clone();
+        self.budget = settings.budget;
+        for known in self.clusters.values_mut() {
+            // Read again, whatever the fingerprint says.
+            known.fingerprint = known.fingerprint.wrapping_add(1);
+        }
+        self.scan(emit)
+    }
+
     /// Judges every cluster under a new budget (a configuration reload)
     /// and hands `emit` what changed.
     pub fn rebudget(&mut self, budget: Budget, emit: &mut dyn FnMut(SourceMsg) -> bool) -> bool {
@@ -366,14 +395,19 @@ async fn blocking(
 
 /// Runs the file source: an initial scan, then rescans on change until
 /// `shutdown`; the budget of `settings` applies to every cluster but the
-/// local one, and a reloaded budget is applied at once.
+/// local one, its trust settings to every cluster, and reloaded ones are
+/// applied at once.
 pub async fn run(
     mut source: FileSource,
     tx: FeedTx,
     mut settings: watch::Receiver<Arc<Settings>>,
     shutdown: CancellationToken,
 ) {
-    source.budget = settings.borrow_and_update().budget;
+    {
+        let s = settings.borrow_and_update();
+        source.budget = s.budget;
+        source.trust = s.trust.clone();
+    }
     let root = source.root.clone();
     let mut changes = FileWatch::new(vec![root.clone()], POLL_INTERVAL)
         .comparing(Compare::With(Arc::new(move || tree_fingerprint(&root))))
@@ -391,11 +425,11 @@ pub async fn run(
         tokio::select! {
             () = changes.changed() => {}
             Ok(()) = settings.changed() => {
-                let budget = settings.borrow_and_update().budget;
-                let rebudget = move |s: &mut FileSource, emit: &mut dyn FnMut(SourceMsg) -> bool| {
-                    s.rebudget(budget, emit)
+                let new = settings.borrow_and_update().clone();
+                let reconfigure = move |s: &mut FileSource, emit: &mut dyn FnMut(SourceMsg) -> bool| {
+                    s.reconfigure(&new, emit)
                 };
-                source = match blocking(source, &tx, rebudget).await {
+                source = match blocking(source, &tx, reconfigure).await {
                     Some(s) => s,
                     None => return,
                 };

@@ -219,6 +219,13 @@ pub fn parse_namespaces<'a>(
         .collect()
 }
 
+/// Link annotation: the cluster's `allowedAddresses`, comma-separated CIDRs.
+pub const ANNOTATION_ALLOWED_ADDRESSES: &str = "clusterset-dns.io/allowed-addresses";
+/// Link annotation: the cluster's `namespaces.allow`, comma-separated.
+pub const ANNOTATION_ALLOWED_NAMESPACES: &str = "clusterset-dns.io/allowed-namespaces";
+/// Link annotation: the cluster's `namespaces.deny`, comma-separated.
+pub const ANNOTATION_DENIED_NAMESPACES: &str = "clusterset-dns.io/denied-namespaces";
+
 /// The namespaces no cluster exports from unless its claims allow them by
 /// name: the cluster's own machinery, never an application's service.
 pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];

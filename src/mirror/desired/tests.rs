@@ -1528,7 +1528,13 @@ fn opaque_ports_come_from_the_linkerd_annotation() {
         "spec": {"clusterIP": "10.0.0.3", "ports": [{"name": "mysql", "port": 3306}]}
     }))
     .expect("a Service");
-    let converted = convert_service(&svc, false, &Selectors::linkerd_defaults()).expect("converts");
+    let converted = convert_service(
+        &svc,
+        false,
+        &Selectors::linkerd_defaults(),
+        &crate::vocab::trust::Trust::default(),
+    )
+    .expect("converts");
     let ServiceKind::Exported(svc) = converted.value else {
         panic!("not exported: {:?}", converted.value);
     };

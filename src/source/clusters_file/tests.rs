@@ -1,6 +1,7 @@
 use super::*;
 use crate::source::spec::GatewayAddr;
 use crate::vocab::linkerd::{LABEL_EXPORTED, LABEL_FEDERATED};
+use crate::vocab::trust::{Claims, parse_cidrs, parse_namespaces};
 
 const FULL: &str = r#"
 - name: east                      # required
@@ -15,6 +16,8 @@ const FULL: &str = r#"
     port: 4143
     identity: linkerd-gateway.linkerd-multicluster.serviceaccount.identity.linkerd.cluster.local
     probe: {path: /ready, port: 4191, period: 3s, timeout: 30s, failureThreshold: 3}
+  allowedAddresses: [10.10.0.0/16, "fd00:10::/64", 203.0.113.10]
+  namespaces: {allow: [shop, data, kube-system], deny: [data]}
 - name: west
   kubeconfig: /etc/clusterset/west.kubeconfig
 "#;
@@ -61,6 +64,13 @@ fn full_example() {
                         failure_threshold: 3,
                     }),
                 }),
+                claims: Claims {
+                    allowed_addresses: Some(
+                        parse_cidrs(["10.10.0.0/16,fd00:10::/64,203.0.113.10/32"]).unwrap()
+                    ),
+                    allowed_namespaces: Some(parse_namespaces(["shop,data,kube-system"]).unwrap()),
+                    denied_namespaces: parse_namespaces(["data"]).unwrap(),
+                },
             },
             ClusterEntry {
                 name: Arc::from("west"),
@@ -68,6 +78,7 @@ fn full_example() {
                 context: None,
                 selectors: Selectors::linkerd_defaults(),
                 gateway: GatewaySource::RemoteService,
+                claims: Claims::default(),
             },
         ]
     );
@@ -297,6 +308,31 @@ fn invalid_files() {
         (
             "- name: a\n  kubeconfig: k\n  gateway: {addresses: x.y}\n",
             "entry 0, gateway.addresses: ",
+        ),
+        // Claims: every bad value is the operator's mistake, named.
+        (
+            "- name: a\n  kubeconfig: k\n  allowedAddresses: [10.0.0.0/33]\n",
+            "entry 0 (a): allowedAddresses: \"10.0.0.0/33\" is not a CIDR",
+        ),
+        (
+            "- name: a\n  kubeconfig: k\n  allowedAddresses: [10.1.0.0/8]\n",
+            "entry 0 (a): allowedAddresses: \"10.1.0.0/8\" has host bits set; did you mean 10.0.0.0/8?",
+        ),
+        (
+            "- name: a\n  kubeconfig: k\n  allowedAddresses: []\n",
+            "entry 0 (a): allowedAddresses: empty",
+        ),
+        (
+            "- name: a\n  kubeconfig: k\n  namespaces: {allow: [Shop]}\n",
+            "entry 0 (a): namespaces.allow: \"Shop\" is not a namespace name",
+        ),
+        (
+            "- name: a\n  kubeconfig: k\n  namespaces: {deny: [a_b]}\n",
+            "entry 0 (a): namespaces.deny: \"a_b\" is not a namespace name",
+        ),
+        (
+            "- name: a\n  kubeconfig: k\n  namespaces: {allowed: [x]}\n",
+            "entry 0, namespaces.allowed: unknown field `allowed`",
         ),
         // Values.
         (

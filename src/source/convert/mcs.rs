@@ -15,12 +15,13 @@ use kube::api::DynamicObject;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::{ConvertError, Reason, invalid, key, quote};
+use super::{ConvertError, Converted, Reason, Warnings, invalid, key, quote, trusted};
 use crate::model::objects::{Import, ObjectKey};
 use crate::vocab::mcs::{
     ABOUT_GROUP, ABOUT_VERSIONS, CLUSTER_ID_PROPERTY, MCS_GROUP, MCS_VERSIONS,
 };
 use crate::vocab::name::is_dns_label;
+use crate::vocab::trust::Trust;
 
 /// A ServiceExport or ServiceImport, as far as we read it.
 #[derive(Debug, Deserialize)]
@@ -78,9 +79,13 @@ pub fn convert_export(export: &McsObject) -> Result<(ObjectKey, i64), ConvertErr
     Ok((key, created))
 }
 
-/// A ServiceImport: its key and clusterset IPs. A headless import has none
-/// (any it lists are ignored, as kube-proxy would).
-pub fn convert_import(import: &McsObject) -> Result<Import, ConvertError> {
+/// A ServiceImport: its key and clusterset IPs, those `trust` rejects left
+/// out (with a warning). A headless import has none (any it lists are
+/// ignored, as kube-proxy would).
+pub fn convert_import(
+    import: &McsObject,
+    trust: &Trust,
+) -> Result<Converted<Import>, ConvertError> {
     let key = key(&import.metadata)?;
     let spec = import.spec.as_ref();
     let headless = match spec.and_then(|s| s.type_.as_deref()) {
@@ -95,6 +100,7 @@ pub fn convert_import(import: &McsObject) -> Result<Import, ConvertError> {
         }
     };
     let mut ips = Vec::new();
+    let mut w = Warnings::default();
     for (i, ip) in spec
         .map(|s| &s.ips[..])
         .unwrap_or_default()
@@ -102,7 +108,8 @@ pub fn convert_import(import: &McsObject) -> Result<Import, ConvertError> {
         .enumerate()
     {
         match ip.parse::<IpAddr>() {
-            Ok(ip) => ips.push(ip),
+            Ok(ip) if headless => ips.push(ip),
+            Ok(ip) => ips.extend(trusted(trust, ip, || format!("spec.ips[{i}]"), &mut w)),
             Err(_) => {
                 return Err(invalid(
                     Reason::ClusterIpNotIp,
@@ -117,7 +124,10 @@ pub fn convert_import(import: &McsObject) -> Result<Import, ConvertError> {
     }
     ips.sort();
     ips.dedup();
-    Ok(Import { key, ips })
+    Ok(Converted {
+        value: Import { key, ips },
+        warnings: w.0,
+    })
 }
 
 /// The cluster id a ClusterProperty gives: `Some` for

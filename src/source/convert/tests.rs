@@ -7,9 +7,14 @@ fn svc(v: serde_json::Value) -> K8sService {
 }
 
 fn kind(v: serde_json::Value, local: bool) -> Result<ServiceKind, String> {
-    convert_service(&svc(v), local, &Selectors::linkerd_defaults())
-        .map(|c| c.value)
-        .map_err(|e| e.to_string())
+    convert_service(
+        &svc(v),
+        local,
+        &Selectors::linkerd_defaults(),
+        &Trust::default(),
+    )
+    .map(|c| c.value)
+    .map_err(|e| e.to_string())
 }
 
 #[test]
@@ -49,6 +54,7 @@ fn export_labels_decide_the_mode() {
         &svc(base(json!({"mirror.linkerd.io/exported": "yes"}))),
         false,
         &Selectors::linkerd_defaults(),
+        &Trust::default(),
     )
     .expect("converts");
     assert!(
@@ -111,7 +117,13 @@ fn the_gateway_is_recognised() {
         "spec": {"type": "LoadBalancer", "ports": [{"name": "mc-gateway", "port": 4143}, {"name": "mc-probe", "port": 4191}]},
         "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}, {"hostname": "gw.example.com"}]}}
     });
-    let c = convert_service(&svc(gw), false, &Selectors::linkerd_defaults()).expect("converts");
+    let c = convert_service(
+        &svc(gw),
+        false,
+        &Selectors::linkerd_defaults(),
+        &Trust::default(),
+    )
+    .expect("converts");
     assert_eq!(
         c.value,
         ServiceKind::Gateway(Gateway {
@@ -172,7 +184,7 @@ fn headless_and_dual_stack() {
 
 fn slice_of(v: serde_json::Value) -> Result<Converted<Option<Slice>>, String> {
     let s: K8sSlice = serde_json::from_value(v).expect("an EndpointSlice");
-    convert_slice(&s).map_err(|e| e.to_string())
+    convert_slice(&s, &Trust::default()).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -810,7 +822,12 @@ fn outcome(obj: &Obj) -> (Want, Vec<String>) {
     let (result, summary) = match obj {
         Obj::Service(v) | Obj::Local(v) => {
             let local = matches!(obj, Obj::Local(_));
-            match convert_service(&svc(v.clone()), local, &Selectors::linkerd_defaults()) {
+            match convert_service(
+                &svc(v.clone()),
+                local,
+                &Selectors::linkerd_defaults(),
+                &Trust::default(),
+            ) {
                 Ok(c) => {
                     let summary = service_summary(&c.value);
                     (Ok((c.adjustment(), c.warnings)), summary)
@@ -820,7 +837,7 @@ fn outcome(obj: &Obj) -> (Want, Vec<String>) {
         }
         Obj::Slice(v) => {
             let s: K8sSlice = serde_json::from_value(v.clone()).expect("an EndpointSlice");
-            match convert_slice(&s) {
+            match convert_slice(&s, &Trust::default()) {
                 Ok(c) => {
                     let summary = c.value.as_ref().map(slice_summary).unwrap_or_default();
                     (Ok((c.adjustment(), c.warnings)), summary)

@@ -43,6 +43,7 @@ fn cluster(dir: &Path, name: &str) -> ClusterLoad {
             path: dir.join(name),
         },
         false,
+        &Trust::default(),
     )
 }
 

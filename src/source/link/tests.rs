@@ -1,6 +1,7 @@
 use super::*;
 use crate::source::selector::{Operator, Requirement};
 use crate::vocab::linkerd::{LABEL_EXPORTED, LABEL_FEDERATED};
+use crate::vocab::trust::{parse_cidrs, parse_namespaces};
 use serde_json::json;
 
 const IDENTITY: &str =
@@ -97,9 +98,62 @@ fn generated_v1alpha3_link() {
                 identity: Some(IDENTITY.to_owned()),
                 probe: Some(probe("/ready", 4191, 3, 30, 3)),
             }),
+            claims: Claims::default(),
             warnings: vec![],
         }
     );
+}
+
+#[test]
+fn claims_from_annotations() {
+    let with = |annotations: Value| {
+        let mut obj = v1alpha3();
+        obj["metadata"]["annotations"] = annotations;
+        parse_link(&obj)
+            .map(|l| l.claims)
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(
+        with(json!({
+            "clusterset-dns.io/allowed-addresses": "10.10.0.0/16, fd00:10::/64",
+            "clusterset-dns.io/allowed-namespaces": "shop,kube-system",
+            "clusterset-dns.io/denied-namespaces": "legacy",
+            "unrelated.example.com/x": "y",
+        })),
+        Ok(Claims {
+            allowed_addresses: Some(parse_cidrs(["10.10.0.0/16,fd00:10::/64"]).unwrap()),
+            allowed_namespaces: Some(parse_namespaces(["shop,kube-system"]).unwrap()),
+            denied_namespaces: parse_namespaces(["legacy"]).unwrap(),
+        })
+    );
+    assert_eq!(with(json!({})), Ok(Claims::default()));
+    // A bad value makes the Link unusable: ignored, it would let the
+    // cluster claim more than the Link says.
+    let cases = [
+        (
+            json!({"clusterset-dns.io/allowed-addresses": "10.0.0.0/8,bogus"}),
+            "Link linkerd-multicluster/east: metadata.annotations[clusterset-dns.io/allowed-addresses]: \"bogus\" is not a CIDR (10.0.0.0/8, fd00::/8) or an IP address",
+        ),
+        (
+            json!({"clusterset-dns.io/allowed-addresses": " , "}),
+            "Link linkerd-multicluster/east: metadata.annotations[clusterset-dns.io/allowed-addresses]: empty: it would reject every address (remove it to allow any outside the special ranges)",
+        ),
+        (
+            json!({"clusterset-dns.io/denied-namespaces": "ok,Not_OK"}),
+            "Link linkerd-multicluster/east: metadata.annotations[clusterset-dns.io/denied-namespaces]: \"Not_OK\" is not a namespace name (an RFC 1123 label)",
+        ),
+        (
+            json!({"clusterset-dns.io/allowed-namespaces": 7}),
+            "Link linkerd-multicluster/east: metadata.annotations[clusterset-dns.io/allowed-namespaces]: expected a string, found a number",
+        ),
+    ];
+    for (annotations, want) in cases {
+        assert_eq!(
+            with(annotations.clone()),
+            Err(want.to_owned()),
+            "{annotations}"
+        );
+    }
 }
 
 #[test]

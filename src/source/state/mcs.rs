@@ -21,10 +21,10 @@ use kube::api::DynamicObject;
 use super::{Action, Adjusted, ClusterState, Output, display_name, meta_key};
 use crate::model::Event;
 use crate::model::objects::{Import, ObjectKey};
-use crate::source::convert::ConvertError;
 use crate::source::convert::mcs::{
     ClusterProperty, McsObject, convert_export, convert_import, convert_property, from_dynamic,
 };
+use crate::source::convert::{Adjustment, ConvertError, Converted, Reason, Warning};
 use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
 
 /// The MCS state of a cluster.
@@ -200,6 +200,24 @@ impl ClusterState {
                 return;
             }
         };
+        if let Err(why) = self.trust.check_namespace(&key.namespace) {
+            // Not ours to serve: as if it were not there (a relist under new
+            // claims drops what the old ones let in).
+            out.adjusted.push(Adjusted {
+                object: object_name("ServiceExport", o),
+                adjustment: Adjustment::Skipped,
+                warnings: vec![Warning {
+                    reason: Reason::NamespaceDenied,
+                    text: format!(
+                        "metadata.namespace: {} is {why}; not exported",
+                        key.namespace
+                    ),
+                    more: 0,
+                }],
+            });
+            self.export_gone(&key, out);
+            return;
+        }
         if let Some(seen) = self.mcs.exports_relist.as_mut() {
             seen.insert(key.clone());
         }
@@ -340,8 +358,18 @@ impl ClusterState {
             // Also when it does not convert: its last good version stays.
             seen.insert(key);
         }
-        match from_dynamic::<McsObject>(o).and_then(|i| convert_import(&i)) {
-            Ok(import) => {
+        match from_dynamic::<McsObject>(o).and_then(|i| convert_import(&i, &self.trust)) {
+            Ok(Converted {
+                value: import,
+                warnings,
+            }) => {
+                if !warnings.is_empty() {
+                    out.adjusted.push(Adjusted {
+                        object: object_name("ServiceImport", o),
+                        adjustment: Adjustment::Clamped,
+                        warnings,
+                    });
+                }
                 if self.mcs.imports.get(&import.key) != Some(&import) {
                     self.mcs.imports.insert(import.key.clone(), import.clone());
                     out.events.push(Event::ImportApplied {

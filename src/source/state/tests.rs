@@ -71,7 +71,13 @@ fn adjusted(out: &Output) -> Vec<String> {
 
 fn remote() -> ClusterState {
     // Watch 0: gateway selector, 1: remote discovery, 2: federated.
-    ClusterState::new("east".into(), false, Selectors::linkerd_defaults(), 3)
+    ClusterState::new(
+        "east".into(),
+        false,
+        Selectors::linkerd_defaults(),
+        Trust::default(),
+        3,
+    )
 }
 
 fn sync(st: &mut ClusterState, services: [Vec<K8sService>; 3], slices: Vec<K8sSlice>) -> Output {
@@ -243,7 +249,7 @@ fn restart_serves_old_data_until_the_new_watches_confirm_it() {
         ],
     );
     // New credentials; the new watch set has only one Service watch.
-    let mut st = st.restart(Selectors::linkerd_defaults(), 1);
+    let mut st = st.restart(Selectors::linkerd_defaults(), Trust::default(), 1);
     assert!(st.synced(), "a restarted cluster keeps serving");
     let mut out = Output::default();
     st.service_init(0);
@@ -296,7 +302,13 @@ fn a_bad_object_is_skipped_and_the_last_good_version_kept() {
 
 #[test]
 fn local_mirrors_and_gateway_service() {
-    let mut st = ClusterState::new("west".into(), true, Selectors::linkerd_defaults(), 4);
+    let mut st = ClusterState::new(
+        "west".into(),
+        true,
+        Selectors::linkerd_defaults(),
+        Trust::default(),
+        4,
+    );
     let mirror = svc(
         "web-east",
         json!({"mirror.linkerd.io/mirrored-service": "true", "mirror.linkerd.io/cluster-name": "east"}),

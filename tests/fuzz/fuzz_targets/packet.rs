@@ -38,8 +38,8 @@ use hickory_proto::op::Message;
 use libfuzzer_sys::fuzz_target;
 
 use clusterset_dns::config::{Config, ZoneArgs};
-use clusterset_dns::dns::{Handler, Local, Transport};
 use clusterset_dns::dns::stats::DnsStats;
+use clusterset_dns::dns::{Handler, Local, Transport};
 use clusterset_dns::model::{Epoch, Event, Health, Model, Settings};
 use clusterset_dns::source::file::{initial_events, load_dir};
 
@@ -93,7 +93,8 @@ fn server(max_udp_payload: u16, state: State) -> Server {
         max_udp_payload,
         ..(*config.settings).clone()
     });
-    let load = load_dir(&root.join("zones/demo"), Some("west")).expect("demo zones load");
+    let load = load_dir(&root.join("zones/demo"), Some("west"), &Default::default())
+        .expect("demo zones load");
     let now = std::time::Instant::now();
     let mut model = Model::new(
         config.settings.clone(),

@@ -54,7 +54,7 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
     })
     .expect("fuzz config");
     let demo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../zones/demo");
-    let demo = load_dir(&demo, Some("west"))
+    let demo = load_dir(&demo, Some("west"), &Default::default())
         .expect("demo zones")
         .clusters
         .into_iter()
@@ -77,7 +77,7 @@ fn find(data: &[u8], marker: &[u8]) -> Option<(usize, usize)> {
 fn load(dir: &ClusterDir, local: bool, text: &[u8]) -> ClusterLoad {
     std::fs::create_dir_all(&dir.path).expect("scratch directory");
     std::fs::write(dir.path.join("input.yaml"), text).expect("scratch file");
-    let load = load_cluster(dir, local);
+    let load = load_cluster(dir, local, &Default::default());
     // Problems are values; rendering them must not fail either.
     for p in &load.problems {
         let _ = p.to_string();

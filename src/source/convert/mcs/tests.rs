@@ -49,9 +49,13 @@ fn imports_table() {
         ("{type: LoadBalancer}", Err(Reason::ImportTypeUnknown)),
     ];
     for (spec, want) in cases {
-        let got = convert_import(&object(&format!(
-            "metadata: {{name: db, namespace: prod}}\nspec: {spec}"
-        )));
+        let got = convert_import(
+            &object(&format!(
+                "metadata: {{name: db, namespace: prod}}\nspec: {spec}"
+            )),
+            &Trust::default(),
+        )
+        .map(|c| c.value);
         match want {
             Ok(ips) => {
                 let import = got.unwrap_or_else(|e| panic!("{spec}: {e}"));

@@ -185,7 +185,7 @@ fn model_of(dir: &std::path::Path, mcs: bool) -> Model {
 /// [`model_of`] with each of the load's events passed through `edit`
 /// first (`None` drops it).
 fn model_with(dir: &std::path::Path, mcs: bool, edit: impl Fn(Event) -> Option<Event>) -> Model {
-    let load = load_dir(dir, Some("west")).expect("zones");
+    let load = load_dir(dir, Some("west"), &Default::default()).expect("zones");
     let mut settings = Settings::new(ZoneName::new("clusterset.local").expect("zone"));
     settings.mcs = mcs;
     let now = Instant::now();
@@ -472,7 +472,7 @@ fn removing_a_serviceexport_from_the_files_takes_the_name_away() {
     use crate::source::file::{diff, load_cluster};
     let tmp = tempfile::tempdir().expect("tempdir");
     zones(tmp.path());
-    let load = load_dir(tmp.path(), Some("west")).expect("zones");
+    let load = load_dir(tmp.path(), Some("west"), &Default::default()).expect("zones");
     let mut m = model_of(tmp.path(), true);
     let now = Instant::now();
     assert_eq!(
@@ -499,6 +499,7 @@ fn removing_a_serviceexport_from_the_files_takes_the_name_away() {
             path: east.path.clone(),
         },
         false,
+        &crate::vocab::trust::Trust::default(),
     );
     m.apply(diff(&east.name, &east.objects, &reloaded.objects), now);
     let snap = m.snapshot();
@@ -548,7 +549,7 @@ fn before_a_cluster_syncs_any_name_could_be_an_mcs_export() {
 #[test]
 fn the_demo_serves_the_mcs_names_its_table_lists() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("zones/demo");
-    let load = load_dir(&dir, Some("west")).expect("the demo");
+    let load = load_dir(&dir, Some("west"), &Default::default()).expect("the demo");
     for c in &load.clusters {
         assert_eq!(c.problems, [], "{}: no problem in the demo", c.name);
     }
@@ -634,7 +635,7 @@ fn a_linked_clusters_serviceimports_are_skipped_without_a_problem() {
     let import = "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata:\n  name: web\n  namespace: prod\nspec:\n  type: ClusterSetIP\n  ips: [10.200.0.9]\n";
     write(tmp.path(), "east/import.yaml", import);
     write(tmp.path(), "west/import.yaml", import);
-    let load = load_dir(tmp.path(), Some("west")).expect("zones");
+    let load = load_dir(tmp.path(), Some("west"), &Default::default()).expect("zones");
     for c in &load.clusters {
         assert_eq!(c.problems, [], "{}", c.name);
         let held = c.objects.imports.len();

@@ -50,7 +50,13 @@ fn import(name: &str, ips: &[&str]) -> Object {
 /// A linked cluster with `--mcs`: watches 0-2 Linkerd's selectors, 3 every
 /// Service.
 fn mcs_remote() -> ClusterState {
-    let mut st = ClusterState::new("east".into(), false, Selectors::linkerd_defaults(), 4);
+    let mut st = ClusterState::new(
+        "east".into(),
+        false,
+        Selectors::linkerd_defaults(),
+        Trust::default(),
+        4,
+    );
     st.set_mcs(ALL);
     st
 }
@@ -420,7 +426,13 @@ const CLUSTER_ID: &str = "cluster.clusterset.k8s.io";
 
 #[test]
 fn local_imports_follow_their_watch() {
-    let mut st = ClusterState::new("west".into(), true, Selectors::linkerd_defaults(), 3);
+    let mut st = ClusterState::new(
+        "west".into(),
+        true,
+        Selectors::linkerd_defaults(),
+        Trust::default(),
+        3,
+    );
     st.set_mcs(2);
     let mut setup = list(Watch::Services(0), vec![]);
     setup.extend(list(Watch::Services(1), vec![]));
@@ -499,7 +511,7 @@ fn a_restart_keeps_the_members_until_the_new_watches_list() {
         vec![],
         first_sync(vec![], vec![export("web", T1)], vec![plain("web")], vec![]),
     );
-    let mut st = st.restart(Selectors::linkerd_defaults(), 4);
+    let mut st = st.restart(Selectors::linkerd_defaults(), Trust::default(), 4);
     st.set_mcs(ALL);
     assert_eq!(st.counts().services, 1);
     let got = run(
