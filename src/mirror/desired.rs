@@ -40,7 +40,7 @@ use super::{
     CLUSTER_LABEL, Desired, FULL_NAME_ANNOTATION, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef,
     SLICE_MANAGED_BY,
 };
-use crate::model::cluster::{Cluster, ClusterSet};
+use crate::model::cluster::{Cluster, ClusterSet, Seniority};
 use crate::model::entry::{BuildContext, federation_eligible};
 use crate::model::objects::{Endpoint, ExportMode, Mirror, ObjectKey, Port, Service};
 use crate::vocab::linkerd::{
@@ -208,8 +208,8 @@ struct Rank {
     /// same order as the index's claims, endpoint mirrors (not a DNS name of
     /// ours) last.
     tier: u8,
-    /// Service creation time: older wins.
-    created: i64,
+    /// The Service's seniority (a time no cluster can forge): older wins.
+    created: Seniority,
     /// Ties broken by cluster, then service, then hostname.
     cluster: Arc<str>,
     service: ObjectKey,
@@ -370,7 +370,7 @@ fn add_gateway_endpoints(c: &Cluster, ports: &[Port], eps: &mut Endpoints) {
 fn cluster_rank(c: &Cluster, svc: &Service, tier: u8, host: &str) -> Rank {
     Rank {
         tier,
-        created: svc.created,
+        created: c.seniority(svc.created),
         cluster: c.name.clone(),
         service: svc.key.clone(),
         host: host.into(),
@@ -659,11 +659,11 @@ fn federated_unit(
         .filter_map(|c| Some((c, c.services.get(key).filter(|s| s.federated)?)))
         .collect();
     // Source of truth for ports and opaque-ports: the local member, else
-    // the oldest Service. Linkerd uses the oldest Link, which the model
-    // does not hold; the Service's age is the closest stable stand-in.
+    // the senior one, which is the oldest Link's as in Linkerd (a remote
+    // creationTimestamp alone would let a cluster claim it with 1970).
     let Some((_, truth)) = members
         .iter()
-        .min_by_key(|(c, s)| (!is_local(c, settings), s.created, c.name.clone()))
+        .min_by_key(|(c, s)| (!is_local(c, settings), c.seniority(s.created)))
     else {
         return;
     };
@@ -675,7 +675,7 @@ fn federated_unit(
     units.push(Unit {
         rank: Rank {
             tier: 0,
-            created: i64::MIN,
+            created: Seniority::FIRST,
             cluster: Arc::from(""),
             service: key.clone(),
             host: Arc::from(""),

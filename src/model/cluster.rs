@@ -169,7 +169,9 @@ impl Event {
 pub struct Cluster {
     /// Cluster name.
     pub name: Arc<str>,
-    /// Stable small id, used by the index to look up status per query.
+    /// Stable small id, used by the index to look up status per query. Ids
+    /// follow the order the clusters were announced in, which makes them
+    /// the trusted half of [`Seniority`].
     pub id: u32,
     /// The local cluster.
     pub local: bool,
@@ -248,7 +250,55 @@ impl SliceGroup {
     }
 }
 
+/// Where a cluster's object stands when "the older one wins" across
+/// clusters (DESIGN decision 7: name collisions, the MCS export that sets a
+/// service's type and ports, the Service whose ports a federated mirror
+/// takes). Lower is older.
+///
+/// A cluster's own `creationTimestamp`s are written by its API server, and
+/// a compromised one writes 1970 there to win every comparison; so across
+/// clusters only what this server trusts decides: the local cluster first,
+/// then the order in which the clusters became known ([`Cluster::id`]: Links
+/// by their own creationTimestamp in the local cluster, clusters-file
+/// entries and zone directories in file order, a cluster linked later after
+/// all of them). The remote timestamp decides only between two objects of
+/// one cluster, which can then only reorder its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Seniority {
+    /// Not the local cluster (false sorts first).
+    remote: bool,
+    /// The cluster's [`Cluster::id`].
+    cluster: u32,
+    /// The object's `creationTimestamp`, Unix seconds.
+    created: i64,
+}
+
+impl Seniority {
+    /// Older than any object.
+    pub const FIRST: Self = Self {
+        remote: false,
+        cluster: 0,
+        created: i64::MIN,
+    };
+    /// Newer than any object.
+    pub const LAST: Self = Self {
+        remote: true,
+        cluster: u32::MAX,
+        created: i64::MAX,
+    };
+}
+
 impl Cluster {
+    /// The seniority of an object of this cluster created at `created`
+    /// (its `creationTimestamp`, Unix seconds).
+    pub fn seniority(&self, created: i64) -> Seniority {
+        Seniority {
+            remote: !self.local,
+            cluster: self.id,
+            created,
+        }
+    }
+
     fn new(name: Arc<str>, id: u32, local: bool) -> Self {
         Self {
             name,
@@ -478,13 +528,13 @@ impl ClusterSet {
     }
 
     /// The cluster that holds MCS cluster id `id`: of two claiming it, the
-    /// one known first (the local cluster, else the older Link, the
-    /// clusters-file entry or directory listed first).
+    /// senior one (the local cluster, else the one known first: the older
+    /// Link, the clusters-file entry or directory listed first).
     pub fn mcs_id_holder(&self, id: &str) -> Option<&Cluster> {
         self.clusters
             .values()
             .filter(|c| &**c.mcs_id() == id)
-            .min_by_key(|c| c.id)
+            .min_by_key(|c| c.seniority(0))
     }
 
     fn cluster_down(&mut self, cluster: &Arc<str>, dirty: &mut Dirty) {

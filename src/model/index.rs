@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::Epoch;
 use super::budget::Budget;
-use super::cluster::{ClusterSet, Dirty};
+use super::cluster::{ClusterSet, Dirty, Seniority};
 use super::entry::mcs::{Conflicts, build_mcs_entry, conflicts};
 use super::entry::{
     BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry, federated_members,
@@ -185,13 +185,15 @@ struct Claim {
     /// Per-cluster (and MCS) claims sort after federated ones:
     /// `<svc>-federated` always means the union.
     per_cluster: bool,
-    /// Older wins (DESIGN.md decision 7).
-    created: i64,
+    /// Older wins (DESIGN.md decision 7), by a seniority no cluster can
+    /// forge.
+    seniority: Seniority,
     /// The MCS name `<svc>` (cluster empty).
     mcs: bool,
-    /// The oldest Service behind the claim (a federated claim's `created`
-    /// sorts it first; this is its real age, against an MCS claim).
-    age: i64,
+    /// The oldest Service behind the claim (a federated claim's
+    /// `seniority` sorts it first; this is its real age, against an MCS
+    /// claim).
+    age: Seniority,
     /// Cluster name breaks ties.
     cluster: Arc<str>,
     service: ObjectKey,
@@ -345,7 +347,10 @@ impl Index {
         let mut mcs: BTreeSet<ObjectKey> = BTreeSet::new();
         for (cluster, key) in &dirty.services {
             self.parts.update(set, cluster, key, self.settings.mcs);
-            let service = set.get(cluster).and_then(|c| c.services.get(key));
+            let held = set
+                .get(cluster)
+                .and_then(|c| Some((c.services.get(key)?, c)));
+            let service = held.map(|(s, _)| s);
             // Most services never are federated: their federated name needs
             // no look at every cluster unless one of them makes it exist.
             if service.is_some_and(|s| s.federated) || self.has_federated_claim(key) {
@@ -356,7 +361,8 @@ impl Index {
             {
                 mcs.insert(key.clone());
             }
-            self.update_cluster_claim(cluster, key, service, &mut touched);
+            let seniority = held.map(|(s, c)| (s, c.seniority(s.created)));
+            self.update_cluster_claim(cluster, key, seniority, &mut touched);
         }
         for name in &dirty.health {
             if let Some(c) = set.get(name) {
@@ -452,9 +458,10 @@ impl Index {
         let label_key: Arc<str> = format!("{}.{}", key.name, key.namespace).into();
         let age = set
             .iter()
-            .filter_map(|c| c.services.get(key))
-            .filter(|s| s.mcs.is_some())
-            .map(|s| s.created)
+            .filter_map(|c| {
+                let s = c.services.get(key).filter(|s| s.mcs.is_some())?;
+                Some(c.seniority(s.created))
+            })
             .min();
         let fits = self.name_fits(&key.name, &key.namespace);
         let claims = self.claims.entry(label_key.clone()).or_default();
@@ -462,7 +469,7 @@ impl Index {
         if let Some(age) = age.filter(|_| fits) {
             claims.push(Claim {
                 per_cluster: true,
-                created: age,
+                seniority: age,
                 mcs: true,
                 age,
                 cluster: Arc::from(""),
@@ -517,16 +524,17 @@ impl Index {
         self.snap.stats.mcs_id_conflicts = self.mcs_id_taken.len() as u64;
     }
 
-    /// `service` is `key` in `cluster` now, if it is there.
+    /// `service` is `key` in `cluster` now (with its seniority), if it is
+    /// there.
     fn update_cluster_claim(
         &mut self,
         cluster: &Arc<str>,
         key: &ObjectKey,
-        service: Option<&Service>,
+        service: Option<(&Service, Seniority)>,
         touched: &mut BTreeSet<Arc<str>>,
     ) {
         let pair = (cluster.clone(), key.clone());
-        let service = service.filter(|s| s.export.is_some());
+        let service = service.filter(|(s, _)| s.export.is_some());
         let label = format!("{}-{}", key.name, cluster);
         let fits = self.name_fits(&label, &key.namespace);
         self.note_too_long(
@@ -534,12 +542,12 @@ impl Index {
             service.is_some() && !fits,
             &label,
         );
-        let new = service.filter(|_| fits).map(|svc| {
+        let new = service.filter(|_| fits).map(|(_, seniority)| {
             let claim = Claim {
                 per_cluster: true,
-                created: svc.created,
+                seniority,
                 mcs: false,
-                age: svc.created,
+                age: seniority,
                 cluster: cluster.clone(),
                 service: key.clone(),
             };
@@ -583,13 +591,12 @@ impl Index {
                 0,
                 Claim {
                     per_cluster: false,
-                    created: i64::MIN,
+                    seniority: Seniority::FIRST,
                     mcs: false,
                     age: federated_members(set, key)
-                        .filter_map(|c| c.services.get(key))
-                        .map(|s| s.created)
+                        .filter_map(|c| Some(c.seniority(c.services.get(key)?.created)))
                         .min()
-                        .unwrap_or(i64::MAX),
+                        .unwrap_or(Seniority::LAST),
                     cluster: Arc::from(""),
                     service: key.clone(),
                 },
@@ -651,8 +658,8 @@ impl Index {
         let entry = entry.map(Arc::new);
         if !self.settings.reverse_zones.is_empty() {
             let priority = won
-                .map(|w| (w.created, w.cluster.clone()))
-                .unwrap_or((i64::MAX, Arc::from("")));
+                .map(|w| (w.seniority, w.cluster.clone()))
+                .unwrap_or((Seniority::LAST, Arc::from("")));
             self.ptrs
                 .update(key, entry.as_deref(), priority, &mut self.snap.reverse);
         }

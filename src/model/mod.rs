@@ -24,7 +24,7 @@ pub(crate) mod testing;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-pub use cluster::{Cluster, ClusterSet, Dirty, Event, Health};
+pub use cluster::{Cluster, ClusterSet, Dirty, Event, Health, Seniority};
 pub use entry::{Entry, Origin, Pod};
 pub use index::{ClusterStatus, Index, IndexStats, Settings, Snapshot};
 

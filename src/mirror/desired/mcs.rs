@@ -97,9 +97,11 @@ pub(super) fn mcs_unit(
         return;
     }
     let all = members(set, key);
-    let Some(oldest) = all.first().map(|m| m.service) else {
+    let Some(first) = all.first() else {
         return;
     };
+    let oldest = first.service;
+    let seniority = first.cluster.seniority(oldest.created);
     let headless = oldest.headless;
     // Members of the other type are left out, as the DNS name leaves them
     // (the Conflict condition reports them).
@@ -129,7 +131,7 @@ pub(super) fn mcs_unit(
             // Against a Linkerd-form mirror of the same name, the older
             // Service keeps it (DESIGN.md decision 7).
             tier: 1,
-            created: oldest.created,
+            created: seniority,
             cluster: Arc::from(""),
             service: key.clone(),
             host: Arc::from(""),

@@ -1303,9 +1303,11 @@ fn names() {
             vec![http(80)],
         ),
     ));
-    // Two services generating the same label `a-b-c`: the older keeps it.
-    ev.extend(clusters(&[("c", false), ("b-c", false)]));
-    let mut older = service(
+    // Two services generating the same label `a-b-c`: the one of the
+    // senior cluster (`b-c`, linked first) keeps it, though `c` claims an
+    // older Service (1970, as a compromised API server would).
+    ev.extend(clusters(&[("b-c", false), ("c", false)]));
+    let mut senior = service(
         "shop",
         "a",
         Some(ExportMode::Gateway),
@@ -1314,20 +1316,19 @@ fn names() {
         &["10.100.0.8"],
         vec![http(80)],
     );
-    older.created = 500;
-    ev.push(svc_event("b-c", older));
-    ev.push(svc_event(
-        "c",
-        service(
-            "shop",
-            "a-b",
-            Some(ExportMode::Gateway),
-            false,
-            false,
-            &["10.100.0.9"],
-            vec![http(81)],
-        ),
-    ));
+    senior.created = 500;
+    ev.push(svc_event("b-c", senior));
+    let mut forged = service(
+        "shop",
+        "a-b",
+        Some(ExportMode::Gateway),
+        false,
+        false,
+        &["10.100.0.9"],
+        vec![http(81)],
+    );
+    forged.created = 0;
+    ev.push(svc_event("c", forged));
     let mirror = |name: &str, cluster: &str, fq: &str, port: u16| {
         json!({
             "apiVersion": "v1", "kind": "Service",
@@ -1352,7 +1353,7 @@ fn names() {
     );
     shortened["metadata"]["annotations"]["clusterset-dns.io/full-name"] = json!(full);
     check(Case {
-        name: "long names shortened (full name kept), collisions: the older service wins",
+        name: "long names shortened (full name kept), collisions: the senior cluster wins",
         events: ev,
         settings: defaults,
         want: vec![
@@ -1360,11 +1361,11 @@ fn names() {
             shortened,
         ],
         problems: vec![
+            (short, "is longer than 63 characters; shortened"),
             (
                 "a-b-c",
                 "name collision: a-b-c of service shop/a-b in cluster c",
             ),
-            (short, "is longer than 63 characters; shortened"),
         ],
     });
 }
@@ -1421,9 +1422,9 @@ fn endpoint_mirrors_rank_after_services() {
     );
 
     // A root that loses its name takes its endpoint mirrors with it:
-    // headless `a` of cluster `b-c` and the older `a-b` of cluster `c` both
-    // want `a-b-c`.
-    let mut ev = clusters(&[("west", true), ("b-c", false), ("c", false)]);
+    // headless `a` of cluster `b-c` and `a-b` of cluster `c`, linked
+    // before it (senior), both want `a-b-c`.
+    let mut ev = clusters(&[("west", true), ("c", false), ("b-c", false)]);
     ev.push(svc_event(
         "b-c",
         service(

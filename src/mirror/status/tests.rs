@@ -82,7 +82,7 @@ struct Case {
 fn export_conditions() {
     let type_msg = "the Service type differs from the oldest export's in north, which are left out";
     let port_msg =
-        "ports differ from the oldest export's in west; the oldest export's definitions are used";
+        "ports differ from the oldest export's in north; the oldest export's definitions are used";
     let cases = vec![
         Case {
             name: "a valid export without conditions gets Valid and Conflict",
@@ -117,9 +117,11 @@ fn export_conditions() {
         },
         Case {
             name: "a port conflict names the clusters; Valid keeps its transition time",
+            // The local cluster's export is senior: north's, dated 1970 by
+            // a compromised API server, is still the newer one.
             events: vec![
-                db("east", 100, false, pg(5432)),
-                db("west", 200, false, pg(6432)),
+                db("west", 200, false, pg(5432)),
+                db("north", 0, false, pg(6432)),
             ],
             export: export(Some(json!([valid(EARLIER), no_conflicts(EARLIER)]))),
             want: Some(body(json!([

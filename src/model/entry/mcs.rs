@@ -32,8 +32,8 @@ pub(crate) struct Member<'s> {
 }
 
 /// The clusters whose Service `key` a ServiceExport makes an MCS member,
-/// oldest export first (then cluster name); a cluster whose id another
-/// cluster holds is left out.
+/// the oldest export first by [`crate::model::Seniority`]; a cluster whose
+/// id another cluster holds is left out.
 pub(crate) fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> Vec<Member<'s>> {
     let mut members: Vec<Member<'s>> = set
         .iter()
@@ -46,7 +46,10 @@ pub(crate) fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> Vec<Member<'s
             })
         })
         .collect();
-    members.sort_by(|a, b| (a.service.mcs, &a.cluster.name).cmp(&(b.service.mcs, &b.cluster.name)));
+    // Senior first: the cluster's seniority (which a cluster cannot forge,
+    // unlike the export's creationTimestamp), then the export's age within
+    // one cluster.
+    members.sort_by_key(|m| m.cluster.seniority(m.service.mcs.unwrap_or(i64::MAX)));
     members
 }
 

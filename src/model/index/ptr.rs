@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::model::cluster::Seniority;
 use crate::model::entry::{Entry, Part};
 
 /// One address and the name it points back to.
@@ -25,8 +26,8 @@ type PartPtrs = (Arc<Part>, Arc<[Ptr]>);
 /// Which name claims an address, and how strongly.
 #[derive(Debug, Clone)]
 struct Claim {
-    /// Lower wins: (creation of the name's service, its cluster).
-    priority: (i64, Arc<str>),
+    /// Lower wins: (the seniority of the name's service, its cluster).
+    priority: (Seniority, Arc<str>),
     key: Arc<str>,
     target: Arc<str>,
 }
@@ -38,7 +39,7 @@ struct NamePtrs {
     parts: Vec<PartPtrs>,
     /// The name's PTRs: sorted, one per address (the lowest target).
     list: Vec<Ptr>,
-    priority: (i64, Arc<str>),
+    priority: (Seniority, Arc<str>),
 }
 
 /// Every name's PTRs and the claims on each address.
@@ -55,7 +56,7 @@ impl Ptrs {
         &mut self,
         key: &Arc<str>,
         entry: Option<&Entry>,
-        priority: (i64, Arc<str>),
+        priority: (Seniority, Arc<str>),
         reverse: &mut imbl::OrdMap<IpAddr, Arc<str>>,
     ) {
         let old = self.names.remove(key);
@@ -97,7 +98,7 @@ impl Ptrs {
         key: &Arc<str>,
         old: &[Ptr],
         new: &[Ptr],
-        priority: &(i64, Arc<str>),
+        priority: &(Seniority, Arc<str>),
         affected: &mut Vec<IpAddr>,
     ) {
         let (mut i, mut j) = (0, 0);
@@ -130,7 +131,7 @@ impl Ptrs {
     }
 
     /// `key` claims `ptr` (replacing its earlier claim on the address).
-    fn claim(&mut self, key: &Arc<str>, ptr: &Ptr, priority: &(i64, Arc<str>)) {
+    fn claim(&mut self, key: &Arc<str>, ptr: &Ptr, priority: &(Seniority, Arc<str>)) {
         let claims = self.claims.entry(ptr.0).or_default();
         match claims.iter_mut().find(|c| c.key == *key) {
             Some(c) => {

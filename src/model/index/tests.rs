@@ -54,13 +54,16 @@ fn endpoint_slice(cluster: &str, ns: &str, svc: &str, ip: &str) -> Event {
 }
 
 #[test]
-fn the_older_service_wins_a_collision() {
+fn the_senior_cluster_wins_a_collision() {
+    // `c` is known first. `b-c` claims 1970 for its Service (the
+    // creationTimestamp a compromised API server writes), which would win
+    // by age: the cluster's seniority decides, not the remote time.
     let mut m = model();
     let mut ev = up("c", false);
     ev.extend(up("b-c", false));
     ev.push(svc_event("c", flat("prod", "a-b", 100)));
     ev.push(endpoint_slice("c", "prod", "a-b", "10.50.0.1"));
-    ev.push(svc_event("b-c", flat("prod", "a", 200)));
+    ev.push(svc_event("b-c", flat("prod", "a", 0)));
     ev.push(endpoint_slice("b-c", "prod", "a", "10.60.0.1"));
     m.apply(ev, t0());
     let snap = m.snapshot();
@@ -85,11 +88,28 @@ fn the_older_service_wins_a_collision() {
     );
     assert_eq!(snap.stats.collisions, 0);
 
-    // It comes back, older: it wins again.
-    m.apply([svc_event("c", flat("prod", "a-b", 100))], t0());
+    // It comes back, newer by its timestamp: the senior cluster wins again.
+    m.apply([svc_event("c", flat("prod", "a-b", 900))], t0());
     assert_eq!(
         addrs(&m.snapshot(), "a-b-c.prod"),
         Some(vec!["10.50.0.1".to_owned()])
+    );
+
+    // The local cluster is senior to every linked one, whenever announced:
+    // its `a` and c's older `a-d` both make `a-d-c`.
+    m.apply(up("d-c", true), t0());
+    m.apply(
+        [
+            svc_event("c", flat("prod", "a-d", 1)),
+            endpoint_slice("c", "prod", "a-d", "10.50.0.2"),
+            svc_event("d-c", flat("prod", "a", 2000)),
+            endpoint_slice("d-c", "prod", "a", "10.70.0.1"),
+        ],
+        t0(),
+    );
+    assert_eq!(
+        addrs(&m.snapshot(), "a-d-c.prod"),
+        Some(vec!["10.70.0.1".to_owned()])
     );
 }
 
@@ -329,30 +349,47 @@ fn cluster_down_removes_its_names_and_namespaces() {
 }
 
 #[test]
-fn ptr_goes_to_the_oldest_claim() {
+fn ptr_goes_to_the_senior_claim() {
+    // Across clusters the one known first keeps an address's PTR, however
+    // old the other claims its Service is (a compromised cluster writes
+    // 1970); within one cluster the older Service does.
     let mut m = model();
     let mut ev = up("east", false);
     ev.extend(up("north", false));
     ev.push(svc_event("east", flat("prod", "young", 300)));
     ev.push(endpoint_slice("east", "prod", "young", "10.9.9.9"));
-    ev.push(svc_event("north", flat("prod", "old", 100)));
-    ev.push(endpoint_slice("north", "prod", "old", "10.9.9.9"));
+    ev.push(svc_event("north", flat("prod", "forged", 0)));
+    ev.push(endpoint_slice("north", "prod", "forged", "10.9.9.9"));
+    ev.push(svc_event("east", flat("prod", "old", 100)));
+    ev.push(endpoint_slice("east", "prod", "old", "10.9.9.9"));
     m.apply(ev, t0());
     let ip: IpAddr = "10.9.9.9".parse().expect("ip");
+    let ptr = |m: &Model| m.snapshot().reverse.get(&ip).map(ToString::to_string);
     assert_eq!(
-        m.snapshot().reverse.get(&ip).map(ToString::to_string),
-        Some("old-north.prod.svc.clusterset.local".to_owned())
+        ptr(&m),
+        Some("old-east.prod.svc.clusterset.local".to_owned())
     );
     m.apply(
         [Event::ServiceDeleted {
-            cluster: c("north"),
+            cluster: c("east"),
             key: ObjectKey::new("prod", "old"),
         }],
         t0(),
     );
     assert_eq!(
-        m.snapshot().reverse.get(&ip).map(ToString::to_string),
+        ptr(&m),
         Some("young-east.prod.svc.clusterset.local".to_owned())
+    );
+    m.apply(
+        [Event::ServiceDeleted {
+            cluster: c("east"),
+            key: ObjectKey::new("prod", "young"),
+        }],
+        t0(),
+    );
+    assert_eq!(
+        ptr(&m),
+        Some("forged-north.prod.svc.clusterset.local".to_owned())
     );
 }
 
@@ -391,12 +428,18 @@ fn view(snap: &Snapshot) -> View {
 
 /// Events that rebuild `set` from nothing.
 fn events_for(set: &ClusterSet) -> Vec<Event> {
-    let mut ev = Vec::new();
-    for cl in set.iter() {
-        ev.push(Event::ClusterUp {
+    // Announced in the order they were first (their ids): which cluster is
+    // senior decides collisions.
+    let mut clusters: Vec<_> = set.iter().collect();
+    clusters.sort_by_key(|c| c.id);
+    let mut ev: Vec<Event> = clusters
+        .iter()
+        .map(|cl| Event::ClusterUp {
             cluster: cl.name.clone(),
             local: cl.local,
-        });
+        })
+        .collect();
+    for cl in set.iter() {
         ev.push(Event::Health {
             cluster: cl.name.clone(),
             health: cl.health.clone(),

@@ -261,13 +261,15 @@ fn mcs_objects() {
             problems: vec![],
         },
         Case {
-            name: "type conflict: the oldest export's type wins, the other member is left out",
+            name: "type conflict: the senior export's type wins, the other member is left out",
             events: {
-                let mut ev = clusters(&[("west", true), ("east", false)]);
+                // east is linked before north; north's 1970 export (a
+                // forged creationTimestamp) does not make it the oldest.
+                let mut ev = clusters(&[("west", true), ("east", false), ("north", false)]);
                 ev.push(db("east", 100, true, pg()));
-                ev.push(db("west", 200, false, pg()));
+                ev.push(db("north", 0, false, pg()));
                 ev.push(db_slice("east", pg(), &[("10.2.0.1", Some("db-0"), true)]));
-                ev.push(db_slice("west", pg(), &[("10.1.0.1", None, true)]));
+                ev.push(db_slice("north", pg(), &[("10.3.0.1", None, true)]));
                 ev
             },
             settings: with_ip,

@@ -114,7 +114,8 @@ fn zones(dir: &std::path::Path) {
         v1alpha1,
     );
     // `api-east`: an MCS service whose name is also east's Linkerd name
-    // for `api`, which is older.
+    // for `api`, which claims to be older (but west, the local cluster, is
+    // senior).
     west += &m(
         "api-east",
         NEW,
@@ -373,11 +374,11 @@ fn every_mcs_name_form() {
             vec![],
         ),
         (
-            "same name in both forms: the older Service (Linkerd's api in east) wins",
+            "same name in both forms: the senior cluster's Service wins (the local MCS api-east, though east dates its Linkerd api older)",
             format!("api-east.{Z}"),
             A,
             ok,
-            vec![format!("api-east.{Z} 5 IN A 10.2.3.1")],
+            vec![format!("api-east.{Z} 5 IN A 10.1.3.1")],
         ),
         (
             "neither exported nor labelled",
@@ -586,28 +587,32 @@ fn the_demo_serves_the_mcs_names_its_table_lists() {
 }
 
 #[test]
-fn conflicts_are_counted_and_the_oldest_export_decides() {
+fn conflicts_are_counted_and_the_senior_export_decides() {
     use crate::model::Event;
     use crate::model::objects::{ObjectKey, Port, Protocol};
     let mut m = model(true);
     let snap = m.snapshot();
     assert_eq!(snap.stats.mcs_id_conflicts, 1, "north's id is east's");
     assert_eq!(snap.stats.mcs_conflicts, 0);
-    // west's web (the newer export) redefines port http.
+    // east's web redefines port http, and dates its export 1970 (what a
+    // compromised API server can write): west, the local cluster, is
+    // senior all the same.
     let mut web = m
         .clusters()
-        .get("west")
+        .get("east")
         .and_then(|c| c.services.get(&ObjectKey::new("prod", "web")))
         .cloned()
-        .expect("west/web");
+        .expect("east/web");
     web.ports = vec![Port {
         name: Some("http".into()),
         protocol: Protocol::Tcp,
         port: 81,
     }];
+    web.created = 0;
+    web.mcs = Some(0);
     m.apply(
         [Event::ServiceApplied {
-            cluster: "west".into(),
+            cluster: "east".into(),
             service: web,
         }],
         Instant::now(),
@@ -617,7 +622,7 @@ fn conflicts_are_counted_and_the_oldest_export_decides() {
     assert_eq!(
         ask(&snap, &format!("web.{Z}"), rtype::SRV).1,
         [format!("web.{Z} 5 IN SRV 0 100 80 web.{Z}")],
-        "east's export is older: its port 80 is served"
+        "west's export is senior: its port 80 is served"
     );
     m.apply(
         [Event::ClusterIdApplied {
