@@ -49,6 +49,7 @@ use crate::vocab::linkerd::{
     LABEL_REMOTE_SERVICE, LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY, REMOTE_DISCOVERY,
 };
 use crate::vocab::name::{FEDERATED, MAX_LABEL, MAX_NAME_TEXT, dashed_ip};
+use crate::vocab::trust::special;
 
 /// Most endpoints in one EndpointSlice (the Kubernetes controller's default).
 pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
@@ -234,6 +235,14 @@ struct Endpoints {
 
 impl Endpoints {
     fn add(&mut self, ports: &[Port], ep: Ep) {
+        // Never written, whatever reached the model: no cluster may point
+        // a local Service at the node itself or its metadata service, and
+        // a real API server refuses loopback and link-local endpoints
+        // (422), which would fail the whole slice. The sources drop them
+        // first (DESIGN decision 13); every endpoint passes here.
+        if special(ep.addr).is_some() {
+            return;
+        }
         let mut ports = ports.to_vec();
         // One port set in whatever order the sources listed it.
         ports.sort();

@@ -41,6 +41,7 @@ use crate::model::entry::{BuildContext, federation_eligible};
 use crate::model::objects::{ObjectKey, Port};
 use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
 use crate::vocab::mcs::{MCS_GROUP, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
+use crate::vocab::trust::special;
 
 /// The name of MCS service `svc`'s derived Service, as written.
 pub fn derived_name(svc: &str) -> String {
@@ -232,8 +233,14 @@ fn service_import(
     };
     // Left out rather than empty: an empty list may be dropped by the
     // server, and the comparison would then see a difference every pass.
+    // The local API allocated them, but the rule for what we write holds
+    // for every address (`Endpoints::add`).
+    let ips: Vec<Value> = ips
+        .iter()
+        .filter(|ip| special(**ip).is_none())
+        .map(|ip| text(&ip.to_string()))
+        .collect();
     if !ips.is_empty() {
-        let ips: Vec<Value> = ips.iter().map(|ip| text(&ip.to_string())).collect();
         spec.insert("ips".to_owned(), Value::Array(ips));
     }
     let mut labels = Map::new();
