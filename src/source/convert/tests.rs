@@ -1007,3 +1007,5 @@ fn a_slice_without_a_usable_trigger_time_has_none() {
     assert_eq!(with(json!({"other": "2026-01-02T03:04:05Z"})), None);
     assert_eq!(with(json!({key: "yesterday"})), None);
 }
+
+mod trust;
