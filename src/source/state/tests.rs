@@ -271,6 +271,77 @@ fn restart_serves_old_data_until_the_new_watches_confirm_it() {
 }
 
 #[test]
+fn new_claims_apply_to_what_the_relist_brings() {
+    use crate::vocab::trust::{Claims, TrustSettings, parse_cidrs, parse_namespaces};
+    let mut st = remote();
+    sync(
+        &mut st,
+        [vec![gateway_mode("web"), flat("api")], vec![], vec![]],
+        vec![
+            slice("web-1", "web", &["10.1.0.1", "10.2.0.1"]),
+            slice("api-1", "api", &["10.1.0.2"]),
+        ],
+    );
+    // The operator narrows east to 10.1.0.0/16 (pods) and 10.0.0.0/24
+    // (Services), then also denies namespace
+    // `prod`: each relist converts under the claims in force.
+    let claims = |deny: &str| Claims {
+        allowed_addresses: Some(parse_cidrs(["10.1.0.0/16,10.0.0.0/24"]).expect("cidrs")),
+        denied_namespaces: parse_namespaces([deny]).expect("names"),
+        ..Claims::default()
+    };
+    let relist = |st: ClusterState, deny: &str| {
+        let mut st = st.restart(
+            Selectors::linkerd_defaults(),
+            Trust::new(TrustSettings::default(), claims(deny)),
+            3,
+        );
+        let out = sync(
+            &mut st,
+            [vec![gateway_mode("web"), flat("api")], vec![], vec![]],
+            vec![
+                slice("web-1", "web", &["10.1.0.1", "10.2.0.1"]),
+                slice("api-1", "api", &["10.1.0.2"]),
+            ],
+        );
+        (st, out)
+    };
+    let (st, out) = relist(st, "other");
+    assert_eq!(
+        summary(&out),
+        ["+slice prod/api-1 (1)", "+slice prod/web-1 (1)"],
+        "web-1 keeps only the address inside 10.1.0.0/16"
+    );
+    assert_eq!(
+        adjusted(&out),
+        ["EndpointSlice prod/web-1: clamped address_not_allowed"]
+    );
+    let (st, out) = relist(st, "prod");
+    assert_eq!(
+        summary(&out),
+        [
+            "-svc prod/web",
+            "-slice prod/web-1",
+            "-svc prod/api",
+            "-slice prod/api-1"
+        ]
+    );
+    assert_eq!(
+        adjusted(&out),
+        [
+            "Service prod/web: skipped namespace_denied",
+            "Service prod/api: skipped namespace_denied"
+        ]
+    );
+    assert_eq!(st.counts().services, 0);
+    assert_eq!(
+        st.counts().slices,
+        0,
+        "a denied service's slices are not held"
+    );
+}
+
+#[test]
 fn a_bad_object_is_skipped_and_the_last_good_version_kept() {
     let mut st = remote();
     sync(

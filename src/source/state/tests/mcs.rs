@@ -32,6 +32,14 @@ fn export(name: &str, created: i64) -> Object {
     }))
 }
 
+fn export_in(namespace: &str, name: &str, created: i64) -> Object {
+    let t = Timestamp::from_second(created).expect("a time").to_string();
+    dynamic(json!({
+        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": t}
+    }))
+}
+
 fn property(name: &str, value: &str) -> Object {
     dynamic(json!({
         "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
@@ -334,6 +342,16 @@ fn the_export_join_table() {
             said: vec!["ServiceExport prod/Web_1: skipped name_not_a_label"],
             services: 1,
         },
+        Case {
+            name: "an export from kube-system is not ours to serve: skipped and counted, its Service not asked for",
+            setup: first_sync(vec![], vec![], vec![], vec![]),
+            steps: vec![
+                apply(Watch::Exports, export_in("kube-system", "kube-dns", T1)),
+                Settle,
+            ],
+            said: vec!["ServiceExport kube-system/kube-dns: skipped namespace_denied"],
+            services: 0,
+        },
     ];
     for c in cases {
         let mut st = mcs_remote();
@@ -459,6 +477,12 @@ fn local_imports_follow_their_watch() {
             ),
             vec![apply(Watch::Imports, import("web", &["10.9.0.1"]))],
             list(Watch::Imports, vec![import("web", &["10.9.0.2"])]),
+            // Even the local cluster's imports may not name a metadata
+            // address: left out, the rest kept.
+            vec![apply(
+                Watch::Imports,
+                import("web", &["169.254.169.254", "10.9.0.2"]),
+            )],
         ]
         .into_iter()
         .flatten()
@@ -470,7 +494,8 @@ fn local_imports_follow_their_watch() {
             "+import prod/web [10.9.0.1]",
             "+import prod/db []",
             "+import prod/web [10.9.0.2]",
-            "-import prod/db"
+            "-import prod/db",
+            "ServiceImport prod/web: clamped address_metadata"
         ]
     );
     assert!(st.synced());
