@@ -8,11 +8,14 @@
 //! interpret objects or know what a source does with them.
 //!
 //! - [`client`]: building clients, bounded or not;
+//! - [`credentials`]: what a kubeconfig from a Secret may make us run or
+//!   read;
 //! - [`layer`]: the in-flight bound and [`layer::ApiStats`];
 //! - [`watch`]: [`watch::guarded_watch`] and [`watch::guarded_list`];
 //! - [`discover`]: which version of a resource a cluster serves;
 
 pub mod client;
+pub mod credentials;
 pub mod discover;
 pub mod layer;
 pub mod watch;
