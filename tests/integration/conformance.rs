@@ -2054,18 +2054,21 @@ async fn serial_grows_on_change_107() {
     server.server.stop().await;
 }
 
-/// 110: collision fixture F2: `a-b`@c is older than `a`@b-c, so `a-b-c`
-/// answers 10.50.0.1 and the collision is counted.
+/// 110: collision fixture F2: `a-b`@c claims to be older than `a`@b-c by
+/// its creationTimestamp, but older across clusters is what this server
+/// trusts (DESIGN decision 7): the directory `b-c` is known first (zone
+/// directories in name order), so `a-b-c` answers b-c's 10.60.0.1 and the
+/// collision is counted.
 #[tokio::test]
 async fn collision_110() {
     let server = start(&fixture("collision"), Options::default()).await;
     run_all(
         server.dns,
         &[Case {
-            answer: v(&["a-b-c.prod.svc.clusterset.local. 5 IN A 10.50.0.1"]),
+            answer: v(&["a-b-c.prod.svc.clusterset.local. 5 IN A 10.60.0.1"]),
             ..c(
                 110,
-                "a-b-c: the older service wins",
+                "a-b-c: the senior cluster's service wins",
                 q("a-b-c.prod.svc.clusterset.local.", RecordType::A),
             )
         }],

@@ -52,7 +52,8 @@ use tokio::task::JoinHandle;
 use crate::conformance::{Case, SOA, a_set, c, cases, metric, nodata, nx, run_all, set, v};
 use crate::kubesim_api::{client, sim};
 use crate::support::{
-    Links, Live, Options, Proto, TestServer, ask, create_object, fixture, q, start_live,
+    Links, Live, Options, Proto, TestServer, ask, create_object, fixture, loopback_exempt, q,
+    start_live,
 };
 use crate::support::{eventually, yaml_docs};
 
@@ -407,7 +408,13 @@ async fn case_86_87_gateway_not_alive_leaves_federated_names_only() {
     let f = Fixture::new().await;
     let probe = ProbeTarget::start(200).await;
     f.write_links(&[f.entry("east", Some(probe.port)), f.entry("north", None)]);
-    let server = f.serve(Options::conformance(), |_| {}).await;
+    // The declared gateway and its probe target are on loopback, which no
+    // cluster may claim unless the operator exempts it.
+    let opts = Options {
+        trust: loopback_exempt(),
+        ..Options::conformance()
+    };
+    let server = f.serve(opts, |_| {}).await;
     let dns = server.dns;
     let all3 = ["10.30.3.1", "10.10.3.1", "10.20.3.1"];
 

@@ -18,6 +18,7 @@ use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
 pub(crate) use clusterset_dns::source::live::{Links, LiveConfig};
 use clusterset_dns::vocab::name::ZoneName;
+use clusterset_dns::vocab::trust::{TrustSettings, parse_cidrs};
 use futures_util::StreamExt;
 use hickory_net::client::Client;
 use hickory_net::runtime::TokioRuntimeProvider;
@@ -74,6 +75,18 @@ pub(crate) struct Options {
     pub(crate) budget: Option<clusterset_dns::model::budget::Budget>,
     /// `--mcs`.
     pub(crate) mcs: bool,
+    /// `--deny-addresses`, `--exempt-addresses` and our namespace.
+    pub(crate) trust: TrustSettings,
+}
+
+/// Trust settings that accept loopback addresses (`--exempt-addresses
+/// 127.0.0.0/8`): for gateways and probe targets on this machine, the only
+/// addresses a test may dial.
+pub(crate) fn loopback_exempt() -> TrustSettings {
+    TrustSettings {
+        exempt_addresses: parse_cidrs(["127.0.0.0/8"]).expect("cidr"),
+        ..TrustSettings::default()
+    }
 }
 
 impl Default for Options {
@@ -87,6 +100,7 @@ impl Default for Options {
             answer_cache: true,
             budget: None,
             mcs: false,
+            trust: TrustSettings::default(),
         }
     }
 }
@@ -122,6 +136,7 @@ fn settings(opts: &Options) -> Settings {
     settings.stale_ttl = settings.stale_ttl.min(opts.ttl);
     settings.ns_addrs.clone_from(&opts.ns_addrs);
     settings.mcs = opts.mcs;
+    settings.trust = opts.trust.clone();
     if let Some(budget) = opts.budget {
         settings.budget = budget;
     }
