@@ -310,7 +310,14 @@ fn main() {
         &binary,
         &kubeconfig,
         &file,
-        &["--federated-grace", &grace],
+        // The gateway and its probe target are on loopback, which no
+        // cluster may claim unless exempted.
+        &[
+            "--federated-grace",
+            &grace,
+            "--exempt-addresses",
+            "127.0.0.0/8",
+        ],
         "FAILOVER_LOG",
     );
     let run = Run {

@@ -204,6 +204,7 @@ async fn live_config(config: &Config, live: &LiveOptions) -> anyhow::Result<Live
         },
         sync_timeout: live.sync_timeout,
         mcs_rediscover: MCS_REDISCOVER,
+        allow_kubeconfig_exec: live.allow_kubeconfig_exec,
     })
 }
 

@@ -143,6 +143,9 @@ pub struct ServeArgs {
     /// Live mode: namespace of the Linkerd Links and their credentials Secrets [default: linkerd-multicluster].
     #[arg(long, env = "CLUSTERSET_DNS_LINK_NAMESPACE", value_name = "NS")]
     pub link_namespace: Option<String>,
+    /// Live mode: accept a Link Secret's kubeconfig that runs a program (exec, auth-provider) or reads files of this server; refused by default.
+    #[arg(long, env = "CLUSTERSET_DNS_ALLOW_KUBECONFIG_EXEC")]
+    pub allow_kubeconfig_exec: bool,
     /// Serve a cluster's names from last-known data this long after its watch broke, then SERVFAIL [default: unlimited].
     #[arg(long, env = "CLUSTERSET_DNS_MAX_STALE", value_name = "DURATION")]
     pub max_stale: Option<String>,
@@ -280,6 +283,8 @@ pub struct FileConfig {
     pub sync_timeout: Option<String>,
     /// `max-inflight-per-cluster`.
     pub max_inflight_per_cluster: Option<usize>,
+    /// `allow-kubeconfig-exec`.
+    pub allow_kubeconfig_exec: Option<bool>,
     /// `mirror`.
     pub mirror: Option<bool>,
     /// `mcs`.
@@ -384,6 +389,9 @@ pub struct LiveOptions {
     pub sync_timeout: Duration,
     /// Most requests in flight to one cluster's API server.
     pub max_inflight_per_cluster: usize,
+    /// A Link Secret's kubeconfig may run programs and read files
+    /// (`allow-kubeconfig-exec`).
+    pub allow_kubeconfig_exec: bool,
 }
 
 /// Mirror controller options.
@@ -669,6 +677,7 @@ impl FileConfig {
             federated_grace,
             sync_timeout,
             max_inflight_per_cluster,
+            allow_kubeconfig_exec,
             mirror,
             linkerd_flat_compat,
             cluster_domain,
@@ -699,6 +708,7 @@ impl FileConfig {
                 link_namespace,
                 sync_timeout,
                 max_inflight_per_cluster,
+                allow_kubeconfig_exec,
             },
             mirror: FileMirror {
                 mirror,
@@ -741,6 +751,7 @@ struct FileLive {
     link_namespace: Option<String>,
     sync_timeout: Option<String>,
     max_inflight_per_cluster: Option<usize>,
+    allow_kubeconfig_exec: Option<bool>,
 }
 
 /// Live mode's options, or `None` in file mode. `(file_mode, local_named)`:
@@ -760,6 +771,10 @@ fn live_options(
             ("context", context.is_some()),
             ("clusters", clusters.is_some()),
             ("link-namespace", link_namespace.is_some()),
+            (
+                "allow-kubeconfig-exec",
+                args.allow_kubeconfig_exec || file.allow_kubeconfig_exec == Some(true),
+            ),
         ];
         if let Some((key, _)) = live_flags.iter().find(|(_, set)| *set) {
             return Err(ConfigError::Invalid {
@@ -811,6 +826,8 @@ fn live_options(
                 });
             }
         },
+        allow_kubeconfig_exec: args.allow_kubeconfig_exec
+            || file.allow_kubeconfig_exec == Some(true),
     }))
 }
 

@@ -490,6 +490,17 @@ impl Collector for Sources {
         family(
             &mut enc,
             (
+                "clusterset_dns_link_credentials_refused_total",
+                COUNTER,
+                "Link credentials Secrets whose kubeconfig was refused (counted once per Secret version), by reason: exec, auth_provider, file_reference, too_large, unparsable (--allow-kubeconfig-exec lifts all but the last two).",
+            ),
+            c.credentials_refused
+                .iter()
+                .map(|(reason, n)| ([("reason", *reason)], Num::Int(*n))),
+        )?;
+        family(
+            &mut enc,
+            (
                 "clusterset_dns_source_skipped_objects_total",
                 COUNTER,
                 "Source documents of kinds that are not read, by kind: Service, EndpointSlice or List of an apiVersion not read, else other.",

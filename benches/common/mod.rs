@@ -652,6 +652,7 @@ pub(crate) async fn start_in_process(
             links: Links::File(clusters_file.to_owned()),
             sync_timeout: Duration::from_secs(60),
             mcs_rediscover: MCS_REDISCOVER,
+            allow_kubeconfig_exec: false,
         }),
         mirror,
     )

@@ -343,3 +343,77 @@ fn mcs_reloads_in_file_mode_and_waits_for_a_restart_in_live_mode() {
         }
     );
 }
+
+#[test]
+fn trust_settings_come_from_flags_or_the_file_and_reload() {
+    use crate::vocab::trust::parse_cidrs;
+    let none = Config::resolve(&args(&["--zones", "z"])).expect("valid");
+    assert!(none.settings.trust.deny_addresses.is_empty());
+    assert!(none.settings.trust.exempt_addresses.is_empty());
+    let flag = Config::resolve(&args(&[
+        "--zones",
+        "z",
+        "--deny-addresses",
+        "10.96.0.0/12,192.0.2.7",
+        "--exempt-addresses",
+        "127.0.0.0/8",
+    ]))
+    .expect("valid");
+    assert_eq!(
+        flag.settings.trust.deny_addresses,
+        parse_cidrs(["10.96.0.0/12,192.0.2.7/32"]).expect("cidrs")
+    );
+    assert_eq!(
+        flag.settings.trust.exempt_addresses,
+        parse_cidrs(["127.0.0.0/8"]).expect("cidrs")
+    );
+    let f = config_file("zones: z\ndeny-addresses: [10.96.0.0/12]\n");
+    let path = f.path().to_str().expect("utf-8 path");
+    let file = Config::resolve(&args(&["--config", path])).expect("valid");
+    assert_eq!(
+        file.settings.trust.deny_addresses,
+        parse_cidrs(["10.96.0.0/12"]).expect("cidrs")
+    );
+    let flag_wins = Config::resolve(&args(&["--config", path, "--deny-addresses", "10.0.0.0/8"]))
+        .expect("valid");
+    assert_eq!(
+        flag_wins.settings.trust.deny_addresses,
+        parse_cidrs(["10.0.0.0/8"]).expect("cidrs")
+    );
+    assert!(
+        flag.restart_only_changes(&none).is_empty(),
+        "trust settings reload"
+    );
+    for (argv, want) in [
+        (
+            ["--deny-addresses", "10.96.0.0/33"],
+            "invalid deny-addresses: \"10.96.0.0/33\" is not a CIDR",
+        ),
+        (
+            ["--exempt-addresses", "127.1.0.0/8"],
+            "invalid exempt-addresses: \"127.1.0.0/8\" has host bits set; did you mean 127.0.0.0/8?",
+        ),
+    ] {
+        let mut all = vec!["--zones", "z"];
+        all.extend(argv);
+        let e = Config::resolve(&args(&all)).expect_err(want);
+        assert!(e.to_string().starts_with(want), "{e}");
+    }
+}
+
+#[test]
+fn kubeconfig_exec_is_refused_unless_allowed_in_live_mode() {
+    let live = |argv: &[&str]| {
+        let mut all = vec!["--local-cluster", "west"];
+        all.extend_from_slice(argv);
+        Config::resolve(&args(&all)).map(|c| c.live.expect("live").allow_kubeconfig_exec)
+    };
+    assert!(!live(&[]).expect("valid"), "refused by default");
+    assert!(live(&["--allow-kubeconfig-exec"]).expect("valid"));
+    let f = config_file("local-cluster: west\nallow-kubeconfig-exec: true\n");
+    let path = f.path().to_str().expect("utf-8 path");
+    assert!(live(&["--config", path]).expect("valid"), "from the file");
+    let e = Config::resolve(&args(&["--zones", "z", "--allow-kubeconfig-exec"]))
+        .expect_err("a live-mode option");
+    assert!(e.to_string().contains("allow-kubeconfig-exec"), "{e}");
+}

@@ -37,6 +37,7 @@ use super::spec::{GatewaySource, LinkedCluster};
 use super::state::ClusterState;
 use super::status::StatusBoard;
 use crate::k8s::client::{self, BoundedClient};
+use crate::k8s::credentials::check_secret_kubeconfig;
 use crate::k8s::discover;
 use crate::k8s::watch::{Delivery, PAGE, config, guarded_watch};
 use crate::model::{Event, Settings};
@@ -80,6 +81,9 @@ pub struct LiveConfig {
     /// `--mcs`: how often a cluster that lacks an MCS or About API is asked
     /// again whether it serves it now ([`MCS_REDISCOVER`] outside tests).
     pub mcs_rediscover: Duration,
+    /// `--allow-kubeconfig-exec`: a Link Secret's kubeconfig may run
+    /// programs and read this server's files.
+    pub allow_kubeconfig_exec: bool,
 }
 
 /// How often a cluster that serves no ServiceExport, ClusterProperty or
@@ -95,6 +99,7 @@ impl std::fmt::Debug for LiveConfig {
             .field("links", &self.links)
             .field("sync_timeout", &self.sync_timeout)
             .field("mcs_rediscover", &self.mcs_rediscover)
+            .field("allow_kubeconfig_exec", &self.allow_kubeconfig_exec)
             .finish_non_exhaustive()
     }
 }
@@ -204,11 +209,35 @@ async fn wait_for_links(
     }
 }
 
+/// The kubeconfig of a credentials Secret, unless it may not be used: one
+/// that runs a program or reads this server's files is refused (whoever
+/// may write a Secret and a Link would otherwise run code as us) unless
+/// `allow_exec`; refusals are logged and counted, once per Secret version.
+fn secret_credentials(
+    secret: &Secret,
+    allow_exec: bool,
+    board: &StatusBoard,
+) -> Result<String, String> {
+    let text = secret_kubeconfig(secret)?;
+    if let Err(refused) = check_secret_kubeconfig(&text, allow_exec) {
+        let name = secret.metadata.name.as_deref().unwrap_or_default();
+        warn!(
+            secret = name,
+            reason = refused.label(),
+            "kubeconfig refused: {refused}"
+        );
+        board.counters().credentials_refused(refused.label());
+        return Err(format!("kubeconfig refused: {refused}"));
+    }
+    Ok(text)
+}
+
 /// Watches Links and Secrets in `namespace` and publishes linked clusters.
 async fn watch_links(
     client: Client,
     local: Arc<str>,
     namespace: String,
+    (allow_exec, board): (bool, Arc<StatusBoard>),
     out: watch::Sender<Desired>,
     shutdown: CancellationToken,
 ) {
@@ -237,7 +266,9 @@ async fn watch_links(
                 None => return,
             },
             d = secret_events.next() => match d {
-                Some(d) => secrets.update(d, "Secret", secret_name, secret_kubeconfig),
+                Some(d) => secrets.update(d, "Secret", secret_name, |s| {
+                    secret_credentials(s, allow_exec, &board)
+                }),
                 None => return,
             },
             () = shutdown.cancelled() => return,
@@ -513,6 +544,7 @@ pub async fn run(
                 local_client.client,
                 local.clone(),
                 namespace.clone(),
+                (config.allow_kubeconfig_exec, board.clone()),
                 dtx,
                 shutdown.clone(),
             ));
@@ -678,6 +710,8 @@ async fn start_cluster(
     previous: Option<ClusterState>,
 ) -> Running {
     cx.board.register(&spec.name, false, spec.origin.clone());
+    cx.board
+        .update(&spec.name, |r| r.claims = spec.claims.clone());
     let run = ClusterRun {
         name: spec.name.clone(),
         local: false,

@@ -24,6 +24,7 @@ use serde_json::json;
 use super::convert::{Adjustment, Reason};
 use super::state::{BudgetReport, Counts, McsReport};
 use crate::k8s::layer::ApiStats;
+use crate::vocab::trust::Claims;
 
 /// Objects skipped or clamped, by what was done and why. Both keys come
 /// from fixed sets, so they can be metric labels.
@@ -89,6 +90,9 @@ pub struct ClusterReport {
     pub api: Option<Arc<ApiStats>>,
     /// Live mode with `--mcs`: its MCS membership (`None`: MCS is off).
     pub mcs: Option<McsStatus>,
+    /// What it may claim (its clusters-file entry or Link annotations;
+    /// the defaults elsewhere).
+    pub claims: Claims,
 }
 
 /// A live cluster's MCS membership, as `/debug/clusters` shows it.
@@ -161,6 +165,7 @@ impl ClusterReport {
             budget: None,
             api: None,
             mcs: None,
+            claims: Claims::default(),
         }
     }
 }
@@ -234,6 +239,7 @@ pub struct SourceCounters {
     invalid_documents: AtomicU64,
     skipped: [AtomicU64; SkippedKind::ALL.len()],
     reload_errors: Mutex<BTreeMap<Arc<str>, u64>>,
+    credentials_refused: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// One reading of [`SourceCounters`].
@@ -245,6 +251,8 @@ pub struct SourceCounts {
     pub skipped: Vec<(SkippedKind, u64)>,
     /// Failed reloads by cluster (validated cluster names only).
     pub reload_errors: Vec<(Arc<str>, u64)>,
+    /// Link credentials (Secret kubeconfigs) refused, by reason label.
+    pub credentials_refused: Vec<(&'static str, u64)>,
 }
 
 impl SourceCounters {
@@ -266,6 +274,12 @@ impl SourceCounters {
             .or_default() += 1;
     }
 
+    /// Counts a Link Secret's kubeconfig refused for `reason` (a fixed
+    /// label, [`crate::k8s::credentials::Refused::label`]).
+    pub fn credentials_refused(&self, reason: &'static str) {
+        *lock(&self.credentials_refused).entry(reason).or_default() += 1;
+    }
+
     /// Every counter now.
     pub fn read(&self) -> SourceCounts {
         SourceCounts {
@@ -277,6 +291,10 @@ impl SourceCounters {
             reload_errors: lock(&self.reload_errors)
                 .iter()
                 .map(|(c, n)| (c.clone(), *n))
+                .collect(),
+            credentials_refused: lock(&self.credentials_refused)
+                .iter()
+                .map(|(r, n)| (*r, *n))
                 .collect(),
         }
     }
@@ -418,6 +436,7 @@ impl StatusBoard {
                         "refused": b.refused_services.iter().map(ToString::to_string).collect::<Vec<_>>(),
                     })),
                     "mcs": r.mcs.as_ref().map(McsStatus::json),
+                    "claims": claims_json(&r.claims),
                 })
             })
             .collect();
@@ -426,6 +445,19 @@ impl StatusBoard {
             "problems": lock(&self.problems).clone(),
         })
     }
+}
+
+/// A cluster's claims: `null` where it is not bounded.
+fn claims_json(c: &Claims) -> serde_json::Value {
+    let names = |set: &std::collections::BTreeSet<Arc<str>>| {
+        set.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
+    json!({
+        "allowedAddresses": c.allowed_addresses.as_ref()
+            .map(|nets| nets.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        "allowedNamespaces": c.allowed_namespaces.as_ref().map(names),
+        "deniedNamespaces": names(&c.denied_namespaces),
+    })
 }
 
 /// `{"skipped": {"<reason>": n, ...}, "clamped": {...}}`, each action

@@ -228,6 +228,8 @@ pub(crate) struct Live {
     pub(crate) mirror: Option<MirrorSetup>,
     /// How often a cluster lacking an MCS or About API is asked again.
     pub(crate) mcs_rediscover: Duration,
+    /// `--allow-kubeconfig-exec`.
+    pub(crate) allow_kubeconfig_exec: bool,
 }
 
 /// Mirror controller settings for a test: short lease timings so takeovers
@@ -273,6 +275,7 @@ impl Live {
             wait_ready: true,
             mirror: None,
             mcs_rediscover: Duration::from_millis(200),
+            allow_kubeconfig_exec: false,
         }
     }
 }
@@ -331,6 +334,7 @@ pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
             links: live.links,
             sync_timeout: live.sync_timeout,
             mcs_rediscover: live.mcs_rediscover,
+            allow_kubeconfig_exec: live.allow_kubeconfig_exec,
         }),
         mirror,
     )
