@@ -16,6 +16,7 @@ mod cli;
 mod conformance;
 mod deploy;
 mod dot;
+mod hostile;
 mod interop;
 mod kubectl;
 mod kubesim_api;
