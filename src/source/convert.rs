@@ -941,14 +941,8 @@ fn slice_endpoints(
                 None
             }
         };
-        let addresses: Vec<IpAddr> =
-            endpoint_addresses(i, &ep.addresses, family, &slice.address_type, w)
-                .into_iter()
-                .filter_map(|(j, addr)| {
-                    trusted(trust, addr, || format!("endpoints[{i}].addresses[{j}]"), w)
-                })
-                .collect();
-        for addr in addresses {
+        let kind = (family, slice.address_type.as_str());
+        for addr in endpoint_addresses(i, &ep.addresses, kind, trust, w) {
             if !seen.insert(addr) {
                 w.add(Reason::DuplicateAddress, || {
                     format!("endpoints[{i}]: {addr} is already in this slice; the first is kept")
@@ -965,15 +959,16 @@ fn slice_endpoints(
     out
 }
 
-/// The usable addresses of endpoint `i`, each with its index: at most the
-/// first [`MAX_ENDPOINT_ADDRESSES`], IPs of the slice's family.
+/// The usable addresses of endpoint `i`: at most the first
+/// [`MAX_ENDPOINT_ADDRESSES`], IPs of the slice's family (`kind`: the
+/// family and the addressType as written) that `trust` takes.
 fn endpoint_addresses(
     i: usize,
     addresses: &[String],
-    family: Family,
-    address_type: &str,
+    (family, address_type): (Family, &str),
+    trust: &Trust,
     w: &mut Warnings,
-) -> Vec<(usize, IpAddr)> {
+) -> Vec<IpAddr> {
     if addresses.is_empty() {
         w.add(Reason::EndpointWithoutAddress, || {
             format!(
@@ -1007,7 +1002,7 @@ fn endpoint_addresses(
             });
             continue;
         }
-        out.push((j, addr));
+        out.extend(trusted(trust, addr, field, w));
     }
     out
 }
