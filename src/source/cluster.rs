@@ -821,9 +821,12 @@ async fn watch_until(
     shutdown: &CancellationToken,
 ) -> (Ended, ClusterState) {
     let mut settings = run.settings.clone();
+    // Settings reloaded since the state was made: list under the new ones.
+    if settings.borrow_and_update().trust != *state.trust().settings() {
+        return (Ended::Retrust, state);
+    }
     let sync_timeout = run.sync_timeout;
     let (mut r, mut rx) = Runner::new(run, state, tx, board, shutdown);
-    let trust = settings.borrow_and_update().trust.clone();
     r.set_budget(&settings.borrow());
     r.start();
     // Without a client nothing ever answers; the sender stays so the
@@ -850,7 +853,7 @@ async fn watch_until(
             Ok(()) = settings.changed() => {
                 // Other settings are the answers'; only the budget and the
                 // trust settings are ours.
-                if settings.borrow().trust != trust {
+                if settings.borrow().trust != *r.state.trust().settings() {
                     return (Ended::Retrust, r.state);
                 }
                 if !r.set_budget(&settings.borrow_and_update()) {

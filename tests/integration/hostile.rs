@@ -369,3 +369,53 @@ async fn a_hostile_cluster_cannot_point_our_names_anywhere() {
     assert_eq!(metric(&body, "clusterset_dns_mcs_conflicts"), Some(1.0));
     server.server.stop().await;
 }
+
+/// The file source reads every cluster directory again under reloaded
+/// trust settings (only converted objects are kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloaded_deny_addresses_apply_to_every_directory() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    write(root, "west", WEST);
+    write(root, "east", EAST);
+    let server = start(
+        root,
+        Options {
+            local: Some("west"),
+            ..Options::default()
+        },
+    )
+    .await;
+    let dns = server.dns;
+    let federated = || records(dns, "web-federated.prod", RecordType::A);
+    assert_eq!(
+        federated().await.1,
+        ["10.10.0.1", "10.30.0.1"].map(str::to_owned)
+    );
+    let handle = server.server.settings_handle();
+    let mut settings = (*handle.get()).clone();
+    settings.trust.deny_addresses =
+        clusterset_dns::vocab::trust::parse_cidrs(["10.10.0.0/16"]).expect("cidrs");
+    handle.set(std::sync::Arc::new(settings));
+    crate::support::eventually(
+        "east's pod leaves the federated answer",
+        std::time::Duration::from_secs(10),
+        || async {
+            match federated().await.1.as_slice() {
+                [only] if only == "10.30.0.1" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let body = http_get(server.admin, "/metrics").await;
+    assert_eq!(
+        metric(
+            &body,
+            "clusterset_dns_cluster_objects_adjusted_total{cluster=\"east\",reason=\"address_denied\",action=\"clamped\"}"
+        ),
+        Some(3.0),
+        "east's web, db and api-evil slices: {body}"
+    );
+    server.server.stop().await;
+}

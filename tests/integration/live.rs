@@ -1047,3 +1047,59 @@ async fn a_burst_of_newly_exported_services_stays_within_the_in_flight_bound() {
     );
     server.server.stop().await;
 }
+
+/// `--deny-addresses` reloaded: every live cluster lists again and
+/// converts under it, the data it had served meanwhile; lifted, the
+/// addresses come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloaded_deny_addresses_relist_every_cluster() {
+    let (_sim, _dir, server) = two_remotes(|_| {}, |_| {}).await;
+    let dns = server.dns;
+    assert_eq!(
+        a(dns, &fqdn("api-federated")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1", "10.2.0.1"]))
+    );
+    let handle = server.server.settings_handle();
+    let set_deny = |list: &str| {
+        let mut settings = (*handle.get()).clone();
+        settings.trust.deny_addresses =
+            clusterset_dns::vocab::trust::parse_cidrs([list]).expect("cidrs");
+        handle.set(std::sync::Arc::new(settings));
+    };
+    set_deny("10.2.0.0/16");
+    until(
+        dns,
+        &fqdn("api-federated"),
+        ResponseCode::NoError,
+        &["10.1.0.1"],
+        10 * SECOND,
+    )
+    .await;
+    // north's service is still there, with no address left: NODATA.
+    assert_eq!(
+        a(dns, &fqdn("api-north")).await,
+        (ResponseCode::NoError, ips(&[]))
+    );
+    assert_eq!(
+        a(dns, &fqdn("api-east")).await,
+        (ResponseCode::NoError, ips(&["10.1.0.1"])),
+        "east's answer never changed"
+    );
+    let (_, metrics) = http_get(server.admin, "/metrics");
+    assert!(
+        metrics.contains(
+            "clusterset_dns_cluster_objects_adjusted_total{cluster=\"north\",reason=\"address_denied\",action=\"clamped\"} 1"
+        ),
+        "{metrics}"
+    );
+    set_deny("");
+    until(
+        dns,
+        &fqdn("api-federated"),
+        ResponseCode::NoError,
+        &["10.1.0.1", "10.2.0.1"],
+        10 * SECOND,
+    )
+    .await;
+    server.server.stop().await;
+}
