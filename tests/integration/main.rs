@@ -17,6 +17,7 @@ mod conformance;
 mod deploy;
 mod dot;
 mod hostile;
+mod hostile_live;
 mod interop;
 mod kubectl;
 mod kubesim_api;
