@@ -348,7 +348,7 @@ async fn serviceimport_keeps_v1beta1_fields_in_v1alpha1_and_applies_status() {
     assert_eq!(status["reason"], "Invalid");
     assert_eq!(
         status["message"],
-        "ServiceImport \"bad\" is invalid: spec.type: Unsupported value: \"NodePort\": supported values: \"ClusterSetIP\", \"Headless\""
+        "ServiceImport.multicluster.x-k8s.io \"bad\" is invalid: spec.type: Unsupported value: \"NodePort\": supported values: \"ClusterSetIP\", \"Headless\""
     );
 }
 

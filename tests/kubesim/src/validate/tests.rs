@@ -21,7 +21,8 @@ fn fail(code: u16, reason: &'static str, message: &str) -> Failure {
     (code, reason, message.to_owned())
 }
 
-/// The 422 a single cause gives: its reason, field and message, and the Status message.
+/// The 422 the causes give: their reasons, fields and messages, and the Status message. `kind`
+/// is qualified by its group as kube prints it (`EndpointSlice.discovery.k8s.io`).
 fn invalid(kind: &str, name: &str, causes: &[(&str, &str, &str)]) -> Checked {
     let list: Vec<String> = causes.iter().map(|(_, f, m)| format!("{f}: {m}")).collect();
     let joined = if list.len() == 1 {
@@ -739,7 +740,7 @@ fn endpoint_slice_validation() {
                 p80.clone(),
             ),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueInvalid",
@@ -756,7 +757,7 @@ fn endpoint_slice_validation() {
                 p80.clone(),
             ),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueInvalid",
@@ -769,7 +770,7 @@ fn endpoint_slice_validation() {
             "no addressType",
             slice(None, one("10.0.0.1"), p80.clone()),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[("FieldValueRequired", "addressType", "Required value")],
             ),
@@ -778,7 +779,7 @@ fn endpoint_slice_validation() {
             "an addressType kube does not know",
             slice(Some("IPX"), one("10.0.0.1"), p80.clone()),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueNotSupported",
@@ -791,7 +792,7 @@ fn endpoint_slice_validation() {
             "an endpoint without addresses",
             slice(Some("IPv4"), json!([{"addresses": []}]), p80.clone()),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueRequired",
@@ -808,7 +809,7 @@ fn endpoint_slice_validation() {
                 p80.clone(),
             ),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueTooMany",
@@ -821,7 +822,7 @@ fn endpoint_slice_validation() {
             "1001 endpoints",
             slice(Some("IPv4"), Value::Array(many_endpoints), p80.clone()),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueTooMany",
@@ -838,7 +839,7 @@ fn endpoint_slice_validation() {
                 json!([{"name": "a", "port": 0}, {"name": "b", "port": 65536}]),
             ),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[
                     (
@@ -881,7 +882,7 @@ fn endpoint_slice_validation() {
             Some(&old)
         ),
         invalid(
-            "EndpointSlice",
+            "EndpointSlice.discovery.k8s.io",
             "web-x",
             &[(
                 "FieldValueInvalid",
@@ -920,7 +921,7 @@ fn names() {
             Some(msg) => {
                 let message = format!("Invalid value: \"{name}\": {msg}");
                 invalid(
-                    kind,
+                    &crate::status::qualified(RESOURCES[res].group, kind),
                     name,
                     &[("FieldValueInvalid", "metadata.name", message.as_str())],
                 )
