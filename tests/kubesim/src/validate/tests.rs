@@ -893,6 +893,231 @@ fn endpoint_slice_validation() {
     );
 }
 
+/// kube's `ValidateEndpointIP` classes, per address: unspecified, loopback, link-local and
+/// link-local multicast are a 422 in IPv4 and IPv6 slices; documentation, private and global
+/// addresses stay accepted, as do the neighbours of each refused range.
+#[test]
+fn endpoint_slice_addresses_kube_refuses() {
+    const UNSPECIFIED: &str = "may not be unspecified";
+    const LOOPBACK: &str = "may not be in the loopback range (127.0.0.0/8, ::1/128)";
+    const LINK_LOCAL: &str = "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
+    const MULTICAST: &str =
+        "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)";
+    // (addressType, address, None = accepted, Some(the cause's message after the value))
+    let cases: Vec<(&str, &str, Option<&str>)> = vec![
+        ("IPv4", "192.0.2.1", None),
+        ("IPv4", "10.0.0.1", None),
+        ("IPv4", "0.0.0.0", Some(UNSPECIFIED)),
+        ("IPv4", "127.0.0.1", Some(LOOPBACK)),
+        ("IPv4", "127.255.255.254", Some(LOOPBACK)),
+        ("IPv4", "128.0.0.1", None),
+        ("IPv4", "169.254.169.254", Some(LINK_LOCAL)),
+        ("IPv4", "169.255.0.1", None),
+        ("IPv4", "224.0.0.1", Some(MULTICAST)),
+        ("IPv4", "224.0.0.251", Some(MULTICAST)),
+        // Only the link-local block of multicast: kube lets global multicast through.
+        ("IPv4", "224.0.1.1", None),
+        ("IPv6", "2001:db8::1", None),
+        ("IPv6", "fd00::1", None),
+        ("IPv6", "::", Some(UNSPECIFIED)),
+        ("IPv6", "::1", Some(LOOPBACK)),
+        ("IPv6", "::2", None),
+        ("IPv6", "fe80::1", Some(LINK_LOCAL)),
+        ("IPv6", "febf:ffff::1", Some(LINK_LOCAL)),
+        ("IPv6", "fec0::1", None),
+        ("IPv6", "ff02::1", Some(MULTICAST)),
+        // Go's test is the scope nibble, so a flagged link-local group is refused too.
+        ("IPv6", "ff12::1:2", Some(MULTICAST)),
+        ("IPv6", "ff05::1", None),
+    ];
+    for (ty, address, refusal) in cases {
+        let object = json!({
+            "metadata": {"name": "web-x"}, "addressType": ty,
+            "endpoints": [{"addresses": [address]}],
+        });
+        let want = match refusal {
+            None => Ok(()),
+            // The unspecified message names the address, as kube's `%v` does.
+            Some(UNSPECIFIED) => invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[(
+                    "FieldValueInvalid",
+                    "endpoints[0].addresses[0]",
+                    &format!("Invalid value: \"{address}\": {UNSPECIFIED} ({address})"),
+                )],
+            ),
+            Some(why) => invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[(
+                    "FieldValueInvalid",
+                    "endpoints[0].addresses[0]",
+                    &format!("Invalid value: \"{address}\": {why}"),
+                )],
+            ),
+        };
+        assert_eq!(
+            validated(ENDPOINTSLICES, &object, None),
+            want,
+            "{ty} {address}"
+        );
+    }
+}
+
+/// Where the refusal lands among other addresses and causes, and that every write path sees it.
+#[test]
+fn endpoint_slice_refused_addresses_in_context() {
+    let slice = |ty: &str, endpoints: Value| json!({"metadata": {"name": "web-x"}, "addressType": ty, "endpoints": endpoints});
+    let cases: Vec<(&str, Value, Checked)> = vec![
+        (
+            "the second address of the second endpoint, and one more",
+            slice(
+                "IPv4",
+                json!([{"addresses": ["10.0.0.1"]}, {"addresses": ["10.0.0.2", "127.0.0.1"]},
+                       {"addresses": ["169.254.1.1"]}]),
+            ),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[1].addresses[1]",
+                        "Invalid value: \"127.0.0.1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+                    ),
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[2].addresses[0]",
+                        "Invalid value: \"169.254.1.1\": may not be in the link-local range (169.254.0.0/16, fe80::/10)",
+                    ),
+                ],
+            ),
+        ),
+        (
+            // kube classifies any address that parses, so the wrong family gets both causes.
+            "IPv6 loopback in an IPv4 slice",
+            slice("IPv4", json!([{"addresses": ["::1"]}])),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"::1\": must be a valid IPv4 address",
+                    ),
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"::1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+                    ),
+                ],
+            ),
+        ),
+        (
+            "IPv4 unspecified in an IPv6 slice",
+            slice("IPv6", json!([{"addresses": ["0.0.0.0"]}])),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"0.0.0.0\": must be a valid IPv6 address",
+                    ),
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"0.0.0.0\": may not be unspecified (0.0.0.0)",
+                    ),
+                ],
+            ),
+        ),
+        (
+            // kube's IPv6 parse refuses the mapped form before any classification.
+            "an IPv4-mapped address in an IPv6 slice",
+            slice(
+                "IPv6",
+                json!([{"addresses": ["::ffff:10.0.0.1", "::ffff:127.0.0.1"]}]),
+            ),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"::ffff:10.0.0.1\": must be a valid IPv6 address",
+                    ),
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[1]",
+                        "Invalid value: \"::ffff:127.0.0.1\": must be a valid IPv6 address",
+                    ),
+                ],
+            ),
+        ),
+        (
+            "an FQDN that looks like loopback is a name",
+            slice("FQDN", json!([{"addresses": ["127.0.0.1"]}])),
+            Ok(()),
+        ),
+    ];
+    for (case, object, want) in cases {
+        assert_eq!(validated(ENDPOINTSLICES, &object, None), want, "{case}");
+    }
+
+    // An update is checked as a create is: a good slice may not gain a loopback address.
+    let old = slice("IPv6", json!([{"addresses": ["fd00::1"]}]));
+    assert_eq!(
+        validated(
+            ENDPOINTSLICES,
+            &slice("IPv6", json!([{"addresses": ["fd00::1", "::1"]}])),
+            Some(&old)
+        ),
+        invalid(
+            "EndpointSlice.discovery.k8s.io",
+            "web-x",
+            &[(
+                "FieldValueInvalid",
+                "endpoints[0].addresses[1]",
+                "Invalid value: \"::1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+            )],
+        )
+    );
+}
+
+/// Go classes an IPv4-mapped IPv6 address as the IPv4 address it maps (`net.IP.To4`); an
+/// IPv4-compatible one (`::127.0.0.1`) is plain IPv6 and in no class.
+#[test]
+fn endpoint_ip_classes_follow_go() {
+    for (text, want) in [
+        (
+            "::ffff:0.0.0.0",
+            Some("may not be unspecified (::ffff:0.0.0.0)"),
+        ),
+        (
+            "::ffff:127.0.0.1",
+            Some("may not be in the loopback range (127.0.0.0/8, ::1/128)"),
+        ),
+        (
+            "::ffff:169.254.0.1",
+            Some("may not be in the link-local range (169.254.0.0/16, fe80::/10)"),
+        ),
+        (
+            "::ffff:224.0.0.9",
+            Some("may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"),
+        ),
+        ("::ffff:10.0.0.1", None),
+        ("::127.0.0.1", None),
+    ] {
+        let ip: IpAddr = text.parse().expect("an IP");
+        assert_eq!(endpoint_ip_refusal(ip, text).as_deref(), want, "{text}");
+    }
+}
+
 #[test]
 fn names() {
     let subdomain = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
