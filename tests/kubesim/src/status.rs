@@ -110,6 +110,9 @@ impl ApiError {
     }
 
     /// 422: `Service "web" is invalid: spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive`.
+    ///
+    /// The kind is qualified by its group (`EndpointSlice.discovery.k8s.io "web-x" is invalid: …`)
+    /// as kube's `NewInvalid` prints a `GroupKind`; only kubectl shortens it, on its own side.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
         let list: Vec<String> = causes
             .iter()
@@ -123,7 +126,7 @@ impl ApiError {
         let mut e = ApiError::new(
             422,
             "Invalid",
-            format!("{kind} \"{name}\" is invalid: {joined}"),
+            format!("{} \"{name}\" is invalid: {joined}", qualified(group, kind)),
         )
         .with_details(name, group, kind);
         e.causes = causes;
@@ -271,7 +274,8 @@ impl ApiError {
     }
 }
 
-/// `services` or `endpointslices.discovery.k8s.io`: how kube names a resource in messages.
+/// `services` or `endpointslices.discovery.k8s.io`: how kube names a resource (or, with a kind,
+/// a `GroupKind`: `EndpointSlice.discovery.k8s.io`) in messages.
 pub fn qualified(group: &str, plural: &str) -> String {
     if group.is_empty() {
         plural.to_owned()

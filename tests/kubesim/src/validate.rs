@@ -550,7 +550,12 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
         .unwrap_or("");
     let check: fn(&str) -> bool = match ty {
         "IPv4" => |a| a.parse::<Ipv4Addr>().is_ok(),
-        "IPv6" => |a| a.parse::<Ipv6Addr>().is_ok(),
+        // kube's IPv6 check refuses an IPv4-mapped address (`::ffff:10.0.0.1`): Go parses it
+        // to the IPv4 address it maps, so it is not an IPv6 address to kube.
+        "IPv6" => |a| {
+            a.parse::<Ipv6Addr>()
+                .is_ok_and(|ip| ip.to_ipv4_mapped().is_none())
+        },
         "FQDN" => |a| kubemsg::dns1123_subdomain_errors(a).is_empty(),
         "" => {
             causes.push(cause("FieldValueRequired", "addressType", "Required value"));
@@ -610,6 +615,14 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
                     format!("Invalid value: \"{text}\": must be a valid {ty} address"),
                 ));
             }
+            if let Some(why) = classified_ip(ty, text).and_then(|ip| endpoint_ip_refusal(ip, text))
+            {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    format!("endpoints[{i}].addresses[{j}]"),
+                    format!("Invalid value: {}: {why}", kubemsg::go_quote(text)),
+                ));
+            }
         }
     }
     let ports = object
@@ -637,6 +650,73 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
                 format!("Invalid value: \"{ty}\": field is immutable"),
             ));
         }
+    }
+}
+
+/// The address kube classifies with `ValidateEndpointIP` in a slice of type `ty`, if any.
+///
+/// Kube classifies every address of an IPv4 or IPv6 slice that parses as an IP at all, even one
+/// of the other family, which then gets both causes (`::1` in an IPv4 slice). Since
+/// kubernetes#122550 (1.33) the parse for IPv6 slices refuses IPv4-mapped addresses before that,
+/// so those get only the family cause. FQDN slices are never classified, even where a name looks
+/// like an IPv4 address.
+fn classified_ip(ty: &str, text: &str) -> Option<IpAddr> {
+    let ip = text.parse::<IpAddr>().ok()?;
+    match (ty, ip) {
+        ("IPv4", _) => Some(ip),
+        ("IPv6", IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_some() => None,
+        ("IPv6", _) => Some(ip),
+        _ => None,
+    }
+}
+
+/// Why kube-apiserver refuses `ip` (written `text`) as an endpoint address, if it does: the
+/// address classes of `ValidateEndpointIP` (k8s.io/kubernetes `pkg/apis/core/validation`), which
+/// EndpointSlice validation applies to every IPv4 and IPv6 address, on create and on update alike.
+/// (Since 1.33 kube drops endpoint errors on an update that leaves `endpoints` unchanged, for
+/// slices stored under older rules; kubesim has none, as every stored slice passed this check.)
+///
+/// Such an address is nonsense as a backend (unspecified, loopback) or means the node's own link
+/// (link-local, e.g. a cloud metadata service); kube refuses it outright, as a 422 and not a
+/// warning. The classes are Go's `net.IP` predicates, so an IPv4-mapped IPv6 address is classed as
+/// the IPv4 address it maps, and link-local multicast is `224.0.0.0/24` and every `ffX2::/16`
+/// (scope 2, any flags), whatever the range the message names.
+fn endpoint_ip_refusal(ip: IpAddr, text: &str) -> Option<String> {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    let (unspecified, loopback, link_local, link_local_multicast) = match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            (
+                v4.is_unspecified(),
+                v4.is_loopback(),
+                v4.is_link_local(),
+                o[0] == 224 && o[1] == 0 && o[2] == 0,
+            )
+        }
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            (
+                v6.is_unspecified(),
+                v6.is_loopback(),
+                o[0] == 0xfe && o[1] & 0xc0 == 0x80,
+                o[0] == 0xff && o[1] & 0x0f == 0x02,
+            )
+        }
+    };
+    // At most one class holds for any address, so kube never reports two for one address.
+    if unspecified {
+        Some(format!("may not be unspecified ({text})"))
+    } else if loopback {
+        Some("may not be in the loopback range (127.0.0.0/8, ::1/128)".into())
+    } else if link_local {
+        Some("may not be in the link-local range (169.254.0.0/16, fe80::/10)".into())
+    } else if link_local_multicast {
+        Some("may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)".into())
+    } else {
+        None
     }
 }
 

@@ -1,6 +1,7 @@
 //! The MCS and About CRDs through kubesim's HTTP face: discovery, create and read in either
-//! version, the status subresource, patch types and 422s. A plain-HTTP cluster on 127.0.0.1:0,
-//! spoken to with a minimal HTTP/1.1 client (one request per connection).
+//! version, the status subresource, patch types and 422s; and EndpointSlice addresses kube
+//! refuses, on every write path. A plain-HTTP cluster on 127.0.0.1:0, spoken to with a minimal
+//! HTTP/1.1 client (one request per connection).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -348,7 +349,7 @@ async fn serviceimport_keeps_v1beta1_fields_in_v1alpha1_and_applies_status() {
     assert_eq!(status["reason"], "Invalid");
     assert_eq!(
         status["message"],
-        "ServiceImport \"bad\" is invalid: spec.type: Unsupported value: \"NodePort\": supported values: \"ClusterSetIP\", \"Headless\""
+        "ServiceImport.multicluster.x-k8s.io \"bad\" is invalid: spec.type: Unsupported value: \"NodePort\": supported values: \"ClusterSetIP\", \"Headless\""
     );
 }
 
@@ -395,4 +396,103 @@ async fn clusterproperty_is_cluster_scoped() {
         status["details"]["causes"][0]["reason"],
         "FieldValueTypeInvalid"
     );
+}
+
+const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+
+fn slice(name: &str, ty: &str, address: &str) -> Value {
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+           "metadata": {"name": name, "labels": {"kubernetes.io/service-name": "web"}},
+           "addressType": ty, "endpoints": [{"addresses": [address]}],
+           "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]})
+}
+
+/// The 422 Status kube writes for one refused endpoint address.
+fn assert_refused(code: u16, status: &Value, name: &str, address: &str, why: &str) {
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["reason"], "Invalid", "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            "EndpointSlice.discovery.k8s.io \"{name}\" is invalid: endpoints[0].addresses[0]: Invalid value: \"{address}\": {why}"
+        ),
+        "{status}"
+    );
+    assert_eq!(
+        status["details"]["causes"],
+        json!([{"reason": "FieldValueInvalid", "field": "endpoints[0].addresses[0]",
+                "message": format!("Invalid value: \"{address}\": {why}")}]),
+        "{status}"
+    );
+}
+
+/// Create, update, merge patch and server-side apply all refuse a loopback, link-local or
+/// unspecified endpoint address with kube's 422, and leave the stored slice as it was.
+#[tokio::test]
+async fn endpointslice_addresses_kube_refuses_on_every_write() {
+    let f = fixture(|_| {}).await;
+    let loopback = "may not be in the loopback range (127.0.0.0/8, ::1/128)";
+    let link_local = "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
+
+    let (code, status) = f.post(SLICES, &slice("web-a", "IPv4", "127.0.0.1")).await;
+    assert_refused(code, &status, "web-a", "127.0.0.1", loopback);
+    assert_eq!(f.get(&format!("{SLICES}/web-a")).await.0, 404);
+
+    let (code, good) = f.post(SLICES, &slice("web-b", "IPv4", "192.0.2.1")).await;
+    assert_eq!(code, 201, "{good}");
+    let path = format!("{SLICES}/web-b");
+
+    let mut body = good.clone();
+    body["endpoints"][0]["addresses"] = json!(["169.254.169.254"]);
+    let (code, status) = f.put(&path, &body).await;
+    assert_refused(code, &status, "web-b", "169.254.169.254", link_local);
+
+    let merge = json!({"endpoints": [{"addresses": ["0.0.0.0"]}]});
+    let (code, status) = f
+        .call("PATCH", &path, "application/merge-patch+json", Some(&merge))
+        .await;
+    assert_refused(
+        code,
+        &status,
+        "web-b",
+        "0.0.0.0",
+        "may not be unspecified (0.0.0.0)",
+    );
+
+    // Forced: another manager owns the endpoints, and a conflict (409) comes before validation.
+    let (code, status) = f
+        .call(
+            "PATCH",
+            &format!("{path}?fieldManager=tester&force=true"),
+            "application/apply-patch+yaml",
+            Some(&slice("web-b", "IPv4", "224.0.0.251")),
+        )
+        .await;
+    assert_refused(
+        code,
+        &status,
+        "web-b",
+        "224.0.0.251",
+        "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)",
+    );
+
+    let (code, stored) = f.get(&path).await;
+    assert_eq!(code, 200);
+    assert_eq!(stored["endpoints"], json!([{"addresses": ["192.0.2.1"]}]));
+    assert_eq!(
+        stored["metadata"]["resourceVersion"],
+        good["metadata"]["resourceVersion"]
+    );
+
+    // An apply that would create an IPv6 slice is refused the same way; a private one is not.
+    let six = format!("{SLICES}/web-c");
+    let (code, status) = f
+        .apply(&six, &slice("web-c", "IPv6", "fe80::1"), "tester")
+        .await;
+    assert_refused(code, &status, "web-c", "fe80::1", link_local);
+    assert_eq!(f.get(&six).await.0, 404);
+    let (code, created) = f
+        .apply(&six, &slice("web-c", "IPv6", "fd00::1"), "tester")
+        .await;
+    assert_eq!(code, 201, "{created}");
 }

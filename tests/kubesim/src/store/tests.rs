@@ -709,7 +709,7 @@ fn finalizers_hold_a_deleted_object_until_removed() {
             Err(fail(
                 422,
                 "Invalid",
-                "EndpointSlice \"s\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"example.com/0\", \"example.com/c\"}",
+                "EndpointSlice.discovery.k8s.io \"s\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"example.com/0\", \"example.com/c\"}",
             )),
             vec![],
             true,

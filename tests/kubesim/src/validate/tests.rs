@@ -21,7 +21,8 @@ fn fail(code: u16, reason: &'static str, message: &str) -> Failure {
     (code, reason, message.to_owned())
 }
 
-/// The 422 a single cause gives: its reason, field and message, and the Status message.
+/// The 422 the causes give: their reasons, fields and messages, and the Status message. `kind`
+/// is qualified by its group as kube prints it (`EndpointSlice.discovery.k8s.io`).
 fn invalid(kind: &str, name: &str, causes: &[(&str, &str, &str)]) -> Checked {
     let list: Vec<String> = causes.iter().map(|(_, f, m)| format!("{f}: {m}")).collect();
     let joined = if list.len() == 1 {
@@ -739,7 +740,7 @@ fn endpoint_slice_validation() {
                 p80.clone(),
             ),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueInvalid",
@@ -756,7 +757,7 @@ fn endpoint_slice_validation() {
                 p80.clone(),
             ),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueInvalid",
@@ -769,7 +770,7 @@ fn endpoint_slice_validation() {
             "no addressType",
             slice(None, one("10.0.0.1"), p80.clone()),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[("FieldValueRequired", "addressType", "Required value")],
             ),
@@ -778,7 +779,7 @@ fn endpoint_slice_validation() {
             "an addressType kube does not know",
             slice(Some("IPX"), one("10.0.0.1"), p80.clone()),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueNotSupported",
@@ -791,7 +792,7 @@ fn endpoint_slice_validation() {
             "an endpoint without addresses",
             slice(Some("IPv4"), json!([{"addresses": []}]), p80.clone()),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueRequired",
@@ -808,7 +809,7 @@ fn endpoint_slice_validation() {
                 p80.clone(),
             ),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueTooMany",
@@ -821,7 +822,7 @@ fn endpoint_slice_validation() {
             "1001 endpoints",
             slice(Some("IPv4"), Value::Array(many_endpoints), p80.clone()),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[(
                     "FieldValueTooMany",
@@ -838,7 +839,7 @@ fn endpoint_slice_validation() {
                 json!([{"name": "a", "port": 0}, {"name": "b", "port": 65536}]),
             ),
             invalid(
-                "EndpointSlice",
+                "EndpointSlice.discovery.k8s.io",
                 "web-x",
                 &[
                     (
@@ -881,7 +882,7 @@ fn endpoint_slice_validation() {
             Some(&old)
         ),
         invalid(
-            "EndpointSlice",
+            "EndpointSlice.discovery.k8s.io",
             "web-x",
             &[(
                 "FieldValueInvalid",
@@ -890,6 +891,231 @@ fn endpoint_slice_validation() {
             )],
         )
     );
+}
+
+/// kube's `ValidateEndpointIP` classes, per address: unspecified, loopback, link-local and
+/// link-local multicast are a 422 in IPv4 and IPv6 slices; documentation, private and global
+/// addresses stay accepted, as do the neighbours of each refused range.
+#[test]
+fn endpoint_slice_addresses_kube_refuses() {
+    const UNSPECIFIED: &str = "may not be unspecified";
+    const LOOPBACK: &str = "may not be in the loopback range (127.0.0.0/8, ::1/128)";
+    const LINK_LOCAL: &str = "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
+    const MULTICAST: &str =
+        "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)";
+    // (addressType, address, None = accepted, Some(the cause's message after the value))
+    let cases: Vec<(&str, &str, Option<&str>)> = vec![
+        ("IPv4", "192.0.2.1", None),
+        ("IPv4", "10.0.0.1", None),
+        ("IPv4", "0.0.0.0", Some(UNSPECIFIED)),
+        ("IPv4", "127.0.0.1", Some(LOOPBACK)),
+        ("IPv4", "127.255.255.254", Some(LOOPBACK)),
+        ("IPv4", "128.0.0.1", None),
+        ("IPv4", "169.254.169.254", Some(LINK_LOCAL)),
+        ("IPv4", "169.255.0.1", None),
+        ("IPv4", "224.0.0.1", Some(MULTICAST)),
+        ("IPv4", "224.0.0.251", Some(MULTICAST)),
+        // Only the link-local block of multicast: kube lets global multicast through.
+        ("IPv4", "224.0.1.1", None),
+        ("IPv6", "2001:db8::1", None),
+        ("IPv6", "fd00::1", None),
+        ("IPv6", "::", Some(UNSPECIFIED)),
+        ("IPv6", "::1", Some(LOOPBACK)),
+        ("IPv6", "::2", None),
+        ("IPv6", "fe80::1", Some(LINK_LOCAL)),
+        ("IPv6", "febf:ffff::1", Some(LINK_LOCAL)),
+        ("IPv6", "fec0::1", None),
+        ("IPv6", "ff02::1", Some(MULTICAST)),
+        // Go's test is the scope nibble, so a flagged link-local group is refused too.
+        ("IPv6", "ff12::1:2", Some(MULTICAST)),
+        ("IPv6", "ff05::1", None),
+    ];
+    for (ty, address, refusal) in cases {
+        let object = json!({
+            "metadata": {"name": "web-x"}, "addressType": ty,
+            "endpoints": [{"addresses": [address]}],
+        });
+        let want = match refusal {
+            None => Ok(()),
+            // The unspecified message names the address, as kube's `%v` does.
+            Some(UNSPECIFIED) => invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[(
+                    "FieldValueInvalid",
+                    "endpoints[0].addresses[0]",
+                    &format!("Invalid value: \"{address}\": {UNSPECIFIED} ({address})"),
+                )],
+            ),
+            Some(why) => invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[(
+                    "FieldValueInvalid",
+                    "endpoints[0].addresses[0]",
+                    &format!("Invalid value: \"{address}\": {why}"),
+                )],
+            ),
+        };
+        assert_eq!(
+            validated(ENDPOINTSLICES, &object, None),
+            want,
+            "{ty} {address}"
+        );
+    }
+}
+
+/// Where the refusal lands among other addresses and causes, and that every write path sees it.
+#[test]
+fn endpoint_slice_refused_addresses_in_context() {
+    let slice = |ty: &str, endpoints: Value| json!({"metadata": {"name": "web-x"}, "addressType": ty, "endpoints": endpoints});
+    let cases: Vec<(&str, Value, Checked)> = vec![
+        (
+            "the second address of the second endpoint, and one more",
+            slice(
+                "IPv4",
+                json!([{"addresses": ["10.0.0.1"]}, {"addresses": ["10.0.0.2", "127.0.0.1"]},
+                       {"addresses": ["169.254.1.1"]}]),
+            ),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[1].addresses[1]",
+                        "Invalid value: \"127.0.0.1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+                    ),
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[2].addresses[0]",
+                        "Invalid value: \"169.254.1.1\": may not be in the link-local range (169.254.0.0/16, fe80::/10)",
+                    ),
+                ],
+            ),
+        ),
+        (
+            // kube classifies any address that parses, so the wrong family gets both causes.
+            "IPv6 loopback in an IPv4 slice",
+            slice("IPv4", json!([{"addresses": ["::1"]}])),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"::1\": must be a valid IPv4 address",
+                    ),
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"::1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+                    ),
+                ],
+            ),
+        ),
+        (
+            "IPv4 unspecified in an IPv6 slice",
+            slice("IPv6", json!([{"addresses": ["0.0.0.0"]}])),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"0.0.0.0\": must be a valid IPv6 address",
+                    ),
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"0.0.0.0\": may not be unspecified (0.0.0.0)",
+                    ),
+                ],
+            ),
+        ),
+        (
+            // kube's IPv6 parse refuses the mapped form before any classification.
+            "an IPv4-mapped address in an IPv6 slice",
+            slice(
+                "IPv6",
+                json!([{"addresses": ["::ffff:10.0.0.1", "::ffff:127.0.0.1"]}]),
+            ),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[0]",
+                        "Invalid value: \"::ffff:10.0.0.1\": must be a valid IPv6 address",
+                    ),
+                    (
+                        "FieldValueInvalid",
+                        "endpoints[0].addresses[1]",
+                        "Invalid value: \"::ffff:127.0.0.1\": must be a valid IPv6 address",
+                    ),
+                ],
+            ),
+        ),
+        (
+            "an FQDN that looks like loopback is a name",
+            slice("FQDN", json!([{"addresses": ["127.0.0.1"]}])),
+            Ok(()),
+        ),
+    ];
+    for (case, object, want) in cases {
+        assert_eq!(validated(ENDPOINTSLICES, &object, None), want, "{case}");
+    }
+
+    // An update is checked as a create is: a good slice may not gain a loopback address.
+    let old = slice("IPv6", json!([{"addresses": ["fd00::1"]}]));
+    assert_eq!(
+        validated(
+            ENDPOINTSLICES,
+            &slice("IPv6", json!([{"addresses": ["fd00::1", "::1"]}])),
+            Some(&old)
+        ),
+        invalid(
+            "EndpointSlice.discovery.k8s.io",
+            "web-x",
+            &[(
+                "FieldValueInvalid",
+                "endpoints[0].addresses[1]",
+                "Invalid value: \"::1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+            )],
+        )
+    );
+}
+
+/// Go classes an IPv4-mapped IPv6 address as the IPv4 address it maps (`net.IP.To4`); an
+/// IPv4-compatible one (`::127.0.0.1`) is plain IPv6 and in no class.
+#[test]
+fn endpoint_ip_classes_follow_go() {
+    for (text, want) in [
+        (
+            "::ffff:0.0.0.0",
+            Some("may not be unspecified (::ffff:0.0.0.0)"),
+        ),
+        (
+            "::ffff:127.0.0.1",
+            Some("may not be in the loopback range (127.0.0.0/8, ::1/128)"),
+        ),
+        (
+            "::ffff:169.254.0.1",
+            Some("may not be in the link-local range (169.254.0.0/16, fe80::/10)"),
+        ),
+        (
+            "::ffff:224.0.0.9",
+            Some("may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"),
+        ),
+        ("::ffff:10.0.0.1", None),
+        ("::127.0.0.1", None),
+    ] {
+        let ip: IpAddr = text.parse().expect("an IP");
+        assert_eq!(endpoint_ip_refusal(ip, text).as_deref(), want, "{text}");
+    }
 }
 
 #[test]
@@ -920,7 +1146,7 @@ fn names() {
             Some(msg) => {
                 let message = format!("Invalid value: \"{name}\": {msg}");
                 invalid(
-                    kind,
+                    &crate::status::qualified(RESOURCES[res].group, kind),
                     name,
                     &[("FieldValueInvalid", "metadata.name", message.as_str())],
                 )

@@ -211,7 +211,7 @@ fn schema_rules_are_422() {
     let e = validate(SERVICEIMPORTS, &object, None).unwrap_err();
     assert_eq!(
         e.message,
-        "ServiceImport \"web\" is invalid: [status.clusters[1].cluster: Required value, status.clusters[2]: Duplicate value: map[string]interface {}{\"cluster\":\"east\"}]"
+        "ServiceImport.multicluster.x-k8s.io \"web\" is invalid: [status.clusters[1].cluster: Required value, status.clusters[2]: Duplicate value: map[string]interface {}{\"cluster\":\"east\"}]"
     );
 
     assert_eq!(
