@@ -1763,3 +1763,65 @@ mod random {
 }
 
 mod mcs_cases;
+
+#[test]
+fn special_addresses_are_never_written_whatever_reached_the_model() {
+    // The sources drop them first; these events skip the sources, as a
+    // path added later might: no slice the mirror writes holds one.
+    let mut ev = clusters(&[("west", true), ("east", false)]);
+    let mut web = service(
+        "shop",
+        "web",
+        Some(ExportMode::Flat),
+        true,
+        false,
+        &["10.100.0.1"],
+        vec![http(80)],
+    );
+    web.created = 100;
+    ev.push(svc_event("east", web));
+    ev.push(slice_event(
+        "east",
+        slice(
+            "shop",
+            "web-4",
+            "web",
+            vec![http(8080)],
+            &[
+                ("127.0.0.1", None, true),
+                ("169.254.169.254", None, true),
+                ("0.0.0.0", None, true),
+                ("10.1.0.1", None, true),
+            ],
+        ),
+    ));
+    ev.push(slice_event(
+        "east",
+        slice(
+            "shop",
+            "web-6",
+            "web",
+            vec![http(8080)],
+            &[
+                ("fe80::1", None, true),
+                ("::ffff:127.0.0.1", None, true),
+                ("fd00:1::1", None, true),
+            ],
+        ),
+    ));
+    let (got, _) = run_events(ev, defaults);
+    let mut written: Vec<String> = got
+        .iter()
+        .filter(|d| d.object["kind"] == "EndpointSlice")
+        .flat_map(|d| {
+            d.object["endpoints"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|e| e["addresses"][0].as_str().map(str::to_owned))
+        .collect();
+    written.sort();
+    written.dedup();
+    assert_eq!(written, ["10.1.0.1", "fd00:1::1"], "{got:#?}");
+}
