@@ -197,10 +197,14 @@ fn write(root: &Path, cluster: &str, text: &str) {
     std::fs::write(dir.join("objects.yaml"), text).expect("write");
 }
 
-/// rcode and the sorted A, AAAA or SRV data of `label.prod`.
-async fn records(dns: SocketAddr, label: &str, rtype: RecordType) -> (ResponseCode, Vec<String>) {
-    let name = format!("{label}.svc.clusterset.local.");
-    let (msg, _) = ask(dns, Proto::Udp, &q(&name, rtype)).await;
+/// rcode and the sorted data of `name`: addresses for A and AAAA,
+/// `port target` for SRV.
+pub(crate) async fn answer_data(
+    dns: SocketAddr,
+    name: &str,
+    rtype: RecordType,
+) -> (ResponseCode, Vec<String>) {
+    let (msg, _) = ask(dns, Proto::Udp, &q(name, rtype)).await;
     let mut data: Vec<String> = msg
         .answers
         .iter()
@@ -213,6 +217,12 @@ async fn records(dns: SocketAddr, label: &str, rtype: RecordType) -> (ResponseCo
         .collect();
     data.sort();
     (msg.metadata.response_code, data)
+}
+
+/// [`answer_data`] of `<label>.svc.clusterset.local.` (`label` is
+/// `<name>.<namespace>`).
+async fn records(dns: SocketAddr, label: &str, rtype: RecordType) -> (ResponseCode, Vec<String>) {
+    answer_data(dns, &format!("{label}.svc.clusterset.local."), rtype).await
 }
 
 /// The names of the good clusters, whose answers `evil` must not change.

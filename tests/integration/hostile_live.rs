@@ -42,17 +42,16 @@ use std::path::Path;
 
 use clusterset_dns::vocab::trust::{TrustSettings, parse_cidrs};
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::{RData, RecordType};
+use hickory_proto::rr::RecordType;
 use kubesim::resources::{ENDPOINTSLICES, SERVICEEXPORTS, SERVICES};
 use serde_json::{Value, json};
 
 use crate::conformance::{http_get, metric};
+use crate::hostile::answer_data as records;
 use crate::kubesim_api::{client, sim};
 use crate::live::{NS, SECOND, export, fqdn, link_doc, secret_doc, until};
 use crate::mirror::{endpoints_of, get, items, svc_path};
-use crate::support::{
-    Links, Live, MirrorSetup, Options, Proto, ask, create_object, eventually, q, start_live,
-};
+use crate::support::{Links, Live, MirrorSetup, Options, create_object, eventually, start_live};
 
 const MCS: &str = "multicluster.x-k8s.io/v1beta1";
 const LINKS: &str = "linkerd-multicluster";
@@ -76,24 +75,6 @@ const DENIED: &str = "10.250.0.1";
 /// cluster) and its gateway; 10.250.0.0/16 too, to show that the operator's
 /// `--deny-addresses` wins over a claim.
 const EVIL_ALLOWED: &str = "10.9.0.0/16, 10.96.0.0/12, 10.250.0.0/16, fd00:9::/64, 203.0.113.77/32";
-
-/// rcode and the sorted data of `name`: addresses for A and AAAA,
-/// `port target` for SRV.
-async fn records(dns: SocketAddr, name: &str, rtype: RecordType) -> (ResponseCode, Vec<String>) {
-    let (msg, _) = ask(dns, Proto::Udp, &q(name, rtype)).await;
-    let mut data: Vec<String> = msg
-        .answers
-        .iter()
-        .filter_map(|r| match &r.data {
-            RData::A(a) => Some(a.0.to_string()),
-            RData::AAAA(a) => Some(a.0.to_string()),
-            RData::SRV(s) => Some(format!("{} {}", s.port, s.target)),
-            _ => None,
-        })
-        .collect();
-    data.sort();
-    (msg.metadata.response_code, data)
-}
 
 fn sorted(list: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = list.iter().map(|s| (*s).to_owned()).collect();
