@@ -45,16 +45,6 @@ pub enum Special {
 }
 
 impl Special {
-    /// Every class, in declaration order.
-    pub const ALL: [Special; 6] = [
-        Special::Unspecified,
-        Special::Loopback,
-        Special::LinkLocal,
-        Special::Multicast,
-        Special::Broadcast,
-        Special::Metadata,
-    ];
-
     /// What the class is, for messages.
     pub fn describe(self) -> &'static str {
         match self {
@@ -272,13 +262,6 @@ pub struct Claims {
     pub denied_namespaces: BTreeSet<Arc<str>>,
 }
 
-impl Claims {
-    /// True when the claims restrict nothing beyond the defaults.
-    pub fn is_default(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
 /// Why a namespace is not served from a cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NamespaceDenied {
@@ -319,11 +302,6 @@ impl Trust {
     /// The operator's part.
     pub fn settings(&self) -> &TrustSettings {
         &self.settings
-    }
-
-    /// The cluster's part.
-    pub fn claims(&self) -> &Claims {
-        &self.claims
     }
 
     /// Whether `addr` may come from the cluster. The operator's deny list

@@ -108,6 +108,7 @@ pub fn convert_import(
         .enumerate()
     {
         match ip.parse::<IpAddr>() {
+            // Ignored below: nothing to check or report.
             Ok(ip) if headless => ips.push(ip),
             Ok(ip) => ips.extend(trusted(trust, ip, || format!("spec.ips[{i}]"), &mut w)),
             Err(_) => {
