@@ -152,6 +152,9 @@ pub struct ServeArgs {
     /// Keep a cluster in federated answers this long after its watch broke [default: 30s].
     #[arg(long, env = "CLUSTERSET_DNS_FEDERATED_GRACE", value_name = "DURATION")]
     pub federated_grace: Option<String>,
+    /// A cluster whose API server has answered nothing for this long is unreachable, whatever the cause [default: 10s].
+    #[arg(long, env = "CLUSTERSET_DNS_CLUSTER_TIMEOUT", value_name = "DURATION")]
+    pub cluster_timeout: Option<String>,
     /// Readiness stops waiting for a cluster's first sync after this long [default: 60s].
     #[arg(long, env = "CLUSTERSET_DNS_SYNC_TIMEOUT", value_name = "DURATION")]
     pub sync_timeout: Option<String>,
@@ -279,6 +282,8 @@ pub struct FileConfig {
     pub max_stale: Option<String>,
     /// `federated-grace`.
     pub federated_grace: Option<String>,
+    /// `cluster-timeout`.
+    pub cluster_timeout: Option<String>,
     /// `sync-timeout`.
     pub sync_timeout: Option<String>,
     /// `max-inflight-per-cluster`.
@@ -490,6 +495,21 @@ fn reverse_zone(name: &str) -> Result<ZoneName, ConfigError> {
 
 /// Parses a duration option (`30s`, `5m`, `1h30m`, `250ms`; a bare number
 /// is seconds). `unlimited` means no limit.
+/// The shortest `--cluster-timeout`: the heartbeat asks every quarter of
+/// it, and a quarter second between requests is already more than an API
+/// server should get from one client for liveness.
+const MIN_CLUSTER_TIMEOUT: Duration = Duration::from_secs(1);
+
+fn check_cluster_timeout(t: Duration) -> Result<Duration, ConfigError> {
+    if t < MIN_CLUSTER_TIMEOUT {
+        return Err(ConfigError::Invalid {
+            key: "cluster-timeout",
+            reason: format!("must be at least 1s, not {t:?}"),
+        });
+    }
+    Ok(t)
+}
+
 fn duration(key: &'static str, v: Option<&str>) -> Result<Option<Duration>, ConfigError> {
     let Some(v) = v else { return Ok(None) };
     if v == "unlimited" && key == "max-stale" {
@@ -675,6 +695,7 @@ impl FileConfig {
             link_namespace,
             max_stale,
             federated_grace,
+            cluster_timeout,
             sync_timeout,
             max_inflight_per_cluster,
             allow_kubeconfig_exec,
@@ -727,6 +748,7 @@ impl FileConfig {
                 ns_addr,
                 max_stale,
                 federated_grace,
+                cluster_timeout,
                 max_answer_records,
                 max_services_per_cluster,
                 max_endpoints_per_cluster,
@@ -916,6 +938,7 @@ struct FileAnswers {
     ns_addr: Vec<IpAddr>,
     max_stale: Option<String>,
     federated_grace: Option<String>,
+    cluster_timeout: Option<String>,
     max_answer_records: Option<usize>,
     max_services_per_cluster: Option<usize>,
     max_endpoints_per_cluster: Option<usize>,
@@ -976,6 +999,14 @@ fn settings(
             .or(file.federated_grace.as_deref()),
     )? {
         settings.federated_grace = g;
+    }
+    if let Some(t) = duration(
+        "cluster-timeout",
+        args.cluster_timeout
+            .as_deref()
+            .or(file.cluster_timeout.as_deref()),
+    )? {
+        settings.cluster_timeout = check_cluster_timeout(t)?;
     }
     settings.budget = budget(
         args.max_services_per_cluster

@@ -32,7 +32,7 @@ use crate::dns::stats::{DnsCounts, DnsStats};
 use crate::mirror::stats::MirrorStats;
 use crate::model::Snapshot;
 use crate::propagation::Propagation;
-use crate::source::status::{ClusterReport, StatusBoard};
+use crate::source::status::{ClusterReport, Phase, StatusBoard};
 
 /// What the process publishes for observers: the snapshot, the counters,
 /// readiness and per-cluster status. The runtime fills it; the admin
@@ -376,7 +376,7 @@ type Getter = fn(&ClusterReport, Instant) -> Option<Num>;
 /// The per-cluster families of the status board, each present only when
 /// some cluster has a value (`clusterset_dns_cluster_synced` comes from
 /// the snapshot).
-const CLUSTER_FAMILIES: [(&str, MetricType, &str, Getter); 12] = [
+const CLUSTER_FAMILIES: [(&str, MetricType, &str, Getter); 13] = [
     (
         "clusterset_dns_cluster_sync_given_up",
         GAUGE,
@@ -390,6 +390,15 @@ const CLUSTER_FAMILIES: [(&str, MetricType, &str, Getter); 12] = [
         |r, now| {
             let stale = r.stale_since().map(|b| now.saturating_duration_since(b));
             Some(Num::Real(stale.unwrap_or_default().as_secs_f64()))
+        },
+    ),
+    (
+        "clusterset_dns_cluster_api_answer_age_seconds",
+        GAUGE,
+        "Seconds since the cluster's API server last answered a request (absent until it has); past --cluster-timeout the cluster is unreachable.",
+        |r, now| {
+            let at = r.api.as_ref().and_then(|a| a.last_answered())?;
+            Some(Num::Real(now.saturating_duration_since(at).as_secs_f64()))
         },
     ),
     (
@@ -530,6 +539,21 @@ impl Sources {
                 family(enc, (name, kind, help), rows)?;
             }
         }
+        family(
+            enc,
+            (
+                "clusterset_dns_cluster_state",
+                GAUGE,
+                "1 for the cluster's current state, 0 for the others: no-credentials, connecting, syncing, gave-up, synced, broken, unreachable.",
+            ),
+            reports.iter().flat_map(|(c, r)| {
+                let current = r.phase();
+                Phase::ALL.into_iter().map(move |p| {
+                    let labels = [("cluster", &**c), ("state", p.label())];
+                    (labels, Num::Int(u64::from(p == current)))
+                })
+            }),
+        )?;
         family(
             enc,
             (

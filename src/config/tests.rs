@@ -37,6 +37,22 @@ fn defaults() {
     );
     assert!(s.reverse_zones.is_empty(), "no PTR by default");
     assert_eq!(s.max_answer_records, 0, "as many records as fit");
+    assert_eq!(s.cluster_timeout, Duration::from_secs(10));
+}
+
+#[test]
+fn cluster_timeout_from_the_file_reloads() {
+    let f = config_file("local-cluster: west\ncluster-timeout: 3s\n");
+    let path = f.path().display().to_string();
+    let c = Config::resolve(&args(&["--config", &path])).expect("valid");
+    assert_eq!(c.settings.cluster_timeout, Duration::from_secs(3));
+    std::fs::write(f.path(), "local-cluster: west\ncluster-timeout: 20s\n").expect("write");
+    let new = Config::resolve(&args(&["--config", &path])).expect("valid");
+    assert_eq!(new.settings.cluster_timeout, Duration::from_secs(20));
+    assert!(
+        c.restart_only_changes(&new).is_empty(),
+        "the cluster timeout is a setting: it reloads in place"
+    );
 }
 
 #[test]
@@ -101,6 +117,14 @@ fn invalid_values_are_rejected() {
             "invalid max-stale",
         ),
         (
+            &["--local-cluster", "west", "--cluster-timeout", "500ms"],
+            "invalid cluster-timeout: must be at least 1s, not 500ms",
+        ),
+        (
+            &["--local-cluster", "west", "--cluster-timeout", "never"],
+            "invalid cluster-timeout",
+        ),
+        (
             &["--local-cluster", "west", "--link-namespace", "Bad_NS"],
             "invalid link-namespace",
         ),
@@ -155,8 +179,11 @@ fn live_mode_options() {
         "10s",
         "--sync-timeout",
         "1m30s",
+        "--cluster-timeout",
+        "4s",
     ]))
     .expect("valid");
+    assert_eq!(c.settings.cluster_timeout, Duration::from_secs(4));
     assert_eq!(c.zones, None);
     let live = c.live.expect("live mode without --zones");
     assert_eq!(live.kubeconfig, Some(PathBuf::from("/k")));

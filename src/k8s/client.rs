@@ -19,6 +19,14 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::layer::{ApiLayer, ApiStats};
 
+/// How long a connection to an API server may take to open (TCP and
+/// TLS), instead of kube's 30 s: a watch or list that retries after a
+/// partition heals should not sit on a connection attempt into the void
+/// for longer than the default cluster timeout takes to notice the
+/// silence. Liveness itself does not rest on it (`source::liveness` bounds
+/// every heartbeat); it bounds how long everything else waits.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -55,9 +63,11 @@ async fn config_of(text: &str, context: Option<&str>) -> Result<kube::Config, Cl
         cluster: None,
         user: None,
     };
-    kube::Config::from_custom_kubeconfig(kc, &options)
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &options)
         .await
-        .map_err(|e| ClientError::Kubeconfig(e.to_string()))
+        .map_err(|e| ClientError::Kubeconfig(e.to_string()))?;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    Ok(config)
 }
 
 /// A client for `kubeconfig` (YAML text) and `context` (or its current one),
@@ -112,8 +122,9 @@ pub async fn local(
             from_kubeconfig(&text, context).await
         }
         None => {
-            let config =
+            let mut config =
                 kube::Config::incluster().map_err(|e| ClientError::InCluster(e.to_string()))?;
+            config.connect_timeout = Some(CONNECT_TIMEOUT);
             Client::try_from(config).map_err(|e| ClientError::InCluster(e.to_string()))
         }
     }

@@ -4,7 +4,10 @@
 //!
 //! Owns the in-flight bound (a semaphore per cluster: a permit is held
 //! until a response's body is read to its end, except for watches, whose
-//! permit goes with the response headers since their bodies never end) and
+//! permit goes with the response headers since their bodies never end, and
+//! the liveness heartbeat's `GET /version`, which takes none: sixteen lists
+//! stuck in a partition must not keep the one request that can tell the
+//! partition healed from being sent) and
 //! [`ApiStats`], what the layer saw: the last successful response, and per
 //! watched collection the last watch the server accepted. It must not
 //! interpret requests beyond telling watches from other requests, nor
@@ -21,7 +24,6 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio_util::sync::PollSemaphore;
 use tower::{Layer, Service};
 
 /// Requests in flight per cluster when nothing else is configured: enough
@@ -130,8 +132,6 @@ impl<S> Layer<S> for ApiLayer {
     fn layer(&self, inner: S) -> Self::Service {
         ApiService {
             inner,
-            semaphore: PollSemaphore::new(self.stats.limit.clone()),
-            permit: None,
             stats: self.stats.clone(),
         }
     }
@@ -141,11 +141,12 @@ impl<S> Layer<S> for ApiLayer {
 #[derive(Debug)]
 pub struct ApiService<S> {
     inner: S,
-    semaphore: PollSemaphore,
-    /// Taken in `poll_ready`, handed to the request in `call`.
-    permit: Option<OwnedSemaphorePermit>,
     stats: Arc<ApiStats>,
 }
+
+/// The path of the liveness heartbeat (`source::liveness`), which takes no
+/// in-flight permit.
+pub const HEARTBEAT_PATH: &str = "/version";
 
 /// A watch request (`?watch=true`): its response body never ends.
 fn is_watch<B>(req: &Request<B>) -> bool {
@@ -165,20 +166,23 @@ where
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if self.permit.is_none() {
-            // The semaphore is never closed, so `None` cannot happen; were
-            // it to, the request goes unbounded rather than hanging.
-            self.permit = std::task::ready!(self.semaphore.poll_acquire(cx));
-        }
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let permit = self.permit.take();
         let watch = is_watch(&req).then(|| req.uri().path().to_owned());
+        let bounded = req.uri().path() != HEARTBEAT_PATH;
         let stats = self.stats.clone();
+        // The inner future sends nothing until polled, so waiting for the
+        // permit before polling it is what bounds the requests in flight.
         let fut = self.inner.call(req);
         Box::pin(async move {
+            // The semaphore is never closed, so `Err` cannot happen; were it
+            // to, the request goes unbounded rather than hanging.
+            let permit = match bounded {
+                true => stats.limit.clone().acquire_owned().await.ok(),
+                false => None,
+            };
             let resp = fut.await?;
             let keep = if watch.is_some() { None } else { permit };
             if resp.status().is_success() {

@@ -52,6 +52,11 @@ pub struct Settings {
     pub stale_ttl: u32,
     /// A member whose watch is broken stays in federated answers this long.
     pub federated_grace: Duration,
+    /// A cluster whose API server has answered nothing for this long is
+    /// unreachable (its watches count as broken since its last answer).
+    /// Read by the cluster tasks, which follow a reload; the index itself
+    /// only sees the health they report.
+    pub cluster_timeout: Duration,
     /// What one linked cluster may make us hold; the sources apply it.
     pub budget: Budget,
     /// What any cluster may make us answer (addresses, namespaces); the
@@ -78,6 +83,7 @@ impl Settings {
             max_stale: None,
             stale_ttl: 5,
             federated_grace: Duration::from_secs(30),
+            cluster_timeout: Duration::from_secs(10),
             budget: Budget::default(),
             trust: TrustSettings::default(),
             max_answer_records: 0,

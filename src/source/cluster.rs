@@ -11,8 +11,13 @@
 //! reports: broken when a watch fails, healthy again when each failed
 //! watch delivers again or the cluster's API server accepts it anew (which
 //! the client's [`crate::k8s::layer::ApiLayer`] records: a re-watch after an
-//! error delivers nothing by itself). Interpretation of objects stays in
-//! `source::state`; retries and relists are kube-runtime's.
+//! error delivers nothing by itself); broken too, since its last answer,
+//! when the API server has answered nothing for the cluster timeout
+//! ([`super::liveness`]). When such a silence ends, the watches start
+//! anew and list, so that what changed meanwhile is seen at once (a watch
+//! held open through a partition can take minutes to notice it is dead),
+//! and the cluster stays broken until they have. Interpretation of objects
+//! stays in `source::state`; retries and relists are kube-runtime's.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -33,11 +38,12 @@ use tracing::{debug, info, warn};
 use super::SourceMsg;
 use super::convert::{Adjustment, Reason, trusted_addresses};
 use super::feed::FeedTx;
+use super::liveness::{self, Liveness, Reach};
 use super::probe::{self, ProbeReport};
 use super::selector::Selectors;
 use super::spec::{GatewayAddr, GatewaySource, GatewaySpec};
 use super::state::{Action, Adjusted, BudgetReport, ClusterState, Object, Output, Watch};
-use super::status::{ProbeStatus, StatusBoard};
+use super::status::{Phase, ProbeStatus, StatusBoard};
 use crate::k8s::client::BoundedClient;
 use crate::k8s::watch::{
     Delivery, MAX_BACKOFF, PAGE, SLICE_PAGE, backoff, config, guarded_list, guarded_watch,
@@ -152,6 +158,8 @@ enum Msg {
     McsApis(Box<McsApis>),
     Resolved(Vec<IpAddr>),
     Probe(ProbeReport),
+    /// A heartbeat failed: why.
+    Heartbeat(String),
 }
 
 /// `d` with its objects wrapped as [`Object`]s.
@@ -381,6 +389,12 @@ struct Runner {
     /// Failed watches, and when they last failed.
     failing: HashMap<Watch, Instant>,
     broken_since: Option<Instant>,
+    /// Whether the API server answers.
+    liveness: Liveness,
+    /// Broken since, carried over from the watches this run replaced,
+    /// until the new ones have listed.
+    carried: Option<Instant>,
+    last_phase: Option<Phase>,
     gateway_alive: Option<bool>,
     gave_up: bool,
     last_health: Option<Health>,
@@ -397,6 +411,7 @@ impl Runner {
     fn new(
         run: ClusterRun,
         state: ClusterState,
+        carried: Option<Instant>,
         tx: FeedTx,
         board: Arc<StatusBoard>,
         shutdown: &CancellationToken,
@@ -417,6 +432,12 @@ impl Runner {
             }),
             _ => None,
         };
+        let last_answered = run
+            .client
+            .as_ref()
+            .ok()
+            .and_then(|c| c.stats.last_answered());
+        let timeout = run.settings.borrow().cluster_timeout;
         let r = Self {
             run,
             state,
@@ -430,6 +451,9 @@ impl Runner {
             declared,
             failing: HashMap::new(),
             broken_since: None,
+            liveness: Liveness::new(Instant::now(), last_answered, timeout),
+            carried,
+            last_phase: None,
             gateway_alive: None,
             gave_up: false,
             last_health: None,
@@ -466,6 +490,27 @@ impl Runner {
                 .update(&self.run.name, |rep| rep.problem = Some(e));
             return;
         };
+        let client = w.client.client.clone();
+        let queue = self.queue.clone();
+        tokio::spawn(liveness::heartbeat(
+            move || {
+                let client = client.clone();
+                async move {
+                    client
+                        .apiserver_version()
+                        .await
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                }
+            },
+            self.run.settings.clone(),
+            move |e| {
+                // A full queue drops a report; the silence rule does not
+                // depend on it.
+                let _ = queue.try_send(Msg::Heartbeat(e));
+            },
+            self.stop.clone(),
+        ));
         let selectors = self.run.service_selectors();
         let all = self.run.all_services();
         for (n, s) in selectors.iter().enumerate() {
@@ -517,16 +562,34 @@ impl Runner {
         }
     }
 
+    /// Since when its data is not confirmed: the earliest of a failed
+    /// watch, a silence (from the last answer) and a broken state carried
+    /// over from the watches this run replaced.
+    fn broken(&self) -> Option<Instant> {
+        let silent = match self.liveness.reach() {
+            Reach::Silent(since) => Some(since),
+            Reach::Waiting | Reach::Answering => None,
+        };
+        [self.broken_since, silent, self.carried]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     fn health(&self) -> Health {
         Health {
             synced: self.state.synced(),
-            broken_since: self.broken_since,
+            broken_since: self.broken(),
             gateway_alive: self.gateway_alive,
             sync_given_up: self.gave_up,
         }
     }
 
     fn push_health(&mut self) {
+        if self.carried.is_some() && self.state.relisted() {
+            info!(cluster = %self.run.name, "listed anew: serving what the cluster holds now");
+            self.carried = None;
+        }
         let h = self.health();
         if self.last_health.as_ref() != Some(&h) {
             self.last_health = Some(h.clone());
@@ -534,11 +597,41 @@ impl Runner {
                 cluster: self.run.name.clone(),
                 health: h.clone(),
             });
+            let silent = match self.liveness.reach() {
+                Reach::Silent(since) => Some(since),
+                Reach::Waiting | Reach::Answering => None,
+            };
             self.board.update(&self.run.name, |r| {
                 r.synced = h.synced;
                 r.broken_since = h.broken_since;
+                r.silent_since = silent;
                 r.gave_up = h.sync_given_up;
             });
+        }
+        self.log_phase();
+    }
+
+    /// One log line per change of the cluster's phase.
+    fn log_phase(&mut self) {
+        let Some(phase) = self.board.phase(&self.run.name) else {
+            return;
+        };
+        if self.last_phase == Some(phase) {
+            return;
+        }
+        let was = self.last_phase.replace(phase).map_or("new", Phase::label);
+        let name = &self.run.name;
+        match phase {
+            Phase::Unreachable => warn!(
+                cluster = %name, state = phase.label(), was, timeout = ?self.liveness.timeout(),
+                "API server silent for the cluster timeout: unreachable; serving last-known data"
+            ),
+            Phase::Broken | Phase::GaveUp | Phase::NoCredentials => {
+                warn!(cluster = %name, state = phase.label(), was, "cluster state changed");
+            }
+            Phase::Connecting | Phase::Syncing | Phase::Synced => {
+                info!(cluster = %name, state = phase.label(), was, "cluster state changed");
+            }
         }
     }
 
@@ -696,6 +789,12 @@ impl Runner {
                 self.probed(&report);
                 return;
             }
+            Msg::Heartbeat(error) => {
+                debug!(cluster = %self.run.name, %error, "heartbeat failed");
+                self.board
+                    .update(&self.run.name, |r| r.last_error = Some(error));
+                return;
+            }
         };
         self.took(out);
         self.maybe_start_all_services();
@@ -783,7 +882,9 @@ impl Runner {
 /// Runs one cluster until `shutdown`; returns its state so a restart (new
 /// credentials or selectors) carries the data over. Reloaded trust settings
 /// restart its watches in place: what they list is converted anew, and the
-/// old data is served meanwhile.
+/// old data is served meanwhile. So does the end of a silence: watches held
+/// open through it may be dead without knowing, and a fresh list is the
+/// quickest way to what changed meanwhile.
 pub async fn run(
     run: ClusterRun,
     mut state: ClusterState,
@@ -791,16 +892,28 @@ pub async fn run(
     board: Arc<StatusBoard>,
     shutdown: CancellationToken,
 ) -> ClusterState {
+    let mut carried = None;
     loop {
-        let (ended, last) =
-            watch_until(run.clone(), state, tx.clone(), board.clone(), &shutdown).await;
-        match ended {
-            Ended::Stopped => return last,
+        let ended = watch_until(
+            run.clone(),
+            state,
+            carried,
+            tx.clone(),
+            board.clone(),
+            &shutdown,
+        )
+        .await;
+        match ended.why {
+            Ended::Stopped => return ended.state,
             Ended::Retrust => {
                 info!(cluster = %run.name, "trust settings changed; listing the cluster again under them");
-                state = run.state(Some(last));
+            }
+            Ended::Answers => {
+                info!(cluster = %run.name, "API server answers again; listing the cluster anew");
             }
         }
+        state = run.state(Some(ended.state));
+        carried = ended.broken_since;
     }
 }
 
@@ -810,23 +923,49 @@ enum Ended {
     Stopped,
     /// The trust settings changed: the watches must list again.
     Retrust,
+    /// The API server answers again after a silence: the watches must list
+    /// again.
+    Answers,
 }
 
-/// Runs the cluster's watches until shutdown or new trust settings.
+/// What [`watch_until`] leaves behind.
+struct Outcome {
+    why: Ended,
+    state: ClusterState,
+    /// The health's broken-since when it ended, carried into the next
+    /// watches until they list.
+    broken_since: Option<Instant>,
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs the cluster's watches until shutdown, new trust settings or the
+/// end of a silence.
 async fn watch_until(
     run: ClusterRun,
     state: ClusterState,
+    carried: Option<Instant>,
     tx: FeedTx,
     board: Arc<StatusBoard>,
     shutdown: &CancellationToken,
-) -> (Ended, ClusterState) {
+) -> Outcome {
     let mut settings = run.settings.clone();
     // Settings reloaded since the state was made: list under the new ones.
     if settings.borrow_and_update().trust != *state.trust().settings() {
-        return (Ended::Retrust, state);
+        return Outcome {
+            why: Ended::Retrust,
+            state,
+            broken_since: carried,
+        };
     }
     let sync_timeout = run.sync_timeout;
-    let (mut r, mut rx) = Runner::new(run, state, tx, board, shutdown);
+    let (mut r, mut rx) = Runner::new(run, state, carried, tx, board, shutdown);
     r.set_budget(&settings.borrow());
     r.start();
     // Without a client nothing ever answers; the sender stays so the
@@ -836,48 +975,73 @@ async fn watch_until(
         .watches
         .as_ref()
         .map_or(no_answers, |w| w.client.stats.subscribe());
-    if !r.flush().await {
-        return (Ended::Stopped, r.state);
-    }
-    let sync_deadline = tokio::time::sleep(sync_timeout);
-    tokio::pin!(sync_deadline);
-    loop {
-        let msg = tokio::select! {
-            m = rx.recv() => match m { Some(m) => m, None => break },
-            () = &mut sync_deadline, if !r.gave_up && !r.state.synced() => {
-                warn!(cluster = %r.run.name, timeout = ?sync_timeout, "not synced within the sync timeout; readiness stops waiting for it");
-                r.gave_up = true;
-                if !r.flush().await { break; }
-                continue;
-            }
-            Ok(()) = settings.changed() => {
-                // Other settings are the answers'; only the budget and the
-                // trust settings are ours.
-                if settings.borrow().trust != *r.state.trust().settings() {
-                    return (Ended::Retrust, r.state);
-                }
-                if !r.set_budget(&settings.borrow_and_update()) {
+    let why = 'run: {
+        if !r.flush().await {
+            break 'run Ended::Stopped;
+        }
+        let sync_deadline = tokio::time::sleep(sync_timeout);
+        tokio::pin!(sync_deadline);
+        loop {
+            let silence = r.watches.as_ref().and(r.liveness.deadline());
+            let msg = tokio::select! {
+                m = rx.recv() => match m { Some(m) => m, None => break 'run Ended::Stopped },
+                () = &mut sync_deadline, if !r.gave_up && !r.state.synced() => {
+                    warn!(cluster = %r.run.name, timeout = ?sync_timeout, "not synced within the sync timeout; readiness stops waiting for it");
+                    r.gave_up = true;
+                    if !r.flush().await { break 'run Ended::Stopped; }
                     continue;
                 }
-                r.settle();
-                if !r.flush().await { break; }
-                continue;
+                () = until(silence) => {
+                    if r.liveness.check(Instant::now()) && !r.flush().await {
+                        break 'run Ended::Stopped;
+                    }
+                    continue;
+                }
+                Ok(()) = settings.changed() => {
+                    let new = settings.borrow_and_update().clone();
+                    // Other settings are the answers'; only the budget, the
+                    // trust settings and the cluster timeout are ours.
+                    if new.trust != *r.state.trust().settings() {
+                        break 'run Ended::Retrust;
+                    }
+                    r.liveness.set_timeout(new.cluster_timeout);
+                    if !r.set_budget(&new) {
+                        continue;
+                    }
+                    r.settle();
+                    if !r.flush().await { break 'run Ended::Stopped; }
+                    continue;
+                }
+                Ok(()) = answered.changed() => {
+                    let at = *answered.borrow_and_update();
+                    let before = r.broken();
+                    if let Some(at) = at
+                        && r.liveness.answered(at)
+                    {
+                        r.carried = before;
+                        break 'run Ended::Answers;
+                    }
+                    if !r.failing.is_empty() {
+                        r.answered();
+                    }
+                    if !r.flush().await { break 'run Ended::Stopped; }
+                    continue;
+                }
+                () = shutdown.cancelled() => break 'run Ended::Stopped,
+            };
+            r.batch(msg, &mut rx);
+            r.settle();
+            if !r.flush().await {
+                break 'run Ended::Stopped;
             }
-            Ok(()) = answered.changed(), if !r.failing.is_empty() => {
-                r.answered();
-                if !r.flush().await { break; }
-                continue;
-            }
-            () = shutdown.cancelled() => break,
-        };
-        r.batch(msg, &mut rx);
-        r.settle();
-        if !r.flush().await {
-            break;
+            // Sending never waits, so a cluster in a storm would keep this
+            // worker thread: let the other clusters' tasks and the model run.
+            tokio::task::yield_now().await;
         }
-        // Sending never waits, so a cluster in a storm would keep this
-        // worker thread: let the other clusters' tasks and the model run.
-        tokio::task::yield_now().await;
+    };
+    Outcome {
+        broken_since: r.broken(),
+        why,
+        state: r.state,
     }
-    (Ended::Stopped, r.state)
 }

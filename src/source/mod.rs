@@ -13,6 +13,8 @@
 //! - [`link`], [`spec`]: what a Link says and what a linked cluster is;
 //! - [`cluster`]: one cluster's task, thin glue around [`state`], the pure
 //!   core that turns watcher events into model events;
+//! - [`liveness`]: whether a cluster's API server answers (the silence
+//!   rule and its heartbeat);
 //! - [`probe`]: the gateway liveness probe;
 //! - [`feed`]: the coalescing queue from every cluster to the model;
 //! - [`status`]: what `/debug/clusters` and `/metrics` report per cluster.
@@ -27,6 +29,7 @@ pub mod feed;
 pub mod file;
 pub mod link;
 pub mod live;
+pub mod liveness;
 pub mod probe;
 pub mod selector;
 pub mod spec;

@@ -621,14 +621,19 @@ impl ClusterState {
         }
     }
 
-    fn check_synced(&mut self) {
-        if !self.synced
-            && self.services_listed()
+    /// Every watch has listed since the last (re)start and no targeted
+    /// list from those lists is outstanding: what is held is what the
+    /// cluster holds now, not what it held before the restart.
+    pub fn relisted(&self) -> bool {
+        self.services_listed()
             && self.slice_listed
             && self.gateway_listed
             && self.pending.is_empty()
             && self.mcs.synced()
-        {
+    }
+
+    fn check_synced(&mut self) {
+        if !self.synced && self.relisted() {
             self.synced = true;
         }
     }

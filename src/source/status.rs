@@ -60,8 +60,11 @@ pub struct ClusterReport {
     pub synced: bool,
     /// Not synced within the sync timeout: readiness no longer waits.
     pub gave_up: bool,
-    /// Watch broken since.
+    /// Watch broken (or the API server silent) since.
     pub broken_since: Option<Instant>,
+    /// The API server has answered nothing for the cluster timeout: silent
+    /// since its last answer.
+    pub silent_since: Option<Instant>,
     /// The last watch error.
     pub last_error: Option<String>,
     /// When the last object event arrived.
@@ -136,11 +139,82 @@ impl McsStatus {
     }
 }
 
+/// Where a cluster stands, as `/debug/clusters`, the
+/// `clusterset_dns_cluster_state` metric and the log (one line per change)
+/// name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// It cannot be watched at all (no usable credentials).
+    NoCredentials,
+    /// Its API server has not answered yet.
+    Connecting,
+    /// Answering, not synced yet.
+    Syncing,
+    /// Not synced within the sync timeout: readiness no longer waits.
+    GaveUp,
+    /// Synced, every watch working.
+    Synced,
+    /// A watch failed (or is being listed again after one did): its data
+    /// is served as last known.
+    Broken,
+    /// Its API server has answered nothing for the cluster timeout.
+    Unreachable,
+}
+
+impl Phase {
+    /// Every phase, in label order.
+    pub const ALL: [Phase; 7] = [
+        Phase::NoCredentials,
+        Phase::Connecting,
+        Phase::Syncing,
+        Phase::GaveUp,
+        Phase::Synced,
+        Phase::Broken,
+        Phase::Unreachable,
+    ];
+
+    /// Its name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::NoCredentials => "no-credentials",
+            Phase::Connecting => "connecting",
+            Phase::Syncing => "syncing",
+            Phase::GaveUp => "gave-up",
+            Phase::Synced => "synced",
+            Phase::Broken => "broken",
+            Phase::Unreachable => "unreachable",
+        }
+    }
+}
+
 impl ClusterReport {
     /// Since when the data served is stale: the watch broke after a sync.
     /// A cluster that never synced has nothing stale, whatever its errors.
     pub fn stale_since(&self) -> Option<Instant> {
         self.broken_since.filter(|_| self.synced)
+    }
+
+    /// Where it stands.
+    pub fn phase(&self) -> Phase {
+        let never_answered = self
+            .api
+            .as_ref()
+            .is_some_and(|a| a.last_answered().is_none());
+        if self.problem.is_some() {
+            Phase::NoCredentials
+        } else if self.silent_since.is_some() {
+            Phase::Unreachable
+        } else if !self.synced && self.gave_up {
+            Phase::GaveUp
+        } else if !self.synced && never_answered {
+            Phase::Connecting
+        } else if !self.synced {
+            Phase::Syncing
+        } else if self.broken_since.is_some() {
+            Phase::Broken
+        } else {
+            Phase::Synced
+        }
     }
 
     /// A fresh report.
@@ -152,6 +226,7 @@ impl ClusterReport {
             synced: false,
             gave_up: false,
             broken_since: None,
+            silent_since: None,
             last_error: None,
             last_event: None,
             watch_restarts: 0,
@@ -362,6 +437,11 @@ impl StatusBoard {
         self.update(name, |r| r.budget = Some(now.clone()));
     }
 
+    /// Where cluster `name` stands, if it is known.
+    pub fn phase(&self, name: &str) -> Option<Phase> {
+        lock(&self.clusters).get(name).map(ClusterReport::phase)
+    }
+
     /// Forgets a cluster (unlinked).
     pub fn remove(&self, name: &str) {
         lock(&self.clusters).remove(name);
@@ -385,22 +465,12 @@ impl StatusBoard {
             .into_iter()
             .map(|(name, r)| {
                 let stale = r.stale_since();
-                let state = if r.problem.is_some() {
-                    "no-credentials"
-                } else if !r.synced && r.gave_up {
-                    "gave-up"
-                } else if !r.synced {
-                    "syncing"
-                } else if stale.is_some() {
-                    "broken"
-                } else {
-                    "synced"
-                };
                 json!({
                     "name": &*name,
                     "local": r.local,
                     "origin": r.origin,
-                    "state": state,
+                    "state": r.phase().label(),
+                    "unreachableSeconds": r.silent_since.map(|t| secs(now.saturating_duration_since(t))),
                     "synced": r.synced,
                     "gaveUpWaitingForSync": r.gave_up,
                     "secondsSinceStart": secs(now.saturating_duration_since(r.started)),
