@@ -129,3 +129,46 @@ async fn an_error_is_not_an_answer() {
     assert_eq!(stats.last_answered(), None);
     assert_eq!(stats.in_flight(), 0);
 }
+
+/// A partition holds every permit with lists that never answer; the
+/// heartbeat, which can tell the partition healed, still goes out.
+#[tokio::test]
+async fn the_heartbeat_takes_no_permit() {
+    let hung = Mock {
+        status: 200,
+        delay: Duration::from_secs(3600),
+        ..Mock::default()
+    };
+    let (client, stats) = client(&hung, 2);
+    let lists: Vec<_> = (0..2)
+        .map(|i| {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), &format!("ns{i}"));
+            tokio::spawn(async move { api.list(&ListParams::default()).await })
+        })
+        .collect();
+    // Bounded wait for both lists to reach the server and hold the bound.
+    for _ in 0..200 {
+        if hung.now.load(Ordering::SeqCst) == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(stats.in_flight(), 2, "the hung lists hold the bound");
+    // A third list waits for a permit and never reaches the server...
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "ns3");
+    let params = ListParams::default();
+    let third = tokio::time::timeout(Duration::from_millis(200), api.list(&params));
+    assert!(third.await.is_err(), "a list past the bound waits");
+    assert_eq!(hung.seen.load(Ordering::SeqCst), 2);
+    // ...while GET /version reaches it at once.
+    let version = tokio::time::timeout(Duration::from_millis(200), client.apiserver_version());
+    let _ = version.await;
+    assert_eq!(
+        hung.seen.load(Ordering::SeqCst),
+        3,
+        "the heartbeat reached the server past a full bound"
+    );
+    for l in lists {
+        l.abort();
+    }
+}
