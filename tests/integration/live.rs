@@ -476,7 +476,7 @@ async fn clusters_file_without_the_link_crd() {
 
 /// A kubesim of local + east + north with `api` exported from both remotes,
 /// and a live server over a clusters file.
-async fn two_remotes(
+pub(crate) async fn two_remotes(
     tweak_live: impl FnOnce(&mut Live),
     before_start: impl FnOnce(&kubesim::Sim),
 ) -> (kubesim::Sim, tempfile::TempDir, crate::support::TestServer) {
@@ -870,7 +870,7 @@ async fn only_exported_services_and_their_slices_are_held() {
 /// `/debug/clusters`' report of `cluster`.
 /// Polls `/debug/clusters` until `cluster`'s report passes `check`, at
 /// most `limit`; returns that report.
-async fn until_report(
+pub(crate) async fn until_report(
     admin: SocketAddr,
     cluster: &'static str,
     what: &str,
@@ -894,7 +894,7 @@ async fn until_report(
     report().await.expect("report")
 }
 
-fn cluster_report(admin: SocketAddr, cluster: &str) -> serde_json::Value {
+pub(crate) fn cluster_report(admin: SocketAddr, cluster: &str) -> serde_json::Value {
     let (_, body) = http_get(admin, "/debug/clusters");
     let v: serde_json::Value = serde_json::from_str(&body).expect("json");
     v["clusters"]

@@ -37,5 +37,6 @@ mod mirror_mcs;
 mod propagation;
 mod rbac;
 mod reload;
+mod silence;
 mod soak;
 mod startup;

@@ -222,6 +222,8 @@ pub(crate) struct Live {
     pub(crate) max_stale: Option<Duration>,
     /// `--federated-grace`.
     pub(crate) federated_grace: Duration,
+    /// `--cluster-timeout`.
+    pub(crate) cluster_timeout: Duration,
     /// Wait for readiness before returning.
     pub(crate) wait_ready: bool,
     /// Run the mirror controller too.
@@ -263,8 +265,8 @@ impl MirrorSetup {
 
 impl Live {
     /// Defaults: Links in `linkerd-multicluster`, 10 s sync timeout, no
-    /// max-stale, 30 s federated grace, wait until ready, MCS APIs asked
-    /// for again every 200 ms.
+    /// max-stale, 30 s federated grace, 10 s cluster timeout, wait until
+    /// ready, MCS APIs asked for again every 200 ms.
     pub(crate) fn new(kubeconfig: &Path, links: Links) -> Self {
         Self {
             kubeconfig: kubeconfig.to_owned(),
@@ -272,6 +274,7 @@ impl Live {
             sync_timeout: Duration::from_secs(10),
             max_stale: None,
             federated_grace: Duration::from_secs(30),
+            cluster_timeout: Duration::from_secs(10),
             wait_ready: true,
             mirror: None,
             mcs_rediscover: Duration::from_millis(200),
@@ -286,6 +289,7 @@ pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
     let mut settings = settings(&opts);
     settings.max_stale = live.max_stale;
     settings.federated_grace = live.federated_grace;
+    settings.cluster_timeout = live.cluster_timeout;
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let local = opts.local.expect("live mode needs a local cluster");
     let config = Config {
