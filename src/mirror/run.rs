@@ -687,6 +687,17 @@ pub async fn run(
         lead_tx,
         shutdown.clone(),
     ));
+    // The gauge follows the Lease itself, not the controller's loop, which
+    // may be waiting on a hung API call when leadership goes.
+    tokio::spawn({
+        let mut leading = leading.clone();
+        let stats = stats.clone();
+        async move {
+            while leading.changed().await.is_ok() {
+                stats.set_leader(*leading.borrow_and_update());
+            }
+        }
+    });
     let mut c = Controller::new(config, stats.clone());
     let (exports_tx, exports) = mpsc::channel::<ExportChange>(256);
     let exports_tx = start_mcs(&mut c, exports_tx, &shutdown).await;
@@ -721,10 +732,7 @@ pub async fn run(
                 c.plan_all |= news;
                 false
             }
-            Wake::Leading => {
-                stats.set_leader(*inputs.leading.borrow());
-                true
-            }
+            Wake::Leading => true,
             Wake::Resync => true,
         };
         if let Some(update) = inputs.model.take() {
@@ -736,16 +744,38 @@ pub async fn run(
         if !*inputs.leading.borrow() || !c.cache.listed() {
             continue;
         }
-        c.sweep_if_due().await;
-        if c.pending.is_some() || c.plan_all {
-            c.reconcile(&inputs.leading).await;
-            // A derived Service we just created came back with its
-            // ClusterIP: its ServiceImport's `ips` follow at once.
-            if c.config.mcs {
-                c.reconcile(&inputs.leading).await;
+        // A write waiting on a hung API server must not go on once the
+        // Lease is lost: the pass is dropped with its request, and the
+        // next leadership starts over from scratch.
+        let mut lost = inputs.leading.clone();
+        tokio::select! {
+            () = c.pass(&inputs.leading) => {}
+            () = leadership_lost(&mut lost) => {
+                warn!("mirror writes stopped mid-pass: the lease was lost");
             }
         }
-        c.write_statuses(&inputs.leading).await;
+    }
+}
+
+/// Resolves once `leading` says false (or its sender is gone).
+async fn leadership_lost(leading: &mut watch::Receiver<bool>) {
+    let _ = leading.wait_for(|l| !*l).await;
+}
+
+impl Controller {
+    /// One pass as leader: the sweep when due, the writes, the export
+    /// conditions.
+    async fn pass(&mut self, leading: &watch::Receiver<bool>) {
+        self.sweep_if_due().await;
+        if self.pending.is_some() || self.plan_all {
+            self.reconcile(leading).await;
+            // A derived Service we just created came back with its
+            // ClusterIP: its ServiceImport's `ips` follow at once.
+            if self.config.mcs {
+                self.reconcile(leading).await;
+            }
+        }
+        self.write_statuses(leading).await;
     }
 }
 

@@ -814,3 +814,95 @@ async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
     .await;
     a.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_cluster_makes_the_mirror_write_nothing() {
+    let s = setup(async |_| {}).await;
+    // The outage is shorter than the federated grace: nothing at all may
+    // be written because of it, federated slices included.
+    let server = serve(&s, MirrorSetup::new("a"), |l| {
+        l.cluster_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let c = &s.local;
+    eventually("mirrored and settled", Duration::from_secs(10), || async {
+        if endpoints_of(c, "api-north").await.is_empty() {
+            return Err("api-north not written yet".to_owned());
+        }
+        reconciled(c, server.admin).await
+    })
+    .await;
+    let writes = server.server.shared.mirror.ok_writes();
+    let north = s.sim.cluster("north").expect("north").clone();
+    north.set_latency(Duration::from_secs(60));
+    crate::live::until_report(
+        server.admin,
+        "north",
+        "north unreachable",
+        Duration::from_secs(5),
+        |r| r["state"] == "unreachable",
+    )
+    .await;
+    // A change elsewhere makes the mirror reconcile from a model where
+    // north is unreachable.
+    export_new_from_east(&s).await;
+    eventually("new-east written", Duration::from_secs(10), || async {
+        get(c, &svc_path("new-east")).await.is_some()
+    })
+    .await;
+    let after_change = server.server.shared.mirror.ok_writes();
+    assert_eq!(endpoints_of(c, "api-north").await, ["10.2.0.1", "10.2.0.2"]);
+    north.set_latency(Duration::ZERO);
+    crate::live::until_report(
+        server.admin,
+        "north",
+        "north synced again",
+        Duration::from_secs(10),
+        |r| r["state"] == "synced",
+    )
+    .await;
+    eventually(
+        "settled after the relist",
+        Duration::from_secs(10),
+        || async { reconciled(c, server.admin).await },
+    )
+    .await;
+    assert!(after_change > writes, "new-east was written");
+    assert_eq!(
+        server.server.shared.mirror.ok_writes(),
+        after_change,
+        "north's outage and relist wrote nothing"
+    );
+    assert_eq!(endpoints_of(c, "api-north").await, ["10.2.0.1", "10.2.0.2"]);
+    server.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_local_api_hangs_stops_leading_within_the_renew_deadline() {
+    let s = setup(async |_| {}).await;
+    // Lease 2 s: renew deadline 1.5 s, retry every 250 ms.
+    let a = serve(&s, MirrorSetup::new("replica-a"), |_| {}).await;
+    eventually("a leads", Duration::from_secs(10), || async {
+        a.server.shared.mirror.is_leader()
+    })
+    .await;
+    let local = s.sim.cluster("local").expect("local").clone();
+    let hung = std::time::Instant::now();
+    // The local API hangs: nothing refused, nothing answered.
+    local.set_latency(Duration::from_secs(60));
+    eventually("a steps down", Duration::from_secs(4), || async {
+        !a.server.shared.mirror.is_leader()
+    })
+    .await;
+    let stepped_down = hung.elapsed();
+    assert!(
+        stepped_down <= Duration::from_millis(1500) + Duration::from_secs(1),
+        "stepped down after {stepped_down:?}"
+    );
+    local.set_latency(Duration::ZERO);
+    eventually("a leads again", Duration::from_secs(10), || async {
+        a.server.shared.mirror.is_leader()
+    })
+    .await;
+    a.server.stop().await;
+}
