@@ -732,8 +732,8 @@ pub async fn run(
                 c.plan_all |= news;
                 false
             }
-            Wake::Leading => true,
-            Wake::Resync => true,
+            // A new leadership, or a resync: everything from scratch.
+            Wake::Leading | Wake::Resync => true,
         };
         if let Some(update) = inputs.model.take() {
             c.take(update);
