@@ -38,11 +38,17 @@ pub fn heartbeat_period(timeout: Duration) -> Duration {
     (timeout / 4).clamp(MIN_HEARTBEAT_PERIOD, MAX_HEARTBEAT_PERIOD)
 }
 
-/// How long one heartbeat may wait for its answer: half the timeout. The
-/// request is dropped then, so it holds no connection past it (and it
-/// never holds an in-flight permit, see the layer).
+/// How long one heartbeat may wait for its answer: until the next one is
+/// due, but at least a second (a TLS handshake across regions takes a few
+/// round trips) and at most half the timeout. The request is dropped then,
+/// with its connection, so the next one opens a fresh connection: after a
+/// partition heals, the first heartbeat through proves it within a period
+/// instead of waiting on a connection the partition left for dead. It
+/// never holds an in-flight permit (see the layer).
 pub fn heartbeat_deadline(timeout: Duration) -> Duration {
-    timeout / 2
+    heartbeat_period(timeout)
+        .max(Duration::from_secs(1))
+        .min(timeout / 2)
 }
 
 /// Whether the API server answers, as the cluster's state reports it.

@@ -106,7 +106,14 @@ fn heartbeat_timing_stays_within_bounds() {
     assert_eq!(heartbeat_period(secs(10)), Duration::from_millis(2500));
     assert_eq!(heartbeat_period(secs(60)), MAX_HEARTBEAT_PERIOD);
     assert_eq!(heartbeat_period(secs(1)), Duration::from_millis(250));
-    assert_eq!(heartbeat_deadline(secs(10)), secs(5));
+    assert_eq!(heartbeat_deadline(secs(10)), Duration::from_millis(2500));
+    assert_eq!(heartbeat_deadline(secs(60)), secs(5));
+    assert_eq!(heartbeat_deadline(secs(3)), secs(1), "at least a second");
+    assert_eq!(
+        heartbeat_deadline(secs(1)),
+        Duration::from_millis(500),
+        "at most half"
+    );
 }
 
 fn settings(timeout: Duration) -> watch::Receiver<Arc<Settings>> {
@@ -130,7 +137,7 @@ async fn a_hung_server_gets_one_bounded_request_per_period() {
                 asked.fetch_add(1, Ordering::SeqCst);
                 std::future::pending::<Result<(), String>>()
             },
-            settings(secs(4)),
+            settings(secs(8)),
             move |e| failures.lock().expect("lock").push(e),
             stop.clone(),
         ))
