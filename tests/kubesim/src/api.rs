@@ -35,7 +35,7 @@ use crate::validate;
 pub type Body = BoxBody<Bytes, Infallible>;
 
 /// kube-apiserver's request size limit.
-const MAX_BODY: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// What a URL names.
 #[derive(Debug, Clone)]
@@ -375,6 +375,153 @@ async fn serve(
     result.unwrap_or_else(|e| error_response(&e))
 }
 
+/// Field manager and user agent of the writes the control endpoint makes.
+const CONTROL_MANAGER: &str = "kubesim-control";
+
+/// The resource an `apiVersion` and a kind (or plural) name, with its version.
+fn control_target(api_version: &str, kind: &str) -> Result<(usize, String), ApiError> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    resources::find_kind(group, version, kind)
+        .map(|res| (res, version.to_owned()))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("kubesim serves no {kind:?} in {api_version:?}"))
+        })
+}
+
+/// A request as the control endpoint makes it: JSON body, the control field manager.
+fn control_req(cluster: &Arc<Cluster>, t: Target, body: &Value) -> Req {
+    Req {
+        cluster: cluster.clone(),
+        t,
+        query: HashMap::from([("fieldManager".to_owned(), CONTROL_MANAGER.to_owned())]),
+        content_type: "application/json".to_owned(),
+        user_agent: CONTROL_MANAGER.to_owned(),
+        body: Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
+        warnings: Vec::new(),
+    }
+}
+
+/// Creates the object in `body` (JSON or YAML naming its apiVersion and kind; a namespaced
+/// object without a namespace goes to `default`), or replaces the stored object of that name
+/// unconditionally, then writes its `status` through the status subresource if the kind has
+/// one: the control endpoint's `POST /clusters/<c>/objects`. It goes through the create and
+/// update paths of an API request (decoding, defaulting, validation, managedFields, the
+/// store), so watches see exactly what an API write would show them. It skips
+/// authentication, RBAC, injected latency and failures, counters and the audit log: it is a
+/// test's hand on the cluster, not a request to it.
+pub(crate) fn control_apply(
+    cluster: &Arc<Cluster>,
+    content_type: &str,
+    body: &[u8],
+) -> Response<Body> {
+    control_apply_inner(cluster, content_type, body).unwrap_or_else(|e| error_response(&e))
+}
+
+fn control_apply_inner(
+    cluster: &Arc<Cluster>,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let mut v = parse_body(content_type, body)?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request("the body must be one object"));
+    }
+    let api_version = v["apiVersion"].as_str().unwrap_or("").to_owned();
+    let kind = v["kind"].as_str().unwrap_or("").to_owned();
+    let (res, version) = control_target(&api_version, &kind)?;
+    let def = &RESOURCES[res];
+    let name = meta_str(&v, "name").to_owned();
+    if name.is_empty() {
+        return Err(ApiError::bad_request("metadata.name is required"));
+    }
+    let ns = def.namespaced.then(|| match meta_str(&v, "namespace") {
+        "" => "default".to_owned(),
+        ns => ns.to_owned(),
+    });
+    let exists = cluster
+        .store()
+        .get(res, ns.as_deref().unwrap_or(""), &name)
+        .is_some();
+    // A replace is unconditional: whatever resourceVersion the caller copied is ignored.
+    if let Some(Value::Object(m)) = v.get_mut("metadata") {
+        m.remove("resourceVersion");
+    }
+    let target = |sub: Option<&str>, named: bool| Target {
+        res,
+        version: version.clone(),
+        ns: ns.clone(),
+        name: named.then(|| name.clone()),
+        sub: sub.map(str::to_owned),
+    };
+    let written = if exists {
+        control_req(cluster, target(None, true), &v).update()?
+    } else {
+        control_req(cluster, target(None, false), &v).create()?
+    };
+    if v.get("status").is_none() || !def.has_status(&version) {
+        return Ok(written);
+    }
+    // The main resource ignores status, as kube-apiserver does; a controller would write it
+    // through the subresource next, and so does this.
+    control_req(cluster, target(Some("status"), true), &v).update()
+}
+
+/// Deletes one object named by apiVersion, kind (or plural), namespace (ignored for
+/// cluster-scoped kinds) and name, through the delete path of an API request (finalizers
+/// included): the control endpoint's `DELETE /clusters/<c>/objects/...`.
+pub(crate) fn control_delete(
+    cluster: &Arc<Cluster>,
+    api_version: &str,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Response<Body> {
+    let inner = || -> Result<Response<Body>, ApiError> {
+        let (res, version) = control_target(api_version, kind)?;
+        let ns = match (RESOURCES[res].namespaced, ns) {
+            (true, Some(ns)) => Some(ns.to_owned()),
+            (true, None) => {
+                return Err(ApiError::bad_request(format!(
+                    "{kind} is namespaced: name its namespace"
+                )));
+            }
+            (false, _) => None,
+        };
+        let t = Target {
+            res,
+            version,
+            ns,
+            name: Some(name.to_owned()),
+            sub: None,
+        };
+        let mut req = control_req(cluster, t, &Value::Null);
+        req.body = Bytes::new();
+        req.delete()
+    };
+    inner().unwrap_or_else(|e| error_response(&e))
+}
+
+/// Parses a request body (JSON or YAML) sent with `content_type`.
+fn parse_body(content_type: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = content_type.split(';').next().unwrap_or("").trim();
+    if ct.starts_with("application/vnd.kubernetes.protobuf") || ct == "application/cbor" {
+        // kube-apiserver answers 415 for an encoding it does not take;
+        // client-go (kubectl >= 1.32) then retries with JSON.
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
+        )));
+    }
+    if ct.ends_with("yaml") {
+        let text = std::str::from_utf8(body)
+            .map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
+        serde_saphyr::from_str::<Value>(text)
+            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml: {e}")))
+    }
+}
+
 struct Req {
     cluster: Arc<Cluster>,
     t: Target,
@@ -705,23 +852,7 @@ impl Req {
 
     /// Parses the request body (JSON or YAML).
     fn body_value(&self) -> Result<Value, ApiError> {
-        let ct = self.content_type.split(';').next().unwrap_or("").trim();
-        if ct.starts_with("application/vnd.kubernetes.protobuf") || ct == "application/cbor" {
-            // kube-apiserver answers 415 for an encoding it does not take;
-            // client-go (kubectl >= 1.32) then retries with JSON.
-            return Err(ApiError::unsupported_media_type(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
-            )));
-        }
-        if ct.ends_with("yaml") {
-            let text = std::str::from_utf8(&self.body)
-                .map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
-            serde_saphyr::from_str::<Value>(text)
-                .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
-        } else {
-            serde_json::from_slice(&self.body)
-                .map_err(|e| ApiError::bad_request(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml: {e}")))
-        }
+        parse_body(&self.content_type, &self.body)
     }
 
     /// Decodes `v` against the schema and applies `fieldValidation`.

@@ -9,8 +9,23 @@
 //! - `POST /clusters/<c>/rotate-token` — new admin token, kubeconfig rewritten
 //! - `POST /clusters/<c>/tokens?serviceAccount=<ns>/<name>` — a token and kubeconfig for a ServiceAccount
 //! - `GET  /clusters/<c>/counters` · `/audit`
+//! - `POST /clusters/<c>/objects` — body: one object (JSON, or YAML with a YAML content type)
+//!   with apiVersion, kind and metadata.name; creates it, or replaces the stored one as a PUT
+//!   would (unconditionally, but immutable fields such as a Service's clusterIP must be
+//!   carried over), then writes its status through the status subresource if the kind has
+//!   one. Answers as the API would (the stored object, or a Status). A namespaced object
+//!   without a namespace goes to `default`.
+//! - `DELETE /clusters/<c>/objects/<apiVersion>/<kind>/<namespace>/<name>` — the apiVersion
+//!   keeps its slash (`v1/Service/default/web`,
+//!   `discovery.k8s.io/v1/EndpointSlice/default/web-abc`); kind may also be the plural
+//!   (`services`); namespace is `-` for cluster-scoped kinds (`v1/Namespace/-/team`).
 //!
-//! It owns only this translation; the switches themselves live on [`Cluster`].
+//! The object routes take the API's create, update and delete paths (validation, defaults,
+//! managedFields, finalizers, watch events) but not its authentication, RBAC, injected faults,
+//! counters or audit log: a test changes objects through them while the API port is blocked.
+//!
+//! It owns only this translation; the switches themselves live on [`Cluster`], the objects in
+//! its store.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -20,7 +35,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -88,11 +103,15 @@ async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<F
             .parse()
             .map_err(|_| format!("{k} is not a number"))
     };
-    match (req.method(), segs.as_slice()) {
+    let method = req.method().clone();
+    match (&method, segs.as_slice()) {
         (&Method::GET, ["clusters"]) => reply(
             StatusCode::OK,
             Value::Array(clusters.iter().map(|c| describe(c)).collect()),
         ),
+        (method, ["clusters", name, "objects", rest @ ..]) => {
+            objects(clusters, name, method, rest, req).await
+        }
         (method, ["clusters", name, action]) => {
             let Some(c) = clusters.iter().find(|c| c.name == *name) else {
                 return reply(
@@ -183,3 +202,71 @@ async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<F
         ),
     }
 }
+
+/// The object routes: `POST /clusters/<c>/objects` and
+/// `DELETE /clusters/<c>/objects/<apiVersion>/<kind>/<namespace or ->/<name>`.
+async fn objects(
+    clusters: &[Arc<Cluster>],
+    name: &str,
+    method: &Method,
+    rest: &[&str],
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let Some(c) = clusters.iter().find(|c| c.name == name) else {
+        return reply(
+            StatusCode::NOT_FOUND,
+            json!({"error": format!("no cluster {name}")}),
+        );
+    };
+    let ns = |ns: &str| (ns != "-").then(|| ns.to_owned());
+    let response = match (method, rest) {
+        (&Method::POST, []) => {
+            let content_type = req
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("application/json")
+                .to_owned();
+            let body = match Limited::new(req.into_body(), crate::api::MAX_BODY)
+                .collect()
+                .await
+            {
+                Ok(collected) => collected.to_bytes(),
+                Err(e) => {
+                    return reply(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        json!({"error": format!("body: {e}")}),
+                    );
+                }
+            };
+            crate::api::control_apply(c, &content_type, &body)
+        }
+        (&Method::DELETE, [version, kind, namespace, name]) => {
+            crate::api::control_delete(c, version, kind, ns(namespace).as_deref(), name)
+        }
+        (&Method::DELETE, [group, version, kind, namespace, name]) => crate::api::control_delete(
+            c,
+            &format!("{group}/{version}"),
+            kind,
+            ns(namespace).as_deref(),
+            name,
+        ),
+        _ => {
+            return reply(
+                StatusCode::NOT_FOUND,
+                json!({"error": "objects: POST .../objects or DELETE .../objects/<apiVersion>/<kind>/<namespace or ->/<name>"}),
+            );
+        }
+    };
+    // The API's answer is complete already (no streaming on these paths); re-box it as this
+    // endpoint's body type.
+    let (parts, body) = response.into_parts();
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(never) => match never {},
+    };
+    Response::from_parts(parts, Full::new(bytes))
+}
+
+#[cfg(test)]
+mod tests;

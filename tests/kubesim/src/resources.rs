@@ -277,6 +277,14 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<usize> {
         .position(|r| r.group == group && r.plural == plural && r.versions.contains(&version))
 }
 
+/// Finds a resource by group, version and kind (or lower-case plural), for callers that name
+/// objects as manifests do rather than as URLs do.
+pub fn find_kind(group: &str, version: &str, kind: &str) -> Option<usize> {
+    RESOURCES.iter().position(|r| {
+        r.group == group && (r.kind == kind || r.plural == kind) && r.versions.contains(&version)
+    })
+}
+
 /// Groups other than core, in first-seen order.
 fn groups() -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
