@@ -496,8 +496,15 @@ impl Runner {
             move || {
                 let client = client.clone();
                 async move {
+                    // A fresh connection each time (the answer closes it):
+                    // a partition that keeps old connections alive but
+                    // drops new ones is noticed too.
+                    let req = http::Request::get(crate::k8s::layer::HEARTBEAT_PATH)
+                        .header(http::header::CONNECTION, "close")
+                        .body(Vec::new())
+                        .map_err(|e| e.to_string())?;
                     client
-                        .apiserver_version()
+                        .request_text(req)
                         .await
                         .map(drop)
                         .map_err(|e| e.to_string())

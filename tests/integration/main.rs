@@ -34,6 +34,7 @@ mod metrics_scrape;
 mod mirror;
 mod mirror_equivalence;
 mod mirror_mcs;
+mod netfault;
 mod propagation;
 mod rbac;
 mod reload;
