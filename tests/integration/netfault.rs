@@ -329,7 +329,7 @@ async fn black_holed_at_start_up() {
         lab,
         |host, remote| {
             host.fault(remote.api_port("east"), Fault::Blackhole)
-                .expect("fault")
+                .expect("fault");
         },
         |l| {
             l.sync_timeout = 3 * SECOND;
