@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use super::name::{Parsed, QName, ReverseName, parse, parse_reverse};
 use super::wire::{
-    Answer, CLASS_ANY, CLASS_IN, Owner, RData, Rcode, Record, Soa, answer_len, rtype,
+    Answer, CLASS_ANY, CLASS_IN, Ede, Owner, RData, Rcode, Record, Soa, answer_len, rtype,
 };
 use crate::model::objects::Port;
 use crate::model::{Entry, Origin, Pod, Snapshot};
@@ -157,6 +157,7 @@ pub fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -
         depends: Depends::Uncacheable,
         rotated: Cell::new(0),
         capped: Cell::new(false),
+        ede: None,
     };
     if q.qclass != CLASS_IN && q.qclass != CLASS_ANY {
         return cx.done(Answer::empty(Rcode::Refused, false));
@@ -189,6 +190,9 @@ struct Cx<'s, 'q> {
     rotated: Cell<usize>,
     /// [`Cx::rotate`] left records out.
     capped: Cell<bool>,
+    /// Why the answer is what it is, when the answer itself does not say
+    /// (a stale positive answer).
+    ede: Option<Ede>,
 }
 
 /// Which unsynced clusters could make a missing name exist.
@@ -211,7 +215,10 @@ enum Found<'e> {
 }
 
 impl Cx<'_, '_> {
-    fn done(self, answer: Answer) -> Answered {
+    fn done(self, mut answer: Answer) -> Answered {
+        if answer.ede.is_none() {
+            answer.ede = self.ede;
+        }
         // Stale answers change with the clock, SERVFAIL with any cluster's
         // sync; neither is worth keeping.
         let depends = if self.note.stale || self.note.fail_open || answer.rcode == Rcode::ServFail {
@@ -308,12 +315,17 @@ impl Cx<'_, '_> {
     /// NXDOMAIN, or SERVFAIL when a cluster that has not synced yet could
     /// make the name exist (DESIGN.md decision 5).
     fn nxdomain(&self, scope: Scope<'_>, apex: &ZoneName) -> Answer {
-        let rcode = if self.undecided(scope) {
-            Rcode::ServFail
-        } else {
-            Rcode::NxDomain
-        };
-        self.negative(rcode, apex)
+        if self.undecided(scope) {
+            return self.servfail(why::not_ready(self.snap, None), apex);
+        }
+        self.negative(Rcode::NxDomain, apex)
+    }
+
+    /// SERVFAIL, saying why.
+    fn servfail(&self, ede: Ede, apex: &ZoneName) -> Answer {
+        let mut a = self.negative(Rcode::ServFail, apex);
+        a.ede = Some(ede);
+        a
     }
 
     fn positive(&self, answers: Vec<Record>, additional: Vec<Record>) -> Answer {
@@ -323,6 +335,7 @@ impl Cx<'_, '_> {
             answers,
             authority: Vec::new(),
             additional,
+            ede: None,
         }
     }
 
@@ -448,8 +461,19 @@ impl Cx<'_, '_> {
             return self.nxdomain(Scope::Label(label), self.zone());
         };
         self.depends = Depends::Entry(key.into(), entry.clone());
-        if self.entry_undecided(&entry, label) || entry.withheld() {
-            return self.negative(Rcode::ServFail, self.zone());
+        if self.entry_undecided(&entry, label) {
+            let own = match &entry.origin {
+                Origin::Cluster { id, name } => self
+                    .snap
+                    .cluster(*id)
+                    .is_some_and(|c| !c.synced)
+                    .then_some(&**name),
+                Origin::Federated { .. } => None,
+            };
+            return self.servfail(why::not_ready(self.snap, own), self.zone());
+        }
+        if entry.withheld() {
+            return self.servfail(why::prohibited(&entry.refused), self.zone());
         }
         if let Some(stale) = self.staleness(&entry) {
             return stale;
@@ -457,7 +481,9 @@ impl Cx<'_, '_> {
         match self.below(&entry, parsed) {
             Some(answer) => answer,
             // A pod of a refused member may be what was asked for.
-            None if refused_below(&entry, parsed) => self.negative(Rcode::ServFail, self.zone()),
+            None if refused_below(&entry, parsed) => {
+                self.servfail(why::prohibited(&entry.refused), self.zone())
+            }
             None => self.nxdomain(Scope::Label(label), self.zone()),
         }
     }
@@ -467,15 +493,17 @@ impl Cx<'_, '_> {
     fn staleness(&mut self, entry: &Entry) -> Option<Answer> {
         let s = &self.snap.settings;
         match &entry.origin {
-            Origin::Cluster { id, .. } => {
+            Origin::Cluster { id, name } => {
                 let since = self.snap.cluster(*id).and_then(|c| c.broken_since)?;
-                if s.max_stale
-                    .is_some_and(|max| self.now.saturating_duration_since(since) > max)
+                if let Some(max) = s.max_stale
+                    && self.now.saturating_duration_since(since) > max
                 {
-                    return Some(self.negative(Rcode::ServFail, self.zone()));
+                    let ede = why::past_max_stale(name, since, self.now, max);
+                    return Some(self.servfail(ede, self.zone()));
                 }
                 self.note.stale = true;
                 self.ttl = self.ttl.min(s.stale_ttl);
+                self.ede = Some(why::stale(&[(name, since)], self.now));
             }
             Origin::Federated {
                 fail_open, stale, ..
@@ -485,6 +513,11 @@ impl Cx<'_, '_> {
                 }
                 if *fail_open || *stale {
                     self.ttl = self.ttl.min(s.stale_ttl);
+                    let members = entry.parts.iter().map(|p| &*p.cluster);
+                    let old = why::stale_members(self.snap, members);
+                    if !old.is_empty() {
+                        self.ede = Some(why::stale(&old, self.now));
+                    }
                 }
             }
         }
@@ -721,7 +754,7 @@ impl Cx<'_, '_> {
         }
         if !self.snap.settled {
             // The oldest Service wins an address: one not loaded yet may.
-            return self.negative(Rcode::ServFail, zone);
+            return self.servfail(why::not_ready(self.snap, None), zone);
         }
         // Any cluster that has not synced could still own an address.
         let nx = || self.nxdomain(Scope::AnyCluster, zone);
@@ -788,6 +821,8 @@ fn addr_data(ip: IpAddr) -> RData {
         IpAddr::V6(v6) => RData::Aaaa(v6),
     }
 }
+
+mod why;
 
 #[cfg(test)]
 mod tests;

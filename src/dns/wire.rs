@@ -19,6 +19,52 @@ pub const HEADER_LEN: usize = 12;
 pub const PLAIN_UDP_LIMIT: usize = 512;
 /// Size of an OPT record without options.
 pub const OPT_LEN: usize = 11;
+/// Longest EXTRA-TEXT of an Extended DNS Error we send (longer texts are
+/// cut): short enough that a truncated UDP response always fits 512
+/// octets with it.
+pub const MAX_EDE_TEXT: usize = 100;
+/// EDNS option code of an Extended DNS Error (RFC 8914).
+const OPTION_EDE: u16 = 15;
+
+/// An Extended DNS Error (RFC 8914): why an answer is what it is, for
+/// clients that sent EDNS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ede {
+    /// INFO-CODE.
+    pub code: u16,
+    /// EXTRA-TEXT, at most [`MAX_EDE_TEXT`] octets of UTF-8.
+    pub text: String,
+}
+
+impl Ede {
+    /// 3 Stale Answer: served from data not confirmed lately.
+    pub const STALE_ANSWER: u16 = 3;
+    /// 14 Not Ready: a cluster that could hold the name has not synced.
+    pub const NOT_READY: u16 = 14;
+    /// 18 Prohibited: a cluster's budget refused the service.
+    pub const PROHIBITED: u16 = 18;
+    /// 22 No Reachable Authority: past `max-stale`.
+    pub const NO_REACHABLE_AUTHORITY: u16 = 22;
+
+    /// An EDE with `text` cut to [`MAX_EDE_TEXT`] octets (at a character
+    /// boundary).
+    pub fn new(code: u16, text: impl Into<String>) -> Self {
+        let mut text = text.into();
+        if text.len() > MAX_EDE_TEXT {
+            let mut end = MAX_EDE_TEXT;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
+        Self { code, text }
+    }
+
+    /// Octets the option takes in the OPT's RDATA.
+    fn wire_len(&self) -> usize {
+        4 + 2 + self.text.len()
+    }
+}
 
 /// Record types this server knows by name.
 pub mod rtype {
@@ -161,7 +207,8 @@ impl Request<'_> {
 
     /// Octets left for Answer records in a response of at most `limit`
     /// octets to this query: the limit less the header, the question echoed
-    /// and the OPT (ours carries no options).
+    /// and the OPT without options (an Extended DNS Error that does not
+    /// fit beside the records is left out, see [`encode`]).
     pub fn answer_room(&self, limit: usize) -> usize {
         let opt_len = if self.edns.is_some() { OPT_LEN } else { 0 };
         limit.saturating_sub(HEADER_LEN + self.question.len() + opt_len)
@@ -469,6 +516,8 @@ pub struct Answer {
     /// Additional section; consecutive records with the same owner and type
     /// form one RRset and are kept or dropped together.
     pub additional: Vec<Record>,
+    /// Why, for clients that sent EDNS (RFC 8914).
+    pub ede: Option<Ede>,
 }
 
 impl Answer {
@@ -480,6 +529,7 @@ impl Answer {
             answers: Vec::new(),
             authority: Vec::new(),
             additional: Vec::new(),
+            ede: None,
         }
     }
 }
@@ -653,14 +703,24 @@ impl<'n> Writer<'n> {
         self.out[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
     }
 
-    fn opt(&mut self, dnssec_ok: bool, ext_rcode: u8) {
+    fn opt(&mut self, dnssec_ok: bool, ext_rcode: u8, ede: Option<&Ede>) {
         self.out.push(0);
         self.u16(rtype::OPT);
         self.u16(ADVERTISED_PAYLOAD);
         self.out.push(ext_rcode);
         self.out.push(0);
         self.u16(if dnssec_ok { 0x8000 } else { 0 });
-        self.u16(0);
+        match ede {
+            None => self.u16(0),
+            Some(ede) => {
+                // Both lengths are bounded by MAX_EDE_TEXT.
+                self.u16(ede.wire_len() as u16);
+                self.u16(OPTION_EDE);
+                self.u16((2 + ede.text.len()) as u16);
+                self.u16(ede.code);
+                self.out.extend_from_slice(ede.text.as_bytes());
+            }
+        }
     }
 }
 
@@ -690,12 +750,18 @@ fn header_bytes(echo: &HeaderEcho, aa: bool, tc: bool, rcode: Rcode, counts: [u1
 
 /// Encodes `answer` for `req` in at most `limit` octets.
 ///
-/// Order of sacrifice: Additional RRsets from the last, without TC; then, if
-/// the Answer or Authority section still does not fit, every section is
-/// emptied and TC set. Header, question and OPT always stay.
+/// Order of sacrifice: Additional RRsets from the last, without TC; the
+/// Extended DNS Error, when the Answer and Authority sections fit only
+/// without it (the answer matters more than why); then, if they still do
+/// not fit, every section is emptied and TC set. Header, question and OPT
+/// (with its EDE, which a truncated response always has room for) stay.
 pub fn encode(req: &Request<'_>, answer: &Answer, limit: usize, out: &mut Vec<u8>) -> Fit {
-    let opt_len = if req.edns.is_some() { OPT_LEN } else { 0 };
-    let budget = limit.saturating_sub(opt_len);
+    let mut ede = answer.ede.as_ref().filter(|_| req.edns.is_some());
+    let opt_len = |ede: Option<&Ede>| match req.edns {
+        Some(_) => OPT_LEN + ede.map_or(0, Ede::wire_len),
+        None => 0,
+    };
+    let mut budget = limit.saturating_sub(opt_len(ede));
     let ext_rcode = (answer.rcode.code() >> 4) as u8;
     let mut w = Writer::new(out);
     w.out.extend_from_slice(&[0; HEADER_LEN]);
@@ -709,6 +775,10 @@ pub fn encode(req: &Request<'_>, answer: &Answer, limit: usize, out: &mut Vec<u8
     let mut fit = Fit::default();
     for r in answer.answers.iter().chain(&answer.authority) {
         w.record(r);
+    }
+    if w.out.len() > budget && w.out.len() <= limit.saturating_sub(opt_len(None)) {
+        ede = None;
+        budget = limit.saturating_sub(opt_len(None));
     }
     let mut additional = 0usize;
     if w.out.len() > budget {
@@ -732,7 +802,7 @@ pub fn encode(req: &Request<'_>, answer: &Answer, limit: usize, out: &mut Vec<u8
         }
     }
     if let Some(edns) = req.edns {
-        w.opt(edns.dnssec_ok, ext_rcode);
+        w.opt(edns.dnssec_ok, ext_rcode, ede);
     }
     let (an, ns) = if fit.truncated {
         (0, 0)
@@ -769,7 +839,7 @@ pub fn encode_error(header: &HeaderEcho, edns: Option<Edns>, rcode: Rcode, out: 
     w.out
         .extend_from_slice(&header_bytes(header, false, false, rcode, counts));
     if let Some(edns) = edns {
-        w.opt(edns.dnssec_ok, (rcode.code() >> 4) as u8);
+        w.opt(edns.dnssec_ok, (rcode.code() >> 4) as u8, None);
     }
     *out = w.out;
 }

@@ -177,6 +177,12 @@ impl Snapshot {
     pub fn cluster(&self, id: u32) -> Option<&ClusterStatus> {
         self.clusters.get(id as usize).and_then(Option::as_ref)
     }
+
+    /// The status of the cluster called `name` (a scan: for answers that
+    /// explain themselves, not for the hot path).
+    pub fn cluster_named(&self, name: &str) -> Option<&ClusterStatus> {
+        self.clusters.iter().flatten().find(|c| &*c.name == name)
+    }
 }
 
 fn next_generation() -> u64 {

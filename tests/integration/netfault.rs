@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::binary::http_get;
 use crate::kubesim_api::{client, sim};
 use crate::live::{NS, SECOND, a, export, fqdn, until, until_report};
-use crate::support::{Links, Live, Options, Proto, TestServer, ask, q, start_live};
+use crate::support::{Links, Live, Options, Proto, TestServer, ask, ede, q, start_live};
 
 /// The cluster timeout of these tests.
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -137,10 +137,19 @@ async fn rig(lab: Lab, before: impl FnOnce(&Host, &Sim), tweak: impl FnOnce(&mut
 
 /// The A answers of `name` obey decision 5 while east is unreachable:
 /// NOERROR, one of the sets in `want` (what the server last heard), TTL
-/// capped at 5.
-async fn served_stale(dns: SocketAddr, name: &str, want: &[&[&str]]) {
+/// capped at 5, and say so when `stale` names the cluster they are from
+/// (EDE 3).
+async fn served_stale(dns: SocketAddr, name: &str, want: &[&[&str]], stale: Option<&str>) {
     let (msg, _) = ask(dns, Proto::Udp, &q(&fqdn(name), RecordType::A)).await;
     assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{name}");
+    match (stale, ede(&msg)) {
+        (Some(cluster), Some((3, text))) => assert!(
+            text.starts_with(&format!("cluster {cluster} not heard from for ")),
+            "{name}: {text}"
+        ),
+        (None, None) => {}
+        (want, got) => panic!("{name}: EDE {got:?}, wanted stale {want:?}"),
+    }
     assert!(
         msg.answers.iter().all(|r| r.ttl <= 5),
         "{name}: TTL capped: {:?}",
@@ -235,7 +244,7 @@ async fn silent_fault(cut: Cut) {
         Cut::Rule(Fault::DropNew) => &[&["10.1.0.1"], &["10.1.0.9"]],
         _ => &[&["10.1.0.1"]],
     };
-    served_stale(dns, "api-east", east).await;
+    served_stale(dns, "api-east", east, Some("east")).await;
     until(
         dns,
         &fqdn("api-federated"),
@@ -244,7 +253,7 @@ async fn silent_fault(cut: Cut) {
         2 * SECOND,
     )
     .await;
-    served_stale(dns, "api-federated", &[&["10.2.0.1"]]).await;
+    served_stale(dns, "api-federated", &[&["10.2.0.1"]], None).await;
 
     let healed_at = Instant::now();
     cut.heal(&r);
@@ -370,7 +379,12 @@ async fn black_holed_at_start_up() {
         |v| v["state"] == "unreachable",
     )
     .await;
-    assert_eq!(a(dns, &fqdn("api-east")).await.0, ResponseCode::ServFail);
+    let (msg, _) = ask(dns, Proto::Udp, &q(&fqdn("api-east"), RecordType::A)).await;
+    assert_eq!(msg.metadata.response_code, ResponseCode::ServFail);
+    assert_eq!(
+        ede(&msg),
+        Some((14, "cluster east not synced yet".to_owned()))
+    );
     r.host.heal().expect("heal");
     until(
         dns,

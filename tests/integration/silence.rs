@@ -13,7 +13,7 @@ use hickory_proto::rr::RecordType;
 
 use crate::binary::http_get;
 use crate::live::{SECOND, a, fqdn, two_remotes, until, until_report};
-use crate::support::{Proto, ask, q};
+use crate::support::{Proto, ask, ede, q};
 
 /// `clusterset_dns_cluster_state{cluster,state}` is 1 for `state`.
 fn metric_state(admin: SocketAddr, cluster: &str, state: &str) -> bool {
@@ -82,6 +82,23 @@ async fn a_hung_api_server_is_unreachable_within_the_cluster_timeout_and_back_wh
     assert_eq!(
         a(dns, &fqdn("api-east")).await.1,
         ["10.1.0.1".to_owned()].into()
+    );
+    // dig and kdig print the Extended DNS Error: the cluster and its age.
+    let (code, text) = ede(&msg).expect("EDE on a stale answer");
+    assert_eq!(code, 3);
+    assert!(
+        text.starts_with("cluster east not heard from for "),
+        "{text}"
+    );
+    let out = std::process::Command::new("kdig")
+        .args([&format!("@{}", dns.ip()), "-p", &dns.port().to_string()])
+        .args(["+edns", "+timeout=2", "+retry=0", &fqdn("api-east"), "A"])
+        .output()
+        .expect("kdig runs");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("EDE: 3 (Stale Answer): 'cluster east not heard from for"),
+        "{printed}"
     );
     until(
         dns,

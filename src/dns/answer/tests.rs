@@ -1544,3 +1544,108 @@ fn over_udp_a_big_answer_is_truncated_whole_for_the_client_to_retry_over_tcp() {
         assert_eq!(dumped.answer.answers.len(), n, "{qname}: dump");
     }
 }
+
+/// RFC 8914: each kind of SERVFAIL and stale answer says why, naming the
+/// cluster; a fresh answer says nothing.
+#[test]
+fn extended_errors_say_why() {
+    let secs = Duration::from_secs;
+    let health = |cluster: &str, synced: bool, broken_since: Option<Instant>| Event::Health {
+        cluster: c(cluster),
+        health: Health {
+            synced,
+            broken_since,
+            gateway_alive: None,
+            sync_given_up: false,
+        },
+    };
+    let mut s = settings();
+    s.max_stale = Some(secs(300));
+    // North silent since t0; south linked later and never synced.
+    let mut events = fixture_events();
+    events.push(health("north", true, Some(t0())));
+    events.push(Event::ClusterUp {
+        cluster: c("south"),
+        local: false,
+    });
+    let snap = snapshot_with(s.clone(), events);
+    let refused = snapshot_with(s, fixture_with_refused(&[("north", "api")]));
+    let why = |snap: &Snapshot, qname: &str, after: u64| {
+        let name = QName::from_text(qname).expect("name");
+        let q = Question {
+            name: &name,
+            qtype: A,
+            qclass: CLASS_IN,
+            room: UDP,
+        };
+        let a = answer(snap, q, 0, t0() + secs(after)).answer;
+        (a.rcode, a.ede.map(|e| (e.code, e.text)))
+    };
+    let ede = |code: u16, text: &str| Some((code, text.to_owned()));
+    let cases: [(&str, &Snapshot, &str, u64, (Rcode, Option<(u16, String)>)); 7] = [
+        (
+            "fresh",
+            &snap,
+            "web-east.prod.svc.clusterset.local",
+            42,
+            (Rcode::NoError, None),
+        ),
+        (
+            "stale: the cluster and its age",
+            &snap,
+            "api-north.prod.svc.clusterset.local",
+            42,
+            (
+                Rcode::NoError,
+                ede(3, "cluster north not heard from for 42s"),
+            ),
+        ),
+        (
+            "a federated union with a stale member (within the grace)",
+            &snap,
+            "bb-federated.prod.svc.clusterset.local",
+            10,
+            (
+                Rcode::NoError,
+                ede(3, "cluster north not heard from for 10s"),
+            ),
+        ),
+        (
+            "past max-stale",
+            &snap,
+            "api-north.prod.svc.clusterset.local",
+            301,
+            (
+                Rcode::ServFail,
+                ede(22, "cluster north not heard from for 301s (max-stale 300s)"),
+            ),
+        ),
+        (
+            "a name an unsynced cluster could hold",
+            &snap,
+            "zzz-south.prod.svc.clusterset.local",
+            1,
+            (Rcode::ServFail, ede(14, "cluster south not synced yet")),
+        ),
+        (
+            "refused by the budget",
+            &refused,
+            "api-north.prod.svc.clusterset.local",
+            1,
+            (
+                Rcode::ServFail,
+                ede(18, "refused by the budget of cluster north"),
+            ),
+        ),
+        (
+            "NXDOMAIN says nothing",
+            &refused,
+            "zzz-north.prod.svc.clusterset.local",
+            1,
+            (Rcode::NxDomain, None),
+        ),
+    ];
+    for (case, snap, qname, after, want) in cases {
+        assert_eq!(why(snap, qname, after), want, "{case}");
+    }
+}

@@ -415,3 +415,71 @@ fn answer_len_is_what_encode_writes() {
         512 - 12 - 9
     );
 }
+
+/// The EDE option (code and text) of a response, as hickory reads it.
+fn ede_of(m: &Message) -> Option<(u16, String)> {
+    use hickory_proto::rr::rdata::opt::EdnsOption;
+    m.edns
+        .as_ref()?
+        .options()
+        .options
+        .iter()
+        .find_map(|(_, o)| match o {
+            EdnsOption::Unknown(15, data) if data.len() >= 2 => Some((
+                u16::from_be_bytes([data[0], data[1]]),
+                String::from_utf8(data[2..].to_vec()).expect("utf-8"),
+            )),
+            _ => None,
+        })
+}
+
+#[test]
+fn an_extended_error_goes_to_edns_clients_only_and_within_the_limit() {
+    let name = "api-east.prod.svc.clusterset.local";
+    let mut a = a_answer(3);
+    a.ede = Some(Ede::new(
+        Ede::STALE_ANSWER,
+        "cluster east not heard from for 42s",
+    ));
+    let mut out = Vec::new();
+    let with_edns = query(1, 0, name, rtype::A, Some((1232, 0, false)));
+    let with = decode(&with_edns).expect("valid");
+    assert!(!encode(&with, &a, 1232, &mut out).truncated);
+    let m = Message::from_vec(&out).expect("decodes");
+    assert_eq!(m.answers.len(), 3);
+    assert_eq!(
+        ede_of(&m),
+        Some((3, "cluster east not heard from for 42s".to_owned()))
+    );
+    let without = query(1, 0, name, rtype::A, None);
+    let plain = decode(&without).expect("valid");
+    encode(&plain, &a, 512, &mut out);
+    assert!(Message::from_vec(&out).expect("decodes").edns.is_none());
+
+    // Too big for UDP: truncated, and the OPT keeps the EDE within 1232.
+    let mut big = a_answer(100);
+    big.ede = Some(Ede::new(Ede::STALE_ANSWER, "x".repeat(500)));
+    assert!(encode(&with, &big, 1232, &mut out).truncated);
+    assert!(out.len() <= 1232);
+    let (code, text) = ede_of(&Message::from_vec(&out).expect("decodes")).expect("EDE kept");
+    assert_eq!(
+        (code, text.len()),
+        (3, MAX_EDE_TEXT),
+        "the text is cut to its limit"
+    );
+
+    // Records that fit only without the EDE are sent without it.
+    let fits = a_answer(3);
+    let bare = {
+        encode(&with, &fits, 1232, &mut out);
+        out.len()
+    };
+    let mut tight = fits.clone();
+    tight.ede = Some(Ede::new(
+        Ede::STALE_ANSWER,
+        "cluster east not heard from for 42s",
+    ));
+    assert!(!encode(&with, &tight, bare, &mut out).truncated);
+    assert_eq!(out.len(), bare);
+    assert_eq!(ede_of(&Message::from_vec(&out).expect("decodes")), None);
+}
