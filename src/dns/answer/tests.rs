@@ -1582,7 +1582,8 @@ fn extended_errors_say_why() {
         (a.rcode, a.ede.map(|e| (e.code, e.text)))
     };
     let ede = |code: u16, text: &str| Some((code, text.to_owned()));
-    let cases: [(&str, &Snapshot, &str, u64, (Rcode, Option<(u16, String)>)); 7] = [
+    type Why = (Rcode, Option<(u16, String)>);
+    let cases: [(&str, &Snapshot, &str, u64, Why); 7] = [
         (
             "fresh",
             &snap,
