@@ -78,7 +78,7 @@ pub struct Question<'a> {
 #[derive(Debug, Clone)]
 pub enum Depends {
     /// On time or on data the cache does not check (stale clusters, the
-    /// reverse map, refusals): never reuse.
+    /// reverse map, refusals, an Extended DNS Error's text): never reuse.
     Uncacheable,
     /// On the settings alone.
     Settings,
@@ -220,8 +220,16 @@ impl Cx<'_, '_> {
             answer.ede = self.ede;
         }
         // Stale answers change with the clock, SERVFAIL with any cluster's
-        // sync; neither is worth keeping.
-        let depends = if self.note.stale || self.note.fail_open || answer.rcode == Rcode::ServFail {
+        // sync; neither is worth keeping. Nor is an answer that explains
+        // itself: its text says how long a cluster has been silent (a
+        // federated name with a broken member within the grace is neither
+        // stale by its note nor SERVFAIL, and its entry does not change as
+        // the seconds pass).
+        let depends = if self.note.stale
+            || self.note.fail_open
+            || answer.rcode == Rcode::ServFail
+            || answer.ede.is_some()
+        {
             Depends::Uncacheable
         } else {
             self.depends
