@@ -379,7 +379,8 @@ impl Cx<'_, '_> {
     }
 
     /// How many records of `records` an answer may carry: at most
-    /// `max-answer-records` (when set) and as many as fit the room. Every
+    /// `max-answer-records` (when set) and as many as fit the room (less
+    /// the answer's Extended DNS Error, if any). Every
     /// record is counted at the size of the largest, so that any window of
     /// the RRset fits; at least one, so an answer is never empty by choice
     /// (the encoder truncates one that does not fit).
@@ -387,6 +388,11 @@ impl Cx<'_, '_> {
         let Room::Octets(room) = self.q.room else {
             return records.len();
         };
+        // A stale answer's Extended DNS Error goes in the OPT, after the
+        // records: leave it room, so that a capped answer still says why
+        // (the encoder would drop it rather than a record). Staleness is
+        // judged before any RRset is built, so `ede` is set by now.
+        let room = room.saturating_sub(self.ede.as_ref().map_or(0, Ede::wire_len));
         let largest = records.iter().map(|r| answer_len(&r.data)).max();
         let fit = room / largest.unwrap_or(1).max(1);
         let max = match self.snap.settings.max_answer_records {

@@ -1650,3 +1650,57 @@ fn extended_errors_say_why() {
         assert_eq!(why(snap, qname, after), want, "{case}");
     }
 }
+
+/// A stale answer too large for one response still says why, within the
+/// limit: capped over TCP, its records leave room for the EDE; truncated
+/// over UDP, the OPT keeps it.
+#[test]
+fn a_big_stale_answer_keeps_its_extended_error_within_the_limit() {
+    use crate::dns::wire::{encode, tests::ede_in};
+    let mut events = big_events();
+    events.push(Event::Health {
+        cluster: c("east"),
+        health: Health {
+            synced: true,
+            broken_since: Some(t0()),
+            ..Health::default()
+        },
+    });
+    let snap = snapshot_with(settings(), events);
+    let federated = "db-federated.big.svc.clusterset.local.";
+    let east = "db-east.big.svc.clusterset.local.";
+    // (name, type, over TCP, truncated)
+    let cases = [
+        (federated, A, true, false),
+        (east, SRV, true, false),
+        (federated, A, false, true),
+        (east, SRV, false, true),
+    ];
+    let stale = Some((3, "cluster east not heard from for 42s".to_owned()));
+    for (qname, qtype, tcp, truncated) in cases {
+        let ctx = format!("{qname} {qtype} over {}", if tcp { "TCP" } else { "UDP" });
+        let packet = query_packet(qname, qtype);
+        let req = crate::dns::wire::decode(&packet).expect("a query");
+        let limit = if tcp { 65535 } else { 1232 };
+        let room = if tcp {
+            Room::Octets(req.answer_room(limit))
+        } else {
+            UDP
+        };
+        let q = Question {
+            name: &req.name,
+            qtype,
+            qclass: CLASS_IN,
+            room,
+        };
+        let got = answer(&snap, q, 0, t0() + Duration::from_secs(42));
+        assert_eq!(got.note.capped, tcp, "{ctx}: capped over TCP only");
+        let mut out = Vec::new();
+        let fit = encode(&req, &got.answer, limit, &mut out);
+        assert_eq!(fit.truncated, truncated, "{ctx}");
+        assert!(out.len() <= limit, "{ctx}: {} octets", out.len());
+        assert_eq!(ede_in(&out), stale, "{ctx}");
+        let an = u16::from_be_bytes([out[6], out[7]]) as usize;
+        assert_eq!(an, if tcp { got.answer.answers.len() } else { 0 }, "{ctx}");
+    }
+}

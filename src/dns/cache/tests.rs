@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::*;
 use crate::dns::wire;
+use crate::dns::wire::tests::ede_in;
 use crate::model::objects::{ExportMode, Protocol};
 use crate::model::testing::{
     big_events, c, epoch, fixture_events, port, service, settings, slice, slice_event, svc_event,
@@ -552,25 +553,6 @@ fn rotations_are_stored_within_a_byte_budget() {
     );
 }
 
-/// The Extended DNS Error (RFC 8914) of a response: INFO-CODE and text.
-fn ede_of(response: &[u8]) -> Option<(u16, String)> {
-    use hickory_proto::op::Message;
-    use hickory_proto::rr::rdata::opt::EdnsOption;
-    let m = Message::from_vec(response).expect("decodes");
-    m.edns
-        .as_ref()?
-        .options()
-        .options
-        .iter()
-        .find_map(|(_, o)| match o {
-            EdnsOption::Unknown(15, data) if data.len() >= 2 => Some((
-                u16::from_be_bytes([data[0], data[1]]),
-                String::from_utf8_lossy(&data[2..]).into_owned(),
-            )),
-            _ => None,
-        })
-}
-
 /// An answer that says how long a cluster has been silent changes with
 /// the clock, so it is never stored: a federated name with a broken member
 /// within the grace (not stale by the answer's note, TTL capped, EDE 3)
@@ -597,7 +579,7 @@ fn answers_with_an_extended_error_are_not_stored() {
         for _ in 0..2 {
             let (got, hit) = ask(&cache, local, &snap, fed, 0);
             assert!(!hit, "an answer with an age in it is not stored");
-            let (code, text) = ede_of(&got).expect("EDE 3");
+            let (code, text) = ede_in(&got).expect("EDE 3");
             assert_eq!(code, 3);
             assert!(
                 text.starts_with("cluster east not heard from for "),
@@ -608,6 +590,6 @@ fn answers_with_an_extended_error_are_not_stored() {
         let db = Q::new("db-north.prod.svc.clusterset.local", rtype::A);
         ask(&cache, local, &snap, db, 0);
         let (got, hit) = ask(&cache, local, &snap, db, 0);
-        assert!(hit && ede_of(&got).is_none());
+        assert!(hit && ede_in(&got).is_none());
     }
 }

@@ -416,8 +416,9 @@ fn answer_len_is_what_encode_writes() {
     );
 }
 
-/// The EDE option (code and text) of a response, as hickory reads it.
-fn ede_of(m: &Message) -> Option<(u16, String)> {
+/// The EDE option (code and text) of a response, as hickory reads it
+/// (hickory 0.26 has no EDE variant: it is an unknown option 15).
+pub(crate) fn ede_of(m: &Message) -> Option<(u16, String)> {
     use hickory_proto::rr::rdata::opt::EdnsOption;
     m.edns
         .as_ref()?
@@ -431,6 +432,11 @@ fn ede_of(m: &Message) -> Option<(u16, String)> {
             )),
             _ => None,
         })
+}
+
+/// [`ede_of`] the response `bytes`.
+pub(crate) fn ede_in(bytes: &[u8]) -> Option<(u16, String)> {
+    ede_of(&Message::from_vec(bytes).expect("a response hickory reads"))
 }
 
 #[test]
