@@ -324,9 +324,23 @@ impl Cx<'_, '_> {
     /// make the name exist (DESIGN.md decision 5).
     fn nxdomain(&self, scope: Scope<'_>, apex: &ZoneName) -> Answer {
         if self.undecided(scope) {
-            return self.servfail(why::not_ready(self.snap, None), apex);
+            return self.servfail(self.not_ready(scope), apex);
         }
         self.negative(Rcode::NxDomain, apex)
+    }
+
+    /// EDE 14 for a name [`Cx::undecided`] left open: it names the
+    /// unsynced clusters that could make the name exist, as `undecided`
+    /// judged them (for `<svc>-east`, east alone; with MCS, or for a
+    /// federated name, any).
+    fn not_ready(&self, scope: Scope<'_>) -> Ede {
+        let only = match scope {
+            Scope::Label(label) if !self.snap.settings.mcs && !label.ends_with("-federated") => {
+                Some(label)
+            }
+            _ => None,
+        };
+        why::not_ready(self.snap, |c| only.is_none_or(|label| claims(label, c)))
     }
 
     /// SERVFAIL, saying why.
@@ -476,6 +490,8 @@ impl Cx<'_, '_> {
         };
         self.depends = Depends::Entry(key.into(), entry.clone());
         if self.entry_undecided(&entry, label) {
+            // Its own cluster when that is the one not synced; else
+            // (start-up) whichever has not.
             let own = match &entry.origin {
                 Origin::Cluster { id, name } => self
                     .snap
@@ -484,7 +500,8 @@ impl Cx<'_, '_> {
                     .then_some(&**name),
                 Origin::Federated { .. } => None,
             };
-            return self.servfail(why::not_ready(self.snap, own), self.zone());
+            let ede = why::not_ready(self.snap, |c| own.is_none_or(|own| own == c));
+            return self.servfail(ede, self.zone());
         }
         if entry.withheld() {
             return self.servfail(why::prohibited(&entry.refused), self.zone());
@@ -768,7 +785,7 @@ impl Cx<'_, '_> {
         }
         if !self.snap.settled {
             // The oldest Service wins an address: one not loaded yet may.
-            return self.servfail(why::not_ready(self.snap, None), zone);
+            return self.servfail(self.not_ready(Scope::AnyCluster), zone);
         }
         // Any cluster that has not synced could still own an address.
         let nx = || self.nxdomain(Scope::AnyCluster, zone);

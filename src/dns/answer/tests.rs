@@ -1561,15 +1561,28 @@ fn extended_errors_say_why() {
     };
     let mut s = settings();
     s.max_stale = Some(secs(300));
-    // North silent since t0; south linked later and never synced.
+    // North silent since t0; south and far linked later and never synced.
     let mut events = fixture_events();
     events.push(health("north", true, Some(t0())));
-    events.push(Event::ClusterUp {
-        cluster: c("south"),
-        local: false,
-    });
+    for cluster in ["south", "far"] {
+        events.push(Event::ClusterUp {
+            cluster: c(cluster),
+            local: false,
+        });
+    }
     let snap = snapshot_with(s.clone(), events);
-    let refused = snapshot_with(s, fixture_with_refused(&[("north", "api")]));
+    let refused = snapshot_with(
+        s.clone(),
+        fixture_with_refused(&[("north", "api"), ("north", "db")]),
+    );
+    // Every member of bb silent past the grace (30 s) when the snapshot
+    // was built: the federated name fails open to the last-known union.
+    let ago = |n: u64| t0().checked_sub(secs(n)).expect("uptime over a minute");
+    let mut events = fixture_events();
+    for (cluster, silent) in [("west", 40), ("east", 60), ("north", 50)] {
+        events.push(health(cluster, true, Some(ago(silent))));
+    }
+    let failed_open = snapshot_with(s, events);
     let why = |snap: &Snapshot, qname: &str, after: u64| {
         let name = QName::from_text(qname).expect("name");
         let q = Question {
@@ -1583,7 +1596,7 @@ fn extended_errors_say_why() {
     };
     let ede = |code: u16, text: &str| Some((code, text.to_owned()));
     type Why = (Rcode, Option<(u16, String)>);
-    let cases: [(&str, &Snapshot, &str, u64, Why); 7] = [
+    let cases: [(&str, &Snapshot, &str, u64, Why); 11] = [
         (
             "fresh",
             &snap,
@@ -1622,16 +1635,59 @@ fn extended_errors_say_why() {
             ),
         ),
         (
-            "a name an unsynced cluster could hold",
+            "a fail-open union: every member, oldest first",
+            &failed_open,
+            "bb-federated.prod.svc.clusterset.local",
+            0,
+            (
+                Rcode::NoError,
+                ede(
+                    3,
+                    "clusters east (60s), north (50s), west (40s) not heard from",
+                ),
+            ),
+        ),
+        (
+            "a name an unsynced cluster could hold: that cluster alone",
             &snap,
             "zzz-south.prod.svc.clusterset.local",
             1,
             (Rcode::ServFail, ede(14, "cluster south not synced yet")),
         ),
         (
+            "a federated name any unsynced cluster could join",
+            &snap,
+            "zzz-federated.prod.svc.clusterset.local",
+            1,
+            (
+                Rcode::ServFail,
+                ede(14, "clusters far, south not synced yet"),
+            ),
+        ),
+        (
+            "a namespace any unsynced cluster could export into",
+            &snap,
+            "nope.svc.clusterset.local",
+            1,
+            (
+                Rcode::ServFail,
+                ede(14, "clusters far, south not synced yet"),
+            ),
+        ),
+        (
             "refused by the budget",
             &refused,
             "api-north.prod.svc.clusterset.local",
+            1,
+            (
+                Rcode::ServFail,
+                ede(18, "refused by the budget of cluster north"),
+            ),
+        ),
+        (
+            "a pod of a refused federated member",
+            &refused,
+            "db-0.north.db-federated.prod.svc.clusterset.local",
             1,
             (
                 Rcode::ServFail,
