@@ -1162,14 +1162,7 @@ async fn run_case(dns: SocketAddr, proto: Proto, case: &Case) {
         }
     }
 
-    // Why, exactly when there is something to explain, and only to a
-    // client that sent EDNS.
-    let want_ede = case.ede.filter(|_| query.edns.is_some());
-    match (want_ede, ede(&msg)) {
-        (None, None) => {}
-        (Some((code, pattern)), Some((got, text))) if got == code && like(pattern, &text) => {}
-        (want, got) => panic!("{ctx}: EDE {got:?}, want {want:?}"),
-    }
+    assert_ede(&ctx, case, &msg);
 
     if proto == Proto::Udp {
         assert!(
@@ -1231,6 +1224,17 @@ async fn run_case(dns: SocketAddr, proto: Proto, case: &Case) {
             best <= Duration::from_millis(ms),
             "{ctx}: fastest of 5 replies took {best:?}, limit {ms} ms"
         );
+    }
+}
+
+/// The reply says why exactly when the row has something to explain, and
+/// only to a client that sent EDNS.
+fn assert_ede(ctx: &str, case: &Case, msg: &Message) {
+    let want = case.ede.filter(|_| case.query.edns.is_some());
+    match (want, ede(msg)) {
+        (None, None) => {}
+        (Some((code, pattern)), Some((got, text))) if got == code && like(pattern, &text) => {}
+        (want, got) => panic!("{ctx}: EDE {got:?}, want {want:?}"),
     }
 }
 
