@@ -78,7 +78,7 @@ pub struct Question<'a> {
 #[derive(Debug, Clone)]
 pub enum Depends {
     /// On time or on data the cache does not check (stale clusters, the
-    /// reverse map, refusals): never reuse.
+    /// reverse map, refusals, an Extended DNS Error's text): never reuse.
     Uncacheable,
     /// On the settings alone.
     Settings,
@@ -220,8 +220,16 @@ impl Cx<'_, '_> {
             answer.ede = self.ede;
         }
         // Stale answers change with the clock, SERVFAIL with any cluster's
-        // sync; neither is worth keeping.
-        let depends = if self.note.stale || self.note.fail_open || answer.rcode == Rcode::ServFail {
+        // sync; neither is worth keeping. Nor is an answer that explains
+        // itself: its text says how long a cluster has been silent (a
+        // federated name with a broken member within the grace is neither
+        // stale by its note nor SERVFAIL, and its entry does not change as
+        // the seconds pass).
+        let depends = if self.note.stale
+            || self.note.fail_open
+            || answer.rcode == Rcode::ServFail
+            || answer.ede.is_some()
+        {
             Depends::Uncacheable
         } else {
             self.depends
@@ -316,9 +324,23 @@ impl Cx<'_, '_> {
     /// make the name exist (DESIGN.md decision 5).
     fn nxdomain(&self, scope: Scope<'_>, apex: &ZoneName) -> Answer {
         if self.undecided(scope) {
-            return self.servfail(why::not_ready(self.snap, None), apex);
+            return self.servfail(self.not_ready(scope), apex);
         }
         self.negative(Rcode::NxDomain, apex)
+    }
+
+    /// EDE 14 for a name [`Cx::undecided`] left open: it names the
+    /// unsynced clusters that could make the name exist, as `undecided`
+    /// judged them (for `<svc>-east`, east alone; with MCS, or for a
+    /// federated name, any).
+    fn not_ready(&self, scope: Scope<'_>) -> Ede {
+        let only = match scope {
+            Scope::Label(label) if !self.snap.settings.mcs && !label.ends_with("-federated") => {
+                Some(label)
+            }
+            _ => None,
+        };
+        why::not_ready(self.snap, |c| only.is_none_or(|label| claims(label, c)))
     }
 
     /// SERVFAIL, saying why.
@@ -371,7 +393,8 @@ impl Cx<'_, '_> {
     }
 
     /// How many records of `records` an answer may carry: at most
-    /// `max-answer-records` (when set) and as many as fit the room. Every
+    /// `max-answer-records` (when set) and as many as fit the room (less
+    /// the answer's Extended DNS Error, if any). Every
     /// record is counted at the size of the largest, so that any window of
     /// the RRset fits; at least one, so an answer is never empty by choice
     /// (the encoder truncates one that does not fit).
@@ -379,6 +402,11 @@ impl Cx<'_, '_> {
         let Room::Octets(room) = self.q.room else {
             return records.len();
         };
+        // A stale answer's Extended DNS Error goes in the OPT, after the
+        // records: leave it room, so that a capped answer still says why
+        // (the encoder would drop it rather than a record). Staleness is
+        // judged before any RRset is built, so `ede` is set by now.
+        let room = room.saturating_sub(self.ede.as_ref().map_or(0, Ede::wire_len));
         let largest = records.iter().map(|r| answer_len(&r.data)).max();
         let fit = room / largest.unwrap_or(1).max(1);
         let max = match self.snap.settings.max_answer_records {
@@ -462,6 +490,8 @@ impl Cx<'_, '_> {
         };
         self.depends = Depends::Entry(key.into(), entry.clone());
         if self.entry_undecided(&entry, label) {
+            // Its own cluster when that is the one not synced; else
+            // (start-up) whichever has not.
             let own = match &entry.origin {
                 Origin::Cluster { id, name } => self
                     .snap
@@ -470,7 +500,8 @@ impl Cx<'_, '_> {
                     .then_some(&**name),
                 Origin::Federated { .. } => None,
             };
-            return self.servfail(why::not_ready(self.snap, own), self.zone());
+            let ede = why::not_ready(self.snap, |c| own.is_none_or(|own| own == c));
+            return self.servfail(ede, self.zone());
         }
         if entry.withheld() {
             return self.servfail(why::prohibited(&entry.refused), self.zone());
@@ -754,7 +785,7 @@ impl Cx<'_, '_> {
         }
         if !self.snap.settled {
             // The oldest Service wins an address: one not loaded yet may.
-            return self.servfail(why::not_ready(self.snap, None), zone);
+            return self.servfail(self.not_ready(Scope::AnyCluster), zone);
         }
         // Any cluster that has not synced could still own an address.
         let nx = || self.nxdomain(Scope::AnyCluster, zone);

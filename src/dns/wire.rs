@@ -60,8 +60,9 @@ impl Ede {
         Self { code, text }
     }
 
-    /// Octets the option takes in the OPT's RDATA.
-    fn wire_len(&self) -> usize {
+    /// Octets the option takes in the OPT's RDATA (code, length, INFO-CODE
+    /// and text), on top of [`OPT_LEN`].
+    pub fn wire_len(&self) -> usize {
         4 + 2 + self.text.len()
     }
 }
@@ -207,8 +208,10 @@ impl Request<'_> {
 
     /// Octets left for Answer records in a response of at most `limit`
     /// octets to this query: the limit less the header, the question echoed
-    /// and the OPT without options (an Extended DNS Error that does not
-    /// fit beside the records is left out, see [`encode`]).
+    /// and the OPT without options. An answer that carries an Extended DNS
+    /// Error leaves room for it when it sizes its records
+    /// ([`Ede::wire_len`]); one that does not fit beside the records is
+    /// left out, see [`encode`].
     pub fn answer_room(&self, limit: usize) -> usize {
         let opt_len = if self.edns.is_some() { OPT_LEN } else { 0 };
         limit.saturating_sub(HEADER_LEN + self.question.len() + opt_len)
@@ -845,4 +848,4 @@ pub fn encode_error(header: &HeaderEcho, edns: Option<Edns>, rcode: Rcode, out: 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -16,7 +16,7 @@ use hickory_proto::rr::RecordType;
 use serde_json::json;
 
 use crate::binary::{http_get, serve_args};
-use crate::support::{Options, Proto, ask, eventually, q, start};
+use crate::support::{Options, Proto, ask, ede, eventually, q, start};
 
 /// Writes `count` federated flat services `svc-<i>` with `endpoints` ready
 /// endpoints each into `dir/<cluster>/`, created `i` seconds after a fixed
@@ -101,6 +101,11 @@ async fn over_budget_the_newest_services_answer_servfail_and_are_reported() {
         )
         .await;
         assert_eq!(msg.metadata.response_code, ResponseCode::ServFail);
+        assert_eq!(
+            ede(&msg),
+            Some((18, "refused by the budget of cluster east".to_owned())),
+            "svc-{i}-east says why (EDE 18 Prohibited)"
+        );
         // The federated union leaves the refused member out.
         assert_eq!(
             a(dns, &name(&format!("svc-{i}-federated"))).await,

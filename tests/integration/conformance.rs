@@ -10,7 +10,8 @@
 //! question echoed byte-for-byte, an OPT (version 0, payload 1232, DO echoed)
 //! exactly when the query had one, the UDP size limit (512 without EDNS,
 //! min(EDNS size, 1232) with it), TC only for UDP rows that must truncate,
-//! and SRV targets never name-compressed.
+//! SRV targets never name-compressed, and an Extended DNS Error (RFC 8914)
+//! exactly when the row expects one and the query had an OPT.
 //!
 //! Cases that the hickory client cannot send (QDCOUNT 0 or 2, a 64-octet
 //! label, QR=1) go through [`raw`] with hand-built bytes ([`raw_cases`]). Cases
@@ -37,7 +38,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
 use crate::support::{
-    Options, Proto, Q, ask, assert_records, copy_tree, eventually, fixture, q, raw, start, text,
+    Options, Proto, Q, ask, assert_records, copy_tree, ede, eventually, fixture, q, raw, start,
+    text,
 };
 
 /// Spec cases deliberately not covered (see the module comment).
@@ -95,6 +97,10 @@ pub(crate) struct Case {
     pub(crate) max_ms: Option<u64>,
     /// Extra flag/size checks.
     pub(crate) check: Option<fn(&Reply<'_>)>,
+    /// The Extended DNS Error (RFC 8914) the reply carries when the query
+    /// had an OPT: INFO-CODE and EXTRA-TEXT, each `*` in it standing for a
+    /// number of seconds. `None`, every row's default: no EDE at all.
+    pub(crate) ede: Option<(u16, &'static str)>,
 }
 
 /// A NOERROR row with empty sections; fill in with struct update syntax.
@@ -110,6 +116,7 @@ pub(crate) fn c(n: u32, name: &'static str, query: Q) -> Case {
         udp: Udp::Full,
         max_ms: None,
         check: None,
+        ede: None,
     }
 }
 
@@ -1155,6 +1162,8 @@ async fn run_case(dns: SocketAddr, proto: Proto, case: &Case) {
         }
     }
 
+    assert_ede(&ctx, case, &msg);
+
     if proto == Proto::Udp {
         assert!(
             wire.len() <= udp_limit(query),
@@ -1216,6 +1225,56 @@ async fn run_case(dns: SocketAddr, proto: Proto, case: &Case) {
             "{ctx}: fastest of 5 replies took {best:?}, limit {ms} ms"
         );
     }
+}
+
+/// The reply says why exactly when the row has something to explain, and
+/// only to a client that sent EDNS.
+fn assert_ede(ctx: &str, case: &Case, msg: &Message) {
+    let want = case.ede.filter(|_| case.query.edns.is_some());
+    match (want, ede(msg)) {
+        (None, None) => {}
+        (Some((code, pattern)), Some((got, text))) if got == code && like(pattern, &text) => {}
+        (want, got) => panic!("{ctx}: EDE {got:?}, want {want:?}"),
+    }
+}
+
+/// `text` is `pattern` with each `*` standing for a whole number (an age
+/// in seconds).
+fn like(pattern: &str, text: &str) -> bool {
+    let mut rest = text;
+    for (i, part) in pattern.split('*').enumerate() {
+        if i > 0 {
+            let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            if digits == 0 {
+                return false;
+            }
+            rest = &rest[digits..];
+        }
+        match rest.strip_prefix(part) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+#[test]
+fn like_matches_ages() {
+    let p = "cluster east not heard from for *s (max-stale 1s)";
+    assert!(like(
+        p,
+        "cluster east not heard from for 42s (max-stale 1s)"
+    ));
+    assert!(!like(p, "cluster east not heard from for s (max-stale 1s)"));
+    assert!(!like(
+        p,
+        "cluster east not heard from for 4x2s (max-stale 1s)"
+    ));
+    assert!(!like(
+        p,
+        "cluster east not heard from for 42s (max-stale 1s)!"
+    ));
+    assert!(like("no age", "no age") && !like("no age", "no"));
 }
 
 /// Additional is a subset of `want`, made of whole RRsets (owner + type).

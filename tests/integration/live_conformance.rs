@@ -79,6 +79,14 @@ fn a_records(owner: &str, ttl: u32, ips: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// EDE 3 of an answer from north's last-known data (`*`: its age in
+/// seconds).
+const STALE_NORTH: (u16, &str) = (3, "cluster north not heard from for *s");
+/// EDE 22 of north's names past `max_stale` (1 s in case 90).
+const PAST_MAX_STALE: (u16, &str) = (22, "cluster north not heard from for *s (max-stale 1s)");
+/// EDE 14 of a name east could hold before it has synced.
+const EAST_NOT_READY: (u16, &str) = (14, "cluster east not synced yet");
+
 /// A SERVFAIL row: empty Answer, `SOA(Z)` in Authority, AA=1.
 fn servfail(n: u32, name: &'static str, query: crate::support::Q) -> Case {
     Case {
@@ -576,6 +584,9 @@ async fn case_88_all_members_unhealthy_fails_open() {
         dns,
         &[Case {
             answer: a_records(BB_FED, 5, &["10.30.3.1", "10.10.3.1", "10.20.3.1"]),
+            // West's part is last-known data; east's and north's are
+            // current (their gateways fail, their watches do not).
+            ede: Some((3, "cluster west not heard from for *s")),
             ..c(
                 88,
                 "bb-federated: fail-open union, TTL capped",
@@ -643,14 +654,28 @@ async fn case_89_watch_lost_within_grace_serves_last_known() {
         &[
             Case {
                 answer: a_records(API_NORTH, 5, &api),
+                ede: Some(STALE_NORTH),
                 ..c(89, "api-north A: last-known, TTL ≤ 5", q(API_NORTH, A))
             },
             Case {
                 answer: a_records(API_NORTH, 5, &["fd00:20::1"]),
+                ede: Some(STALE_NORTH),
                 ..c(
                     89,
                     "api-north AAAA: last-known, TTL ≤ 5",
                     q(API_NORTH, AAAA),
+                )
+            },
+            Case {
+                answer: a_records(API_NORTH, 5, &api),
+                ede: Some(STALE_NORTH),
+                ..c(
+                    89,
+                    "api-north A without EDNS: no OPT, so no EDE",
+                    crate::support::Q {
+                        edns: None,
+                        ..q(API_NORTH, A)
+                    },
                 )
             },
             Case {
@@ -712,6 +737,7 @@ async fn case_89_federated_ttl_capped_while_a_member_is_stale() {
         dns,
         &[Case {
             answer: a_records(BB_FED, 5, &["10.30.3.1", "10.10.3.1", "10.20.3.1"]),
+            ede: Some(STALE_NORTH),
             ..c(89, "bb-federated: north kept, TTL capped", q(BB_FED, A))
         }],
     )
@@ -761,13 +787,22 @@ async fn case_90_watch_lost_past_grace_servfails() {
     run_all(
         dns,
         &[
-            servfail(90, "api-north A past max_stale", q(API_NORTH, A)),
-            servfail(90, "api-north AAAA past max_stale", q(API_NORTH, AAAA)),
-            servfail(
-                90,
-                "north pod name past max_stale",
-                q("db-0.db-north.prod.svc.clusterset.local.", A),
-            ),
+            Case {
+                ede: Some(PAST_MAX_STALE),
+                ..servfail(90, "api-north A past max_stale", q(API_NORTH, A))
+            },
+            Case {
+                ede: Some(PAST_MAX_STALE),
+                ..servfail(90, "api-north AAAA past max_stale", q(API_NORTH, AAAA))
+            },
+            Case {
+                ede: Some(PAST_MAX_STALE),
+                ..servfail(
+                    90,
+                    "north pod name past max_stale",
+                    q("db-0.db-north.prod.svc.clusterset.local.", A),
+                )
+            },
             Case {
                 answer: a_records(BB_FED, 5, &["10.30.3.1", "10.10.3.1"]),
                 ..c(90, "bb-federated without north", q(BB_FED, A))
@@ -787,6 +822,11 @@ async fn case_90_watch_lost_past_grace_servfails() {
         ],
     )
     .await;
+    let printed = crate::support::kdig(dns, API_NORTH, "A").await;
+    assert!(
+        printed.contains("EDE: 22 (No Reachable Authority): 'cluster north not heard from for "),
+        "{printed}"
+    );
     server.server.stop().await;
 }
 
@@ -847,16 +887,22 @@ async fn case_91_never_synced_cluster_servfails_undecidable_names() {
     run_all(
         dns,
         &[
-            servfail(
-                91,
-                "zzz-east: undecidable while east never synced",
-                q(ZZZ_EAST, A),
-            ),
-            servfail(
-                91,
-                "web-east: east's services are not known yet",
-                q(WEB_EAST, A),
-            ),
+            Case {
+                ede: Some(EAST_NOT_READY),
+                ..servfail(
+                    91,
+                    "zzz-east: undecidable while east never synced",
+                    q(ZZZ_EAST, A),
+                )
+            },
+            Case {
+                ede: Some(EAST_NOT_READY),
+                ..servfail(
+                    91,
+                    "web-east: east's services are not known yet",
+                    q(WEB_EAST, A),
+                )
+            },
             Case {
                 answer: a_records(BB_FED, 5, &["10.30.3.1", "10.20.3.1"]),
                 ..c(91, "bb-federated: the synced members only", q(BB_FED, A))
@@ -873,6 +919,14 @@ async fn case_91_never_synced_cluster_servfails_undecidable_names() {
         ],
     )
     .await;
+
+    // What a user sees: kdig prints why.
+    let printed = crate::support::kdig(dns, ZZZ_EAST, "A").await;
+    assert!(
+        printed.contains("status: SERVFAIL")
+            && printed.contains("EDE: 14 (Not Ready): 'cluster east not synced yet'"),
+        "{printed}"
+    );
 
     // East comes up: its names answer, the undecidable one is NXDOMAIN.
     f.cluster("east").restart().await.expect("east restarts");

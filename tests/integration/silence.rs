@@ -13,7 +13,7 @@ use hickory_proto::rr::RecordType;
 
 use crate::binary::http_get;
 use crate::live::{SECOND, a, fqdn, two_remotes, until, until_report};
-use crate::support::{Proto, ask, ede, q};
+use crate::support::{Proto, ask, ede, kdig, q};
 
 /// `clusterset_dns_cluster_state{cluster,state}` is 1 for `state`.
 fn metric_state(admin: SocketAddr, cluster: &str, state: &str) -> bool {
@@ -90,12 +90,7 @@ async fn a_hung_api_server_is_unreachable_within_the_cluster_timeout_and_back_wh
         text.starts_with("cluster east not heard from for "),
         "{text}"
     );
-    let out = std::process::Command::new("kdig")
-        .args([&format!("@{}", dns.ip()), "-p", &dns.port().to_string()])
-        .args(["+edns", "+timeout=2", "+retry=0", &fqdn("api-east"), "A"])
-        .output()
-        .expect("kdig runs");
-    let printed = String::from_utf8_lossy(&out.stdout);
+    let printed = kdig(dns, &fqdn("api-east"), "A").await;
     assert!(
         printed.contains("EDE: 3 (Stale Answer): 'cluster east not heard from for"),
         "{printed}"

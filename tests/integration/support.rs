@@ -703,3 +703,28 @@ pub(crate) fn ede(msg: &Message) -> Option<(u16, String)> {
         _ => None,
     })
 }
+
+/// What `kdig` (knot-dnsutils) prints for `name` `rtype` asked of `dns`
+/// over UDP with EDNS: what a user sees, EDE line included
+/// (`; EDE: 3 (Stale Answer): '...'`).
+pub(crate) async fn kdig(dns: SocketAddr, name: &str, rtype: &str) -> String {
+    let args: Vec<String> = vec![
+        format!("@{}", dns.ip()),
+        "-p".into(),
+        dns.port().to_string(),
+        "+edns".into(),
+        "+timeout=2".into(),
+        "+retry=0".into(),
+        name.into(),
+        rtype.into(),
+    ];
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("kdig")
+            .args(&args)
+            .output()
+            .expect("kdig runs (knot-dnsutils)")
+    })
+    .await
+    .expect("kdig task");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -1561,15 +1561,28 @@ fn extended_errors_say_why() {
     };
     let mut s = settings();
     s.max_stale = Some(secs(300));
-    // North silent since t0; south linked later and never synced.
+    // North silent since t0; south and far linked later and never synced.
     let mut events = fixture_events();
     events.push(health("north", true, Some(t0())));
-    events.push(Event::ClusterUp {
-        cluster: c("south"),
-        local: false,
-    });
+    for cluster in ["south", "far"] {
+        events.push(Event::ClusterUp {
+            cluster: c(cluster),
+            local: false,
+        });
+    }
     let snap = snapshot_with(s.clone(), events);
-    let refused = snapshot_with(s, fixture_with_refused(&[("north", "api")]));
+    let refused = snapshot_with(
+        s.clone(),
+        fixture_with_refused(&[("north", "api"), ("north", "db")]),
+    );
+    // Every member of bb silent past the grace (30 s) when the snapshot
+    // was built: the federated name fails open to the last-known union.
+    let ago = |n: u64| t0().checked_sub(secs(n)).expect("uptime over a minute");
+    let mut events = fixture_events();
+    for (cluster, silent) in [("west", 40), ("east", 60), ("north", 50)] {
+        events.push(health(cluster, true, Some(ago(silent))));
+    }
+    let failed_open = snapshot_with(s, events);
     let why = |snap: &Snapshot, qname: &str, after: u64| {
         let name = QName::from_text(qname).expect("name");
         let q = Question {
@@ -1583,7 +1596,7 @@ fn extended_errors_say_why() {
     };
     let ede = |code: u16, text: &str| Some((code, text.to_owned()));
     type Why = (Rcode, Option<(u16, String)>);
-    let cases: [(&str, &Snapshot, &str, u64, Why); 7] = [
+    let cases: [(&str, &Snapshot, &str, u64, Why); 11] = [
         (
             "fresh",
             &snap,
@@ -1622,16 +1635,59 @@ fn extended_errors_say_why() {
             ),
         ),
         (
-            "a name an unsynced cluster could hold",
+            "a fail-open union: every member, oldest first",
+            &failed_open,
+            "bb-federated.prod.svc.clusterset.local",
+            0,
+            (
+                Rcode::NoError,
+                ede(
+                    3,
+                    "clusters east (60s), north (50s), west (40s) not heard from",
+                ),
+            ),
+        ),
+        (
+            "a name an unsynced cluster could hold: that cluster alone",
             &snap,
             "zzz-south.prod.svc.clusterset.local",
             1,
             (Rcode::ServFail, ede(14, "cluster south not synced yet")),
         ),
         (
+            "a federated name any unsynced cluster could join",
+            &snap,
+            "zzz-federated.prod.svc.clusterset.local",
+            1,
+            (
+                Rcode::ServFail,
+                ede(14, "clusters far, south not synced yet"),
+            ),
+        ),
+        (
+            "a namespace any unsynced cluster could export into",
+            &snap,
+            "nope.svc.clusterset.local",
+            1,
+            (
+                Rcode::ServFail,
+                ede(14, "clusters far, south not synced yet"),
+            ),
+        ),
+        (
             "refused by the budget",
             &refused,
             "api-north.prod.svc.clusterset.local",
+            1,
+            (
+                Rcode::ServFail,
+                ede(18, "refused by the budget of cluster north"),
+            ),
+        ),
+        (
+            "a pod of a refused federated member",
+            &refused,
+            "db-0.north.db-federated.prod.svc.clusterset.local",
             1,
             (
                 Rcode::ServFail,
@@ -1648,5 +1704,59 @@ fn extended_errors_say_why() {
     ];
     for (case, snap, qname, after, want) in cases {
         assert_eq!(why(snap, qname, after), want, "{case}");
+    }
+}
+
+/// A stale answer too large for one response still says why, within the
+/// limit: capped over TCP, its records leave room for the EDE; truncated
+/// over UDP, the OPT keeps it.
+#[test]
+fn a_big_stale_answer_keeps_its_extended_error_within_the_limit() {
+    use crate::dns::wire::{encode, tests::ede_in};
+    let mut events = big_events();
+    events.push(Event::Health {
+        cluster: c("east"),
+        health: Health {
+            synced: true,
+            broken_since: Some(t0()),
+            ..Health::default()
+        },
+    });
+    let snap = snapshot_with(settings(), events);
+    let federated = "db-federated.big.svc.clusterset.local.";
+    let east = "db-east.big.svc.clusterset.local.";
+    // (name, type, over TCP, truncated)
+    let cases = [
+        (federated, A, true, false),
+        (east, SRV, true, false),
+        (federated, A, false, true),
+        (east, SRV, false, true),
+    ];
+    let stale = Some((3, "cluster east not heard from for 42s".to_owned()));
+    for (qname, qtype, tcp, truncated) in cases {
+        let ctx = format!("{qname} {qtype} over {}", if tcp { "TCP" } else { "UDP" });
+        let packet = query_packet(qname, qtype);
+        let req = crate::dns::wire::decode(&packet).expect("a query");
+        let limit = if tcp { 65535 } else { 1232 };
+        let room = if tcp {
+            Room::Octets(req.answer_room(limit))
+        } else {
+            UDP
+        };
+        let q = Question {
+            name: &req.name,
+            qtype,
+            qclass: CLASS_IN,
+            room,
+        };
+        let got = answer(&snap, q, 0, t0() + Duration::from_secs(42));
+        assert_eq!(got.note.capped, tcp, "{ctx}: capped over TCP only");
+        let mut out = Vec::new();
+        let fit = encode(&req, &got.answer, limit, &mut out);
+        assert_eq!(fit.truncated, truncated, "{ctx}");
+        assert!(out.len() <= limit, "{ctx}: {} octets", out.len());
+        assert_eq!(ede_in(&out), stale, "{ctx}");
+        let an = u16::from_be_bytes([out[6], out[7]]) as usize;
+        assert_eq!(an, if tcp { got.answer.answers.len() } else { 0 }, "{ctx}");
     }
 }

@@ -35,22 +35,21 @@ fn secs(d: Duration) -> u64 {
     d.as_secs()
 }
 
-/// EDE 14: clusters that could hold the name have not synced. `own` is the
-/// name's own cluster when it is the one not synced.
-pub(super) fn not_ready(snap: &Snapshot, own: Option<&str>) -> Ede {
-    let text = match own {
-        Some(cluster) => format!("cluster {cluster} not synced yet"),
-        None if !snap.known => "linked clusters not all known yet".to_owned(),
-        None if snap.unsynced.is_empty() => "clusters still loading at start-up".to_owned(),
-        None => {
-            let names = snap.unsynced.iter().map(|n| &**n);
-            let noun = if snap.unsynced.len() == 1 {
-                "cluster"
-            } else {
-                "clusters"
-            };
-            format!("{noun} {} not synced yet", list(names))
-        }
+/// EDE 14: the clusters that could hold the name (those `could_hold`
+/// accepts) have not synced; before the source has named every cluster,
+/// or when none of them is to blame (start-up not over), says so instead.
+pub(super) fn not_ready(snap: &Snapshot, could_hold: impl Fn(&str) -> bool) -> Ede {
+    let names: Vec<&str> = snap
+        .unsynced
+        .iter()
+        .map(|n| &**n)
+        .filter(|n| could_hold(n))
+        .collect();
+    let text = match names.as_slice() {
+        [] if !snap.known => "linked clusters not all known yet".to_owned(),
+        [] => "clusters still loading at start-up".to_owned(),
+        [one] => format!("cluster {one} not synced yet"),
+        many => format!("clusters {} not synced yet", list(many.iter().copied())),
     };
     Ede::new(Ede::NOT_READY, text)
 }

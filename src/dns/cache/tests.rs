@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::*;
 use crate::dns::wire;
+use crate::dns::wire::tests::ede_in;
 use crate::model::objects::{ExportMode, Protocol};
 use crate::model::testing::{
     big_events, c, epoch, fixture_events, port, service, settings, slice, slice_event, svc_event,
@@ -550,4 +551,45 @@ fn rotations_are_stored_within_a_byte_budget() {
         per_rotation(9, 0, &tcp_answer).is_none(),
         "nine 64 KiB windows"
     );
+}
+
+/// An answer that says how long a cluster has been silent changes with
+/// the clock, so it is never stored: a federated name with a broken member
+/// within the grace (not stale by the answer's note, TTL capped, EDE 3)
+/// is answered afresh every time, with the age as of that query.
+#[test]
+fn answers_with_an_extended_error_are_not_stored() {
+    for mut local in locals() {
+        let local = &mut local;
+        let mut model = model();
+        model.apply(
+            [Event::Health {
+                cluster: c("east"),
+                health: Health {
+                    synced: true,
+                    broken_since: Some(Instant::now()),
+                    ..Health::default()
+                },
+            }],
+            t0(),
+        );
+        let snap = model.snapshot();
+        let cache = AnswerCache::new(1 << 20);
+        let fed = Q::new("db-federated.prod.svc.clusterset.local", rtype::A);
+        for _ in 0..2 {
+            let (got, hit) = ask(&cache, local, &snap, fed, 0);
+            assert!(!hit, "an answer with an age in it is not stored");
+            let (code, text) = ede_in(&got).expect("EDE 3");
+            assert_eq!(code, 3);
+            assert!(
+                text.starts_with("cluster east not heard from for "),
+                "{text}"
+            );
+        }
+        // A fresh name next to it is stored as before.
+        let db = Q::new("db-north.prod.svc.clusterset.local", rtype::A);
+        ask(&cache, local, &snap, db, 0);
+        let (got, hit) = ask(&cache, local, &snap, db, 0);
+        assert!(hit && ede_in(&got).is_none());
+    }
 }

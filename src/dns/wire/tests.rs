@@ -416,8 +416,9 @@ fn answer_len_is_what_encode_writes() {
     );
 }
 
-/// The EDE option (code and text) of a response, as hickory reads it.
-fn ede_of(m: &Message) -> Option<(u16, String)> {
+/// The EDE option (code and text) of a response, as hickory reads it
+/// (hickory 0.26 has no EDE variant: it is an unknown option 15).
+pub(crate) fn ede_of(m: &Message) -> Option<(u16, String)> {
     use hickory_proto::rr::rdata::opt::EdnsOption;
     m.edns
         .as_ref()?
@@ -431,6 +432,11 @@ fn ede_of(m: &Message) -> Option<(u16, String)> {
             )),
             _ => None,
         })
+}
+
+/// [`ede_of`] the response `bytes`.
+pub(crate) fn ede_in(bytes: &[u8]) -> Option<(u16, String)> {
+    ede_of(&Message::from_vec(bytes).expect("a response hickory reads"))
 }
 
 #[test]
@@ -482,4 +488,48 @@ fn an_extended_error_goes_to_edns_clients_only_and_within_the_limit() {
     assert!(!encode(&with, &tight, bare, &mut out).truncated);
     assert_eq!(out.len(), bare);
     assert_eq!(ede_of(&Message::from_vec(&out).expect("decodes")), None);
+}
+
+/// Every response size from 512 to 1232 octets, A and SRV answers of every
+/// length around it, with the longest EDE text: the response never passes
+/// the limit; a truncated one keeps its OPT and EDE; a complete one carries
+/// the EDE exactly when its Answer and Authority sections fit beside it
+/// (Additional records make way for it).
+#[test]
+fn an_extended_error_never_pushes_a_response_past_its_limit() {
+    let name = "api-east.prod.svc.clusterset.local";
+    let ede = Ede::new(Ede::STALE_ANSWER, "x".repeat(MAX_EDE_TEXT));
+    let (mut out, mut bare) = (Vec::new(), Vec::new());
+    for qtype in [rtype::A, rtype::SRV] {
+        let packet = query(1, 0, name, qtype, Some((1232, 0, false)));
+        let req = decode(&packet).expect("valid");
+        for n in 0..24 {
+            let mut a = if qtype == rtype::A {
+                a_answer(n * 4)
+            } else {
+                srv_answer(n)
+            };
+            a.ede = Some(ede.clone());
+            // The response without Additional records nor EDE.
+            let core = Answer {
+                additional: Vec::new(),
+                ede: None,
+                ..a.clone()
+            };
+            encode(&req, &core, usize::MAX, &mut bare);
+            for limit in 512..=1232 {
+                let ctx = format!("type {qtype}, {n} records, limit {limit}");
+                let fit = encode(&req, &a, limit, &mut out);
+                assert!(out.len() <= limit, "{ctx}: {} octets", out.len());
+                let got = ede_in(&out);
+                let has_room = bare.len() + ede.wire_len() <= limit;
+                if fit.truncated {
+                    assert!(bare.len() > limit, "{ctx}: truncated though it fits");
+                    assert_eq!(got.map(|e| e.0), Some(3), "{ctx}: TC keeps the EDE");
+                } else {
+                    assert_eq!(got.is_some(), has_room, "{ctx}");
+                }
+            }
+        }
+    }
 }
