@@ -189,6 +189,10 @@ async fn live_config(config: &Config, live: &LiveOptions) -> anyhow::Result<Live
     let local_client = k8s_client::local(live.kubeconfig.as_deref(), live.context.as_deref())
         .await
         .context("connecting to the local cluster")?;
+    // Built twice on purpose: the heartbeat's client has its own pool.
+    let local_heartbeat = k8s_client::local(live.kubeconfig.as_deref(), live.context.as_deref())
+        .await
+        .context("connecting to the local cluster")?;
     if let Some(path) = &live.clusters {
         // Fail fast on a file that cannot work; later edits are reloaded.
         load_clusters_file(path)?;
@@ -196,6 +200,7 @@ async fn live_config(config: &Config, live: &LiveOptions) -> anyhow::Result<Live
     Ok(LiveConfig {
         local,
         local_client,
+        local_heartbeat: Some(local_heartbeat),
         links: match &live.clusters {
             Some(path) => Links::File(path.clone()),
             None => Links::Linkerd {

@@ -649,6 +649,7 @@ pub(crate) async fn start_in_process(
         SourceSetup::Live(LiveConfig {
             local: "local".into(),
             local_client,
+            local_heartbeat: None,
             links: Links::File(clusters_file.to_owned()),
             sync_timeout: Duration::from_secs(60),
             mcs_rediscover: MCS_REDISCOVER,

@@ -43,7 +43,14 @@ pub enum ClientError {
 pub struct BoundedClient {
     /// The client; every request goes through the layer.
     pub client: Client,
-    /// What the layer records (shared by every clone of `client`).
+    /// The liveness heartbeat's client: the same server and credentials
+    /// behind the same layer, but its own connection pool, so that a
+    /// heartbeat (which asks with `Connection: close`) never rides on a
+    /// connection another request left idle and always proves that a new
+    /// connection can be made.
+    pub heartbeat: Client,
+    /// What the layer records (shared by every clone of `client` and
+    /// `heartbeat`).
     pub stats: Arc<ApiStats>,
 }
 
@@ -86,26 +93,34 @@ pub async fn bounded_from_kubeconfig(
 ) -> Result<BoundedClient, ClientError> {
     let config = config_of(text, context).await?;
     let layer = ApiLayer::new(max_inflight);
-    let client = ClientBuilder::try_from(config)
-        .map_err(|e| ClientError::Kubeconfig(e.to_string()))?
-        .with_layer(&layer)
-        .build();
+    let build = |config: kube::Config| {
+        ClientBuilder::try_from(config)
+            .map(|b| b.with_layer(&layer).build())
+            .map_err(|e| ClientError::Kubeconfig(e.to_string()))
+    };
     Ok(BoundedClient {
-        client,
+        client: build(config.clone())?,
+        heartbeat: build(config)?,
         stats: layer.stats(),
     })
 }
 
 /// `client` behind its own [`ApiLayer`]: for a client built elsewhere (the
-/// local cluster's, shared with the mirror controller).
-pub fn bound(client: Client, max_inflight: usize) -> BoundedClient {
+/// local cluster's, shared with the mirror controller). `heartbeat` is a
+/// second client of the same cluster for the liveness heartbeat alone
+/// (its own connection pool); without one the heartbeat shares `client`'s.
+pub fn bound(client: Client, heartbeat: Option<Client>, max_inflight: usize) -> BoundedClient {
     let layer = ApiLayer::new(max_inflight);
-    let namespace = client.default_namespace().to_owned();
-    let client = ClientBuilder::new(Sender(client), namespace)
-        .with_layer(&layer)
-        .build();
+    let wrap = |client: Client| {
+        let namespace = client.default_namespace().to_owned();
+        ClientBuilder::new(Sender(client), namespace)
+            .with_layer(&layer)
+            .build()
+    };
+    let heartbeat = wrap(heartbeat.unwrap_or_else(|| client.clone()));
     BoundedClient {
-        client,
+        client: wrap(client),
+        heartbeat,
         stats: layer.stats(),
     }
 }

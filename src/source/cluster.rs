@@ -490,15 +490,15 @@ impl Runner {
                 .update(&self.run.name, |rep| rep.problem = Some(e));
             return;
         };
-        let client = w.client.client.clone();
+        let client = w.client.heartbeat.clone();
         let queue = self.queue.clone();
         tokio::spawn(liveness::heartbeat(
             move || {
                 let client = client.clone();
                 async move {
-                    // A fresh connection each time (the answer closes it):
-                    // a partition that keeps old connections alive but
-                    // drops new ones is noticed too.
+                    // A fresh connection each time (its own client's pool,
+                    // and the answer closes it): a partition that keeps old
+                    // connections alive but drops new ones is noticed too.
                     let req = http::Request::get(crate::k8s::layer::HEARTBEAT_PATH)
                         .header(http::header::CONNECTION, "close")
                         .body(Vec::new())

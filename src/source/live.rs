@@ -74,6 +74,11 @@ pub struct LiveConfig {
     /// The local cluster's client (shared with the mirror controller; the
     /// live source puts its own in-flight bound on top).
     pub local_client: Client,
+    /// A second client of the local cluster, for the liveness heartbeat
+    /// alone (its own connection pool: see
+    /// [`crate::k8s::client::BoundedClient::heartbeat`]); `None`: the
+    /// heartbeat shares `local_client`.
+    pub local_heartbeat: Option<Client>,
     /// Where linked clusters come from.
     pub links: Links,
     /// Readiness stops waiting for a cluster's first sync after this long.
@@ -514,7 +519,11 @@ pub async fn run(
         return;
     }
     board.register(&local, true, "--kubeconfig / in-cluster".into());
-    let local_client = client::bound(config.local_client.clone(), max_inflight);
+    let local_client = client::bound(
+        config.local_client.clone(),
+        config.local_heartbeat.clone(),
+        max_inflight,
+    );
     let local_run = ClusterRun {
         name: local.clone(),
         local: true,

@@ -308,6 +308,10 @@ pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
     let local_client = k8s_client::local(Some(&live.kubeconfig), None)
         .await
         .expect("local client");
+    // As the binary does: the heartbeat gets a client (a pool) of its own.
+    let local_heartbeat = k8s_client::local(Some(&live.kubeconfig), None)
+        .await
+        .expect("local client");
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
     let mirror = live.mirror.map(|m| {
         let mut lease = LeaseConfig::new(&m.namespace, "clusterset-dns-mirror", &m.identity);
@@ -335,6 +339,7 @@ pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
         SourceSetup::Live(LiveConfig {
             local: local.into(),
             local_client,
+            local_heartbeat: Some(local_heartbeat),
             links: live.links,
             sync_timeout: live.sync_timeout,
             mcs_rediscover: live.mcs_rediscover,
