@@ -19,13 +19,20 @@
 //!    SIGCONT: a stopped process takes no write); *recovery* runs from just before the heal to
 //!    the first moment both a UDP answer of `api-east` (polled every 2 ms) holds the new address
 //!    and `/debug/clusters` shows east `synced` again (bounded by 30 s). With `drop-new` the
-//!    open watch still carries the change, so its answer may be new before the heal.
+//!    open watch still carries the change, so its answer may be new before the heal. Also
+//!    shown: when east's API server last answered before it was declared unreachable
+//!    (`secondsSinceApiAnswered`), from the fault. The timeout runs from that answer, not from
+//!    the fault: a server quiet before the fault is declared up to one heartbeat period
+//!    sooner, and an answer after the fault (with `drop-new`, a heartbeat sent on an idle
+//!    keep-alive connection opened before it) makes it later.
 //! 2. **Propagation.** `FAULTS_CHANGES` changes of east's slice (each a new address), one at a
 //!    time, each timed from just before its write to the first UDP answer of `api-east` holding
 //!    the new address (polled every 200 µs, at most 5 s): with the server linked to east's API
 //!    directly (the baseline), then through a [`netlab::Relay`] on loopback with one-way
 //!    latency 0, 20 and 40 ms (round trips 0, 40 and 80 ms), each chunk ±10 % jitter, a server
 //!    started afresh for each. A write reaches the server over its open watch: one one-way leg.
+//!    One change before each run is not counted: a server just synced may not have its watch
+//!    open at kubesim yet, and its first change then pays the watch request's leg too.
 //!
 //! Prints a table per part with the machine's core count, and `RESULT faults …` lines.
 //! `cargo bench --bench faults` runs `FAULTS_ROUNDS=3` rounds, `FAULTS_CHANGES=200` changes and
@@ -33,8 +40,8 @@
 //! default's); it runs the kubesim binary beside the bench binary (`cargo build --release -p
 //! kubesim --bin kubesim` first, else netlab falls back to the debug build and the header says
 //! so). `cargo test --bench faults` runs a smoke version (1 round, 20 changes, 2 s timeout,
-//! about 30 s) that asserts detection within the timeout + 1 s, recovery within 5 s and every
-//! change answered. Both need root and the `ip` and `nft` commands, and skip (saying so)
+//! about 20 s) that asserts detection within the timeout + 1 s (from east's last answer when
+//! that came after the fault), recovery within 5 s and every change answered. Both need root and the `ip` and `nft` commands, and skip (saying so)
 //! without them. `FAULTS_LOG` is the server's `RUST_LOG` (default `warn`).
 
 // This bench takes common's server start and percentile, not its kubesim loader or RSS figures.
@@ -288,7 +295,7 @@ impl Server {
         let (mut answer, mut state) = (None, None);
         for _ in 0..MAX_POLLS {
             answer = self.dns.a(&name);
-            state = east_state(self.admin);
+            state = east_state(self.admin).map(|(state, _)| state);
             if answer.as_deref() == Some(&[ip][..]) && state.as_deref() == Some("synced") {
                 return;
             }
@@ -303,16 +310,17 @@ impl Server {
     }
 }
 
-/// East's `state` in `/debug/clusters`, if the server answered.
-fn east_state(admin: SocketAddr) -> Option<String> {
+/// East's entry in `/debug/clusters`: its `state`, and `secondsSinceApiAnswered` (how long
+/// ago its API server last answered a request), if the server answered.
+fn east_state(admin: SocketAddr) -> Option<(String, Option<f64>)> {
     let body = admin_get(admin, "/debug/clusters")?;
     let doc: Value = serde_json::from_str(&body).ok()?;
-    doc["clusters"]
+    let east = doc["clusters"]
         .as_array()?
         .iter()
-        .find(|c| c["name"] == "east")?["state"]
-        .as_str()
-        .map(str::to_owned)
+        .find(|c| c["name"] == "east")?;
+    let state = east["state"].as_str()?.to_owned();
+    Some((state, east["secondsSinceApiAnswered"].as_f64()))
 }
 
 /// What one wait saw, each from its start.
@@ -324,6 +332,10 @@ struct Seen {
     state: Option<Duration>,
     /// The first `/debug/clusters` showing east anything but `synced`.
     left_synced: Option<Duration>,
+    /// When east's API server last answered, in seconds from the start (negative: before
+    /// it), as `/debug/clusters` said when it first showed the state waited for. The
+    /// timeout runs from this, not from the fault.
+    last_answer: Option<f64>,
 }
 
 impl Seen {
@@ -351,13 +363,14 @@ fn observe(
         }
         if seen.state.is_none() && Instant::now() >= next_admin {
             next_admin = Instant::now() + ADMIN_GAP;
-            if let Some(now) = east_state(server.admin) {
+            if let Some((now, since_answer)) = east_state(server.admin) {
                 let at = start.elapsed();
                 if now != "synced" {
                     seen.left_synced.get_or_insert(at);
                 }
                 if now == state {
                     seen.state = Some(at);
+                    seen.last_answer = since_answer.map(|ago| at.as_secs_f64() - ago);
                 }
             }
         }
@@ -479,11 +492,16 @@ fn poll_answer(dns: &mut Dns, name: &Name, ip: Ipv4Addr, deadline: Instant) -> O
     None
 }
 
-/// `changes` changes of east's slice, one at a time, each timed from just before its write to
-/// the first answer of `api-east` holding its address; `None` for one not seen within
-/// [`CHANGE_TIMEOUT`].
+/// `changes` changes of east's slice (after one not counted), one at a time, each timed from
+/// just before its write to the first answer of `api-east` holding its address; `None` for one
+/// not seen within [`CHANGE_TIMEOUT`].
 fn propagate(rig: &mut Rig, server: &mut Server, changes: usize) -> Vec<Option<Duration>> {
     let name = api_east();
+    // One change first, not counted: a server just synced may not have its EndpointSlice
+    // watch open at kubesim yet, and then the first change pays the watch request's leg too
+    // (two legs through the relay instead of one).
+    let warm_up = rig.set_next();
+    server.settle(warm_up);
     let mut samples = Vec::with_capacity(changes);
     for _ in 0..changes {
         let ip = rig.next_ip();
@@ -662,6 +680,43 @@ fn ms_of(sorted: &[Duration], p: f64) -> String {
     format!("{:.1}", percentile(sorted, p).as_secs_f64() * 1e3)
 }
 
+/// The earliest and latest last API answer of `rounds` (seconds from the fault, negative
+/// before it), as text.
+fn last_answers(rounds: &[Round]) -> String {
+    match last_answer_range(rounds) {
+        (Some(min), Some(max)) => format!("{min:+.2} s / {max:+.2} s"),
+        _ => "-".to_owned(),
+    }
+}
+
+/// The earliest and latest last API answer of `rounds`, in seconds from the fault.
+fn last_answer_range(rounds: &[Round]) -> (Option<f64>, Option<f64>) {
+    let last = rounds.iter().filter_map(|r| r.detect.last_answer);
+    (last.clone().reduce(f64::min), last.reduce(f64::max))
+}
+
+/// The `RESULT faults kind=…` line of one fault.
+fn print_fault_result(s: &Settings, label: &str, rounds: &[Round]) {
+    let (detect, d_miss) = seen_sorted(rounds.iter().map(|r| r.detect.state));
+    let (recover, r_miss) = seen_sorted(rounds.iter().map(|r| r.recover.both()));
+    let (first, last) = last_answer_range(rounds);
+    let ms = |v: Option<f64>| v.map_or_else(|| "none".to_owned(), |v| format!("{:.1}", v * 1e3));
+    println!(
+        "RESULT faults kind={label} timeout_ms={} rounds={} detect_min_ms={} detect_median_ms={} detect_max_ms={} detect_timeouts={d_miss} bound_ms={} last_answer_min_ms={} last_answer_max_ms={} recover_min_ms={} recover_median_ms={} recover_max_ms={} recover_timeouts={r_miss}",
+        s.timeout.as_millis(),
+        rounds.len(),
+        ms_of(&detect, 0.0),
+        ms_of(&detect, 0.5),
+        ms_of(&detect, 1.0),
+        (s.timeout + DETECT_BOUND_SLACK).as_millis(),
+        ms(first),
+        ms(last),
+        ms_of(&recover, 0.0),
+        ms_of(&recover, 0.5),
+        ms_of(&recover, 1.0),
+    );
+}
+
 impl Report {
     fn print(&self, s: &Settings) {
         self.print_faults(s);
@@ -677,9 +732,9 @@ impl Report {
             cores()
         );
         println!(
-            "  | fault | detection min / median / max | bound (timeout + 1 s) | recovery min / median / max | median: left synced / change answered / synced |"
+            "  | fault | detection min / median / max | bound (timeout + 1 s) | east's last API answer, from the fault: min / max | recovery min / median / max | median: left synced / change answered / synced |"
         );
-        println!("  |---|---|---|---|---|");
+        println!("  |---|---|---|---|---|---|");
         for (cut, rounds) in &self.faults {
             let (detect, d_miss) = seen_sorted(rounds.iter().map(|r| r.detect.state));
             let (recover, r_miss) = seen_sorted(rounds.iter().map(|r| r.recover.both()));
@@ -692,10 +747,11 @@ impl Report {
                 }
             };
             println!(
-                "  | {} | {} | {} | {} | {} / {} / {} |",
+                "  | {} | {} | {} | {} | {} | {} / {} / {} |",
                 cut.label(),
                 min_med_max(&detect, d_miss, secs),
                 secs(bound),
+                last_answers(rounds),
                 min_med_max(&recover, r_miss, secs),
                 median(|r| r.detect.left_synced),
                 median(|r| r.recover.answer),
@@ -703,21 +759,7 @@ impl Report {
             );
         }
         for (cut, rounds) in &self.faults {
-            let (detect, d_miss) = seen_sorted(rounds.iter().map(|r| r.detect.state));
-            let (recover, r_miss) = seen_sorted(rounds.iter().map(|r| r.recover.both()));
-            println!(
-                "RESULT faults kind={} timeout_ms={} rounds={} detect_min_ms={} detect_median_ms={} detect_max_ms={} detect_timeouts={d_miss} bound_ms={} recover_min_ms={} recover_median_ms={} recover_max_ms={} recover_timeouts={r_miss}",
-                cut.label(),
-                s.timeout.as_millis(),
-                rounds.len(),
-                ms_of(&detect, 0.0),
-                ms_of(&detect, 0.5),
-                ms_of(&detect, 1.0),
-                bound.as_millis(),
-                ms_of(&recover, 0.0),
-                ms_of(&recover, 0.5),
-                ms_of(&recover, 1.0),
-            );
+            print_fault_result(s, cut.label(), rounds);
         }
     }
 
@@ -768,11 +810,17 @@ impl Report {
         let bound = s.timeout + DETECT_BOUND_SLACK;
         for (cut, rounds) in &self.faults {
             for r in rounds {
+                // The timeout runs from east's last answer: one that came after the fault (an
+                // idle keep-alive connection opened before a `drop-new` still carries a
+                // request) moves the bound by as much.
+                let after = r.detect.last_answer.unwrap_or(0.0).max(0.0);
+                let bound = bound + Duration::from_secs_f64(after);
                 let detected = r.detect.state;
                 assert!(
                     detected.is_some_and(|d| d <= bound),
-                    "{}: unreachable after {detected:?}, bound {bound:?}",
-                    cut.label()
+                    "{}: unreachable after {detected:?}, bound {bound:?} (east last answered {:?} s after the fault)",
+                    cut.label(),
+                    r.detect.last_answer
                 );
                 let recovered = r.recover.both();
                 assert!(
