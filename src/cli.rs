@@ -110,7 +110,7 @@ fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
                     .mirror
                     .as_ref()
                     .map(|m| mirror_config(&config, &live, m));
-                (SourceSetup::Live(live), mirror)
+                (SourceSetup::Live(Box::new(live)), mirror)
             }
         };
         let mut server =

@@ -178,7 +178,7 @@ fn spawn_source(
                 .as_ref()
                 .map_or(DEFAULT_MAX_INFLIGHT, |l| l.max_inflight_per_cluster);
             tasks.spawn(live::run(
-                live_config,
+                *live_config,
                 max_inflight,
                 tx,
                 shared.board.clone(),
@@ -267,7 +267,7 @@ pub enum SourceSetup {
     /// The zones directory of `config`.
     Files,
     /// Live watches.
-    Live(LiveConfig),
+    Live(Box<LiveConfig>),
 }
 
 impl Server {

@@ -646,7 +646,7 @@ pub(crate) async fn start_in_process(
     Server::start_full(
         &config,
         sockets,
-        SourceSetup::Live(LiveConfig {
+        SourceSetup::Live(Box::new(LiveConfig {
             local: "local".into(),
             local_client,
             local_heartbeat: None,
@@ -654,7 +654,7 @@ pub(crate) async fn start_in_process(
             sync_timeout: Duration::from_secs(60),
             mcs_rediscover: MCS_REDISCOVER,
             allow_kubeconfig_exec: false,
-        }),
+        })),
         mirror,
     )
     .expect("start server")

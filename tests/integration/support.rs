@@ -336,7 +336,7 @@ pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
     let server = Server::start_full(
         &config,
         sockets,
-        SourceSetup::Live(LiveConfig {
+        SourceSetup::Live(Box::new(LiveConfig {
             local: local.into(),
             local_client,
             local_heartbeat: Some(local_heartbeat),
@@ -344,7 +344,7 @@ pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
             sync_timeout: live.sync_timeout,
             mcs_rediscover: live.mcs_rediscover,
             allow_kubeconfig_exec: live.allow_kubeconfig_exec,
-        }),
+        })),
         mirror,
     )
     .expect("start server");
