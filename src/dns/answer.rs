@@ -220,16 +220,13 @@ impl Cx<'_, '_> {
             answer.ede = self.ede;
         }
         // Stale answers change with the clock, SERVFAIL with any cluster's
-        // sync; neither is worth keeping. Nor is an answer that explains
-        // itself: its text says how long a cluster has been silent (a
-        // federated name with a broken member within the grace is neither
-        // stale by its note nor SERVFAIL, and its entry does not change as
-        // the seconds pass).
-        let depends = if self.note.stale
-            || self.note.fail_open
-            || answer.rcode == Rcode::ServFail
-            || answer.ede.is_some()
-        {
+        // sync; neither is worth keeping. The one Extended DNS Error left
+        // on a cacheable answer (a federated name with a broken member
+        // within the grace) has a text without an age, and its entry is
+        // rebuilt when that member's health changes: it may be kept, which
+        // matters, since every federated name a broken cluster is in would
+        // otherwise miss the cache at once.
+        let depends = if self.note.stale || self.note.fail_open || answer.rcode == Rcode::ServFail {
             Depends::Uncacheable
         } else {
             self.depends
@@ -547,7 +544,13 @@ impl Cx<'_, '_> {
                     let members = entry.parts.iter().map(|p| &*p.cluster);
                     let old = why::stale_members(self.snap, members);
                     if !old.is_empty() {
-                        self.ede = Some(why::stale(&old, self.now));
+                        // Only a fail-open union (never cached) says how
+                        // long; within the grace the text must not age.
+                        self.ede = Some(if *fail_open {
+                            why::stale(&old, self.now)
+                        } else {
+                            why::within_grace(&old)
+                        });
                     }
                 }
             }

@@ -12,9 +12,11 @@
 //! bytes. Validity is checked on every hit against the snapshot being
 //! served ([`Depends::holds`]): a name's cached answer dies with that name's
 //! records, not with every change to the zone. Answers that change with
-//! the clock (stale data, fail-open unions, and any Extended DNS Error,
-//! whose text may say how long a cluster has been silent) are never
-//! stored: `answer` marks them [`Depends::Uncacheable`].
+//! the clock (stale data, fail-open unions: their Extended DNS Error says
+//! how long a cluster has been silent) are never stored: `answer` marks
+//! them [`Depends::Uncacheable`]. A federated answer with a member within
+//! the grace is stored: its EDE carries no age, and its entry changes with
+//! that member's health.
 //!
 //! Each worker also keeps a small direct-mapped table of the stored answers
 //! it served last ([`Local`]): the common hit touches no lock, no atomic
@@ -154,7 +156,8 @@ struct Stored {
     rcode: Rcode,
     fit: Fit,
     /// What a hit counts (only `capped` may be set: stale and fail-open
-    /// answers, and any with an Extended DNS Error, are never stored).
+    /// answers, and any with an age in its Extended DNS Error, are never
+    /// stored).
     note: Note,
     /// Offset of the SOA serial in the bytes, when there is a SOA.
     serial_at: Option<usize>,

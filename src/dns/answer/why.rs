@@ -100,6 +100,22 @@ pub(super) fn stale(clusters: &[(&str, Instant)], now: Instant) -> Ede {
     Ede::new(Ede::STALE_ANSWER, text)
 }
 
+/// EDE 3 for a federated answer whose stale members are still within the
+/// federated grace: which members, without an age (the answer is cached
+/// until one of them changes health, so its text must not go stale).
+pub(super) fn within_grace(clusters: &[(&str, Instant)]) -> Ede {
+    let noun = if clusters.len() == 1 {
+        "member"
+    } else {
+        "members"
+    };
+    let names = list(clusters.iter().map(|(name, _)| *name));
+    Ede::new(
+        Ede::STALE_ANSWER,
+        format!("{noun} {names} not heard from, within the federated grace"),
+    )
+}
+
 /// The stale clusters among `members` (a federated name's parts), oldest
 /// first: those whose data is not confirmed, with since when.
 pub(super) fn stale_members<'a>(
