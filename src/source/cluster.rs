@@ -438,6 +438,9 @@ impl Runner {
             .ok()
             .and_then(|c| c.stats.last_answered());
         let timeout = run.settings.borrow().cluster_timeout;
+        // A restarted run carries on from the phase its cluster was in, so
+        // the log says `broken, was unreachable`, not `was new`.
+        let last_phase = board.phase(&run.name);
         let r = Self {
             run,
             state,
@@ -453,7 +456,7 @@ impl Runner {
             broken_since: None,
             liveness: Liveness::new(Instant::now(), last_answered, timeout),
             carried,
-            last_phase: None,
+            last_phase,
             gateway_alive: None,
             gave_up: false,
             last_health: None,
