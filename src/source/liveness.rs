@@ -135,11 +135,6 @@ impl Liveness {
             (None, None) => Reach::Waiting,
         }
     }
-
-    /// The last answer.
-    pub fn last_answered(&self) -> Option<Instant> {
-        self.last_answered
-    }
 }
 
 /// Asks the API server for its version every [`heartbeat_period`] of the
