@@ -62,13 +62,7 @@ pub enum Delivery<K> {
 /// doubling to 5 s, each plus a random jitter of up to itself, so never
 /// more than 10 s (kube-runtime resets them after each success).
 pub fn backoff() -> ExponentialBackoff {
-    backon::ExponentialBuilder::default()
-        .with_min_delay(MIN_BACKOFF)
-        .with_max_delay(MAX_BACKOFF)
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times()
-        .into()
+    super::retry::builder().into()
 }
 
 /// The watcher settings for a collection: `page_size` objects per list

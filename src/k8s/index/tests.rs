@@ -1,0 +1,127 @@
+use std::collections::BTreeMap;
+
+use super::*;
+
+/// Objects are `(name, value)`; an empty name has no key.
+#[derive(Debug, Default)]
+struct Names {
+    held: BTreeMap<String, u32>,
+    log: Vec<String>,
+    listed: u32,
+}
+
+impl Index<(&'static str, u32)> for Names {
+    type Key = String;
+
+    fn key(&self, obj: &(&'static str, u32)) -> Option<String> {
+        (!obj.0.is_empty()).then(|| obj.0.to_owned())
+    }
+
+    fn apply(&mut self, (name, value): (&'static str, u32)) {
+        self.log.push(format!("apply {name}={value}"));
+        self.held.insert(name.to_owned(), value);
+    }
+
+    fn delete(&mut self, key: &String, obj: Option<(&'static str, u32)>) {
+        let how = if obj.is_some() { "deleted" } else { "gone" };
+        self.log.push(format!("{how} {key}"));
+        self.held.remove(key);
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.held.keys().cloned().collect()
+    }
+
+    fn listed(&mut self) {
+        self.listed += 1;
+    }
+}
+
+fn run(events: Vec<Event<(&'static str, u32)>>) -> (Names, Vec<Outcome>, Relist<String>) {
+    let mut index = Names::default();
+    let mut relist = Relist::default();
+    let outcomes = events
+        .into_iter()
+        .map(|e| relist.handle(&mut index, e))
+        .collect();
+    (index, outcomes, relist)
+}
+
+#[test]
+fn a_first_list_applies_everything_and_reports_listed_at_its_end() {
+    use Outcome::{Listed, Pending};
+    let (index, outcomes, relist) = run(vec![
+        Event::Init,
+        Event::InitApply(("a", 1)),
+        Event::InitApply(("b", 2)),
+        Event::InitDone,
+    ]);
+    assert_eq!(outcomes, [Pending, Pending, Pending, Listed]);
+    assert_eq!(index.log, ["apply a=1", "apply b=2"]);
+    assert_eq!(index.listed, 1);
+    assert!(relist.listed() && !relist.relisting());
+}
+
+#[test]
+fn a_relist_deletes_only_what_it_did_not_bring_back() {
+    let (index, _, _) = run(vec![
+        Event::Init,
+        Event::InitApply(("a", 1)),
+        Event::InitApply(("b", 2)),
+        Event::InitApply(("c", 3)),
+        Event::InitDone,
+        Event::Init,
+        Event::InitApply(("b", 20)),
+        Event::InitApply(("d", 4)),
+        Event::InitDone,
+    ]);
+    assert_eq!(
+        index.held,
+        BTreeMap::from([("b".into(), 20), ("d".into(), 4)])
+    );
+    assert_eq!(
+        index.log[3..],
+        ["apply b=20", "apply d=4", "gone a", "gone c"]
+    );
+    assert_eq!(index.listed, 2);
+}
+
+#[test]
+fn watch_events_apply_and_delete_with_the_object() {
+    use Outcome::Changed;
+    let (index, outcomes, _) = run(vec![
+        Event::Apply(("a", 1)),
+        Event::Apply(("a", 2)),
+        Event::Delete(("a", 2)),
+        Event::Delete(("zz", 9)),
+    ]);
+    assert_eq!(outcomes, [Changed; 4]);
+    assert_eq!(
+        index.log,
+        ["apply a=1", "apply a=2", "deleted a", "deleted zz"]
+    );
+    assert!(index.held.is_empty());
+}
+
+#[test]
+fn objects_without_a_key_are_skipped_everywhere() {
+    let (index, _, _) = run(vec![
+        Event::Init,
+        Event::InitApply(("", 1)),
+        Event::InitDone,
+        Event::Apply(("", 2)),
+        Event::Delete(("", 3)),
+    ]);
+    assert!(index.log.is_empty());
+}
+
+#[test]
+fn ending_without_a_relist_empties_the_index() {
+    let mut index = Names::default();
+    let mut relist = Relist::default();
+    relist.handle(&mut index, Event::Apply(("a", 1)));
+    relist.end(&mut index);
+    assert!(index.held.is_empty());
+    assert_eq!(index.log, ["apply a=1", "gone a"]);
+    assert!(relist.listed());
+}
