@@ -42,7 +42,7 @@ pub trait Index<K> {
 }
 
 /// The relist state of one watch.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Relist<Key> {
     /// The keys a relist under way has brought so far.
     seen: Option<HashSet<Key>>,

@@ -42,6 +42,7 @@ use crate::vocab::linkerd::LABEL_SERVICE_NAME;
 use crate::vocab::trust::Trust;
 
 mod mcs;
+mod relist;
 use mcs::Mcs;
 pub use mcs::McsReport;
 
@@ -215,12 +216,12 @@ pub struct ClusterState {
     /// services no watch confirmed are deleted when this reaches zero.
     unconfirmed: usize,
     service_lists_done: Vec<bool>,
-    service_relists: Vec<Option<HashSet<ObjectKey>>>,
+    /// Each watch's relist under way, if any.
+    relists: relist::Relists,
     slices: HashMap<ObjectKey, HeldSlice>,
     by_service: HashMap<ObjectKey, HashSet<ObjectKey>>,
     slice_started: bool,
     slice_listed: bool,
-    slice_relist: Option<HashSet<ObjectKey>>,
     /// Targeted lists in flight: the slices the watch touched since.
     pending: HashMap<ObjectKey, HashSet<ObjectKey>>,
     /// Mirror Services held (the rest of `services` are exports).
@@ -238,7 +239,6 @@ pub struct ClusterState {
     /// The budget changed: every service is judged again.
     rebudget: bool,
     gateway_listed: bool,
-    gateway_seen: bool,
     has_gateway: bool,
     synced: bool,
     /// Services the model holds as exported (Linkerd's or MCS).
@@ -265,12 +265,11 @@ impl ClusterState {
             services: HashMap::new(),
             unconfirmed: service_watches,
             service_lists_done: vec![false; service_watches],
-            service_relists: vec![None; service_watches],
+            relists: relist::Relists::new(),
             slices: HashMap::new(),
             by_service: HashMap::new(),
             slice_started: false,
             slice_listed: false,
-            slice_relist: None,
             pending: HashMap::new(),
             mirrors: 0,
             forwarded: (0, 0),
@@ -279,7 +278,6 @@ impl ClusterState {
             budget: Budget::default(),
             rebudget: false,
             gateway_listed: true,
-            gateway_seen: false,
             has_gateway: false,
             synced: false,
             exported_count: 0,
@@ -330,72 +328,16 @@ impl ClusterState {
         self.service_lists_done.iter().all(|d| *d)
     }
 
-    /// One watcher event of watch `w`: `Init`, `InitApply`... `InitDone` is
-    /// a [`Self::reset_begin`], [`Self::apply`]s and a [`Self::reset_done`].
+    /// One watcher event of watch `w`, through the watch's
+    /// [`Relist`](crate::k8s::index::Relist): a relist is streamed, its
+    /// objects applied as they come (a cluster's slices can be hundreds of
+    /// megabytes as API objects, and only their slim conversions are held),
+    /// and what it did not bring back is deleted at its end. A watch whose
+    /// API the cluster does not serve is fed `Init` and `InitDone`.
     pub fn watched(&mut self, w: Watch, event: WatchEvent<Object>) -> Output {
         let mut out = Output::default();
-        match event {
-            WatchEvent::Init => self.reset_begin(w),
-            WatchEvent::InitApply(o) | WatchEvent::Apply(o) => self.apply(w, &o, &mut out),
-            WatchEvent::Delete(o) => self.delete(w, &o, &mut out),
-            WatchEvent::InitDone => self.reset_done(w, &mut out),
-        }
+        self.feed(w, event, &mut out);
         out
-    }
-
-    /// Watch `w` lists anew. The reset is streamed, not handed over whole:
-    /// the objects come as [`Self::apply`]s and [`Self::reset_done`] ends it
-    /// (a cluster's slices can be hundreds of megabytes as API objects, and
-    /// only their slim conversions are held).
-    pub fn reset_begin(&mut self, w: Watch) {
-        match w {
-            Watch::Services(n) => self.service_init(n),
-            Watch::Slices => self.slice_init(),
-            Watch::Gateway => self.gateway_init(),
-            Watch::Exports => self.export_init(),
-            Watch::ClusterId => self.property_init(),
-            Watch::Imports => self.import_init(),
-        }
-    }
-
-    /// Watch `w`'s list is complete: what it held and the list did not is
-    /// gone.
-    pub fn reset_done(&mut self, w: Watch, out: &mut Output) {
-        match w {
-            Watch::Services(n) => self.service_init_done(n, out),
-            Watch::Slices => self.slice_init_done(out),
-            Watch::Gateway => self.gateway_init_done(out),
-            Watch::Exports => self.export_init_done(out),
-            Watch::ClusterId => self.property_init_done(out),
-            Watch::Imports => self.import_init_done(out),
-        }
-    }
-
-    /// Watch `w` saw `obj` added or changed (or listed it). An object of
-    /// the wrong kind for `w` is ignored.
-    pub fn apply(&mut self, w: Watch, obj: &Object, out: &mut Output) {
-        match (w, obj) {
-            (Watch::Services(n), Object::Service(s)) => self.service_apply(n, s, out),
-            (Watch::Slices, Object::Slice(s)) => self.slice_apply(s, out),
-            (Watch::Gateway, Object::Service(s)) => self.gateway_apply(s, out),
-            (Watch::Exports, Object::Dynamic(o)) => self.export_apply(o, out),
-            (Watch::ClusterId, Object::Dynamic(o)) => self.property_apply(o, out),
-            (Watch::Imports, Object::Dynamic(o)) => self.import_apply(o, out),
-            _ => {}
-        }
-    }
-
-    /// Watch `w` saw `obj` deleted (or leave its selector).
-    pub fn delete(&mut self, w: Watch, obj: &Object, out: &mut Output) {
-        match (w, obj) {
-            (Watch::Services(n), Object::Service(s)) => self.service_delete(n, s, out),
-            (Watch::Slices, Object::Slice(s)) => self.slice_delete(s, out),
-            (Watch::Gateway, Object::Service(_)) => self.gateway_delete(out),
-            (Watch::Exports, Object::Dynamic(o)) => self.export_delete(o, out),
-            (Watch::ClusterId, Object::Dynamic(o)) => self.property_delete(o, out),
-            (Watch::Imports, Object::Dynamic(o)) => self.import_delete(o, out),
-            _ => {}
-        }
     }
 
     /// The targeted list of [`Action::ListSlices`] for `service` returned
@@ -640,28 +582,10 @@ impl ClusterState {
 
     // ---- Services ---------------------------------------------------------
 
-    /// Service watch `w` starts a list.
-    fn service_init(&mut self, w: usize) {
-        if let Some(r) = self.service_relists.get_mut(w) {
-            *r = Some(HashSet::new());
-        }
-    }
-
-    /// Service watch `w`'s list is complete.
-    fn service_init_done(&mut self, w: usize, out: &mut Output) {
-        let Some(seen) = self.service_relists.get_mut(w).and_then(Option::take) else {
-            return;
-        };
-        let bit = 1u32 << w;
-        let gone: Vec<ObjectKey> = self
-            .services
-            .iter()
-            .filter(|(k, h)| h.mask & bit != 0 && !seen.contains(*k))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in gone {
-            self.release(w, &key, out);
-        }
+    /// Service watch `w`'s list is complete (what it did not bring back
+    /// is released already): once every Service watch has listed since the
+    /// last (re)start, services no watch confirmed are deleted.
+    fn service_listed(&mut self, w: usize, out: &mut Output) {
         if let Some(done) = self.service_lists_done.get_mut(w)
             && !*done
         {
@@ -679,7 +603,6 @@ impl ClusterState {
                 }
             }
         }
-        self.check_synced();
     }
 
     /// Converts `svc`, delivered by Service watch `w`, reporting its
@@ -716,11 +639,6 @@ impl ClusterState {
                 if ours {
                     out.adjusted.push(Adjusted::failed(object(), &e));
                 }
-                if let Some(key) = meta_key(ns, name)
-                    && let Some(seen) = self.service_relists.get_mut(w).and_then(Option::as_mut)
-                {
-                    seen.insert(key);
-                }
                 None
             }
         }
@@ -755,9 +673,6 @@ impl ClusterState {
                 return;
             }
         };
-        if let Some(seen) = self.service_relists.get_mut(w).and_then(Option::as_mut) {
-            seen.insert(key.clone());
-        }
         let before = self.served(&key);
         let bit = 1u32 << w;
         let is_mirror = matches!(kind, ServiceKind::Mirror(_));
@@ -838,36 +753,6 @@ impl ClusterState {
 
     // ---- EndpointSlices ---------------------------------------------------
 
-    /// The slice watch starts a list.
-    fn slice_init(&mut self) {
-        self.slice_started = true;
-        self.slice_relist = Some(HashSet::new());
-    }
-
-    /// The slice list is complete.
-    fn slice_init_done(&mut self, out: &mut Output) {
-        let Some(seen) = self.slice_relist.take() else {
-            return;
-        };
-        let gone: Vec<ObjectKey> = self
-            .slices
-            .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
-        for key in gone {
-            self.remove_slice(&key, out);
-        }
-        self.slice_listed = true;
-        self.check_synced();
-    }
-
-    /// The slice watch saw `slice` added or changed, or listed it (while
-    /// a list is under way).
-    fn slice_apply(&mut self, slice: &K8sSlice, out: &mut Output) {
-        self.slice_delivered(slice, self.slice_relist.is_some(), out);
-    }
-
     /// `slice` was delivered (`listed`: by a list, not the watch). Problems
     /// are reported only for slices of exported services: the watch sees
     /// every slice of the cluster, and the others are none of our business.
@@ -892,14 +777,9 @@ impl ClusterState {
         let converted = match convert_slice(slice, &self.trust) {
             Ok(c) => c,
             Err(e) => {
+                // Its last good version stays, also through a relist.
                 if ours {
                     out.adjusted.push(Adjusted::failed(object(), &e));
-                }
-                // Keep the last good version.
-                if let Some(key) = meta_key_any(slice)
-                    && let Some(seen) = self.slice_relist.as_mut()
-                {
-                    seen.insert(key);
                 }
                 return;
             }
@@ -930,9 +810,6 @@ impl ClusterState {
             // Relabelled away from an exported service: it goes with it.
             self.remove_slice(&s.key, out);
             return;
-        }
-        if let Some(seen) = self.slice_relist.as_mut() {
-            seen.insert(s.key.clone());
         }
         let trigger = slice_trigger_time(slice);
         self.hold_slice(service, s, (trigger, listed), out);
@@ -1066,18 +943,15 @@ impl ClusterState {
 
     // ---- Gateway ----------------------------------------------------------
 
-    /// The gateway watch starts a list.
-    fn gateway_init(&mut self) {
-        self.gateway_seen = false;
-    }
-
-    /// The gateway watch saw the `linkerd-gateway` Service.
-    fn gateway_apply(&mut self, svc: &K8sService, out: &mut Output) {
+    /// The gateway watch saw the `linkerd-gateway` Service (`listing`: a
+    /// list brought it). Unlike other objects, a listed gateway that is
+    /// no gateway (or does not convert) is forgotten, not kept: the list
+    /// says what the gateway is now.
+    fn gateway_apply(&mut self, svc: &K8sService, listing: bool, out: &mut Output) {
         let object = || "gateway Service".to_owned();
         match convert_service(svc, false, &self.selectors, &self.trust) {
             Ok(c) => {
                 if let ServiceKind::Gateway(g) = c.value {
-                    self.gateway_seen = true;
                     self.has_gateway = true;
                     if !c.warnings.is_empty() {
                         out.adjusted.push(Adjusted {
@@ -1090,9 +964,13 @@ impl ClusterState {
                         cluster: self.name.clone(),
                         gateway: Some(g),
                     });
+                    return;
                 }
             }
             Err(e) => out.adjusted.push(Adjusted::failed(object(), &e)),
+        }
+        if listing {
+            self.gateway_delete(out);
         }
     }
 
@@ -1105,15 +983,6 @@ impl ClusterState {
                 gateway: None,
             });
         }
-    }
-
-    /// The gateway list is complete.
-    fn gateway_init_done(&mut self, out: &mut Output) {
-        if !self.gateway_seen {
-            self.gateway_delete(out);
-        }
-        self.gateway_listed = true;
-        self.check_synced();
     }
 }
 

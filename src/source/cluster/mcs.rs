@@ -169,8 +169,10 @@ impl Runner {
             self.all_services_started = false;
         }
         for w in empty {
-            let mut out = self.state.watched(w, WatchEvent::Init);
-            self.state.reset_done(w, &mut out);
+            // An empty list: the watch holds nothing.
+            let out = self.state.watched(w, WatchEvent::Init);
+            self.took(out);
+            let out = self.state.watched(w, WatchEvent::InitDone);
             self.took(out);
         }
         self.mcs_found = Some(now);

@@ -12,7 +12,7 @@
 //! is fed an empty list by the shell, so nothing here waits for it. Like
 //! the rest of the state it must not do I/O or read the clock.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
@@ -34,8 +34,7 @@ pub(super) struct Mcs {
     pub(super) all_services: Option<usize>,
     /// ServiceExports: the key they export and their creationTimestamp.
     pub(super) exports: HashMap<ObjectKey, i64>,
-    exports_relist: Option<HashSet<ObjectKey>>,
-    exports_listed: bool,
+    pub(super) exports_listed: bool,
     /// Targeted Service lists in flight, and whether the every-Service
     /// watch delivered that Service since (then the list is older).
     pending: HashMap<ObjectKey, bool>,
@@ -43,11 +42,9 @@ pub(super) struct Mcs {
     id: Option<Arc<str>>,
     /// Why the ClusterProperty's value is not used, if it is not.
     id_problem: Option<String>,
-    id_seen: bool,
-    id_listed: bool,
-    imports: HashMap<ObjectKey, Import>,
-    imports_relist: Option<HashSet<ObjectKey>>,
-    imports_listed: bool,
+    pub(super) id_listed: bool,
+    pub(super) imports: HashMap<ObjectKey, Import>,
+    pub(super) imports_listed: bool,
 }
 
 /// The MCS state, for status pages.
@@ -67,15 +64,12 @@ impl Mcs {
         Self {
             all_services: None,
             exports: HashMap::new(),
-            exports_relist: None,
             exports_listed: true,
             pending: HashMap::new(),
             id: None,
             id_problem: None,
-            id_seen: false,
             id_listed: true,
             imports: HashMap::new(),
-            imports_relist: None,
             imports_listed: true,
         }
     }
@@ -94,6 +88,11 @@ impl Mcs {
     /// Every MCS watch has listed, and no targeted Service list is out.
     pub(super) fn synced(&self) -> bool {
         self.exports_listed && self.id_listed && self.imports_listed && self.pending.is_empty()
+    }
+
+    /// The ClusterProperty told something: an id, or why it is none.
+    pub(super) fn has_id(&self) -> bool {
+        self.id.is_some() || self.id_problem.is_some()
     }
 
     /// The every-Service watch delivered `key`: a list in flight for it is
@@ -163,27 +162,6 @@ impl ClusterState {
 
     // ---- ServiceExports ---------------------------------------------------
 
-    pub(super) fn export_init(&mut self) {
-        self.mcs.exports_relist = Some(HashSet::new());
-    }
-
-    pub(super) fn export_init_done(&mut self, out: &mut Output) {
-        if let Some(seen) = self.mcs.exports_relist.take() {
-            let gone: Vec<ObjectKey> = self
-                .mcs
-                .exports
-                .keys()
-                .filter(|k| !seen.contains(*k))
-                .cloned()
-                .collect();
-            for key in gone {
-                self.export_gone(&key, out);
-            }
-        }
-        self.mcs.exports_listed = true;
-        self.check_synced();
-    }
-
     pub(super) fn export_apply(&mut self, o: &DynamicObject, out: &mut Output) {
         let converted = from_dynamic::<McsObject>(o).and_then(|e| convert_export(&e));
         let (key, created) = match converted {
@@ -191,12 +169,6 @@ impl ClusterState {
             Err(e) => {
                 // Keep what was known of it, also through a relist.
                 self.mcs_failed(object_name("ServiceExport", o), &e, out);
-                if let (Some(seen), Some(key)) = (
-                    self.mcs.exports_relist.as_mut(),
-                    meta_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()),
-                ) {
-                    seen.insert(key);
-                }
                 return;
             }
         };
@@ -218,9 +190,6 @@ impl ClusterState {
             self.export_gone(&key, out);
             return;
         }
-        if let Some(seen) = self.mcs.exports_relist.as_mut() {
-            seen.insert(key.clone());
-        }
         if self.mcs.exports.get(&key) == Some(&created) {
             return;
         }
@@ -233,15 +202,9 @@ impl ClusterState {
         }
     }
 
-    pub(super) fn export_delete(&mut self, o: &DynamicObject, out: &mut Output) {
-        if let Some(key) = meta_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()) {
-            self.export_gone(&key, out);
-        }
-    }
-
     /// The ServiceExport of `key` is gone: its Service stops being a
     /// member (and goes, unless Linkerd's labels export it).
-    fn export_gone(&mut self, key: &ObjectKey, out: &mut Output) {
+    pub(super) fn export_gone(&mut self, key: &ObjectKey, out: &mut Output) {
         if !self.mcs.exports.contains_key(key) {
             return;
         }
@@ -279,32 +242,17 @@ impl ClusterState {
 
     // ---- The cluster id -----------------------------------------------------
 
-    pub(super) fn property_init(&mut self) {
-        self.mcs.id_seen = false;
-    }
-
-    pub(super) fn property_init_done(&mut self, out: &mut Output) {
-        if !self.mcs.id_seen {
-            self.mcs.id_problem = None;
-            self.set_id(None, out);
-        }
-        self.mcs.id_listed = true;
-        self.check_synced();
-    }
-
     pub(super) fn property_apply(&mut self, o: &DynamicObject, out: &mut Output) {
         let converted = from_dynamic::<ClusterProperty>(o).and_then(|p| convert_property(&p));
         match converted {
             // Another property: not ours to read.
             Ok(None) => {}
             Ok(Some(id)) => {
-                self.mcs.id_seen = true;
                 self.mcs.id_problem = None;
                 self.set_id(Some(id.into()), out);
             }
             Err(e) => {
                 // KEP-2149 requires a label: the cluster's name stays its id.
-                self.mcs.id_seen = true;
                 self.mcs.id_problem = Some(e.to_string());
                 self.mcs_failed(format!("ClusterProperty {CLUSTER_ID_PROPERTY}"), &e, out);
                 self.set_id(None, out);
@@ -312,11 +260,11 @@ impl ClusterState {
         }
     }
 
-    pub(super) fn property_delete(&mut self, o: &DynamicObject, out: &mut Output) {
-        if o.metadata.name.as_deref() == Some(CLUSTER_ID_PROPERTY) {
-            self.mcs.id_problem = None;
-            self.set_id(None, out);
-        }
+    /// The cluster-id ClusterProperty is gone: the cluster's name is its
+    /// id again.
+    pub(super) fn property_gone(&mut self, out: &mut Output) {
+        self.mcs.id_problem = None;
+        self.set_id(None, out);
     }
 
     fn set_id(&mut self, id: Option<Arc<str>>, out: &mut Output) {
@@ -331,33 +279,8 @@ impl ClusterState {
 
     // ---- ServiceImports (local cluster) -------------------------------------
 
-    pub(super) fn import_init(&mut self) {
-        self.mcs.imports_relist = Some(HashSet::new());
-    }
-
-    pub(super) fn import_init_done(&mut self, out: &mut Output) {
-        if let Some(seen) = self.mcs.imports_relist.take() {
-            let gone: Vec<ObjectKey> = self
-                .mcs
-                .imports
-                .keys()
-                .filter(|k| !seen.contains(*k))
-                .cloned()
-                .collect();
-            for key in gone {
-                self.import_gone(key, out);
-            }
-        }
-        self.mcs.imports_listed = true;
-        self.check_synced();
-    }
-
     pub(super) fn import_apply(&mut self, o: &DynamicObject, out: &mut Output) {
-        let meta = meta_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref());
-        if let (Some(seen), Some(key)) = (self.mcs.imports_relist.as_mut(), meta) {
-            // Also when it does not convert: its last good version stays.
-            seen.insert(key);
-        }
+        // One that does not convert keeps its last good version.
         match from_dynamic::<McsObject>(o).and_then(|i| convert_import(&i, &self.trust)) {
             Ok(Converted {
                 value: import,
@@ -382,13 +305,7 @@ impl ClusterState {
         }
     }
 
-    pub(super) fn import_delete(&mut self, o: &DynamicObject, out: &mut Output) {
-        if let Some(key) = meta_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()) {
-            self.import_gone(key, out);
-        }
-    }
-
-    fn import_gone(&mut self, key: ObjectKey, out: &mut Output) {
+    pub(super) fn import_gone(&mut self, key: ObjectKey, out: &mut Output) {
         if self.mcs.imports.remove(&key).is_some() {
             out.events.push(Event::ImportDeleted {
                 cluster: self.name.clone(),

@@ -1,3 +1,5 @@
+use kube::runtime::watcher::Event as E;
+
 use super::*;
 use crate::model::budget::{Budget, Refused};
 use serde_json::json;
@@ -83,18 +85,26 @@ fn remote() -> ClusterState {
 fn sync(st: &mut ClusterState, services: [Vec<K8sService>; 3], slices: Vec<K8sSlice>) -> Output {
     let mut out = Output::default();
     for (w, items) in services.into_iter().enumerate() {
-        st.service_init(w);
+        st.feed(Watch::Services(w), E::Init, &mut out);
         for s in items {
-            st.service_apply(w, &s, &mut out);
+            st.feed(
+                Watch::Services(w),
+                E::InitApply(Object::service(s.clone())),
+                &mut out,
+            );
         }
-        st.service_init_done(w, &mut out);
+        st.feed(Watch::Services(w), E::InitDone, &mut out);
     }
     assert!(st.services_listed());
-    st.slice_init();
+    st.feed(Watch::Slices, E::Init, &mut out);
     for s in slices {
-        st.slice_apply(&s, &mut out);
+        st.feed(
+            Watch::Slices,
+            E::InitApply(Object::slice(s.clone())),
+            &mut out,
+        );
     }
-    st.slice_init_done(&mut out);
+    st.feed(Watch::Slices, E::InitDone, &mut out);
     // The end of the shell's batch: the budget judges, slices go out.
     st.settle(&mut out);
     out
@@ -147,13 +157,25 @@ fn a_service_in_two_watches_goes_only_when_both_let_go() {
     );
     // Relabelled: no longer gateway-exported; the federated watch still has it.
     let mut out = Output::default();
-    st.service_delete(0, &both, &mut out);
+    st.feed(
+        Watch::Services(0),
+        E::Delete(Object::service(both.clone())),
+        &mut out,
+    );
     assert!(summary(&out).is_empty(), "{:?}", summary(&out));
     let fed_only = federated("bb");
-    st.service_apply(2, &fed_only, &mut out);
+    st.feed(
+        Watch::Services(2),
+        E::Apply(Object::service(fed_only.clone())),
+        &mut out,
+    );
     assert_eq!(summary(&out), ["+svc prod/bb"]);
     let mut out = Output::default();
-    st.service_delete(2, &fed_only, &mut out);
+    st.feed(
+        Watch::Services(2),
+        E::Delete(Object::service(fed_only.clone())),
+        &mut out,
+    );
     assert_eq!(summary(&out), ["-svc prod/bb", "-slice prod/bb-1"]);
     assert_eq!(st.counts(), Counts::default());
 }
@@ -164,24 +186,35 @@ fn newly_exported_service_gets_a_targeted_list_and_newer_watch_data_wins() {
     sync(&mut st, [vec![], vec![], vec![]], vec![]);
     let mut out = Output::default();
     // Slices of a not-yet-exported service are dropped...
-    st.slice_apply(&slice("api-1", "api", &["10.2.0.1"]), &mut out);
-    assert!(out.events.is_empty());
-    // ...until it is exported: then a targeted list is asked for.
-    st.service_apply(
-        1,
-        &svc(
-            "api",
-            json!({"mirror.linkerd.io/exported": "remote-discovery"}),
-        ),
+    st.feed(
+        Watch::Slices,
+        E::Apply(Object::slice(slice("api-1", "api", &["10.2.0.1"]).clone())),
         &mut out,
     );
+    assert!(out.events.is_empty());
+    // ...until it is exported: then a targeted list is asked for.
+    let api = svc(
+        "api",
+        json!({"mirror.linkerd.io/exported": "remote-discovery"}),
+    );
+    st.feed(Watch::Services(1), E::Apply(Object::service(api)), &mut out);
     assert_eq!(
         out.actions,
         [Action::ListSlices(ObjectKey::new("prod", "api"))]
     );
     // The watch delivers a newer api-1 and deletes api-2 before the list returns.
-    st.slice_apply(&slice("api-1", "api", &["10.2.0.1", "10.2.0.2"]), &mut out);
-    st.slice_delete(&slice("api-2", "api", &["10.2.0.5"]), &mut out);
+    st.feed(
+        Watch::Slices,
+        E::Apply(Object::slice(
+            slice("api-1", "api", &["10.2.0.1", "10.2.0.2"]).clone(),
+        )),
+        &mut out,
+    );
+    st.feed(
+        Watch::Slices,
+        E::Delete(Object::slice(slice("api-2", "api", &["10.2.0.5"]).clone())),
+        &mut out,
+    );
     let mut out = Output::default();
     st.slices_listed(
         &ObjectKey::new("prod", "api"),
@@ -252,13 +285,21 @@ fn restart_serves_old_data_until_the_new_watches_confirm_it() {
     let mut st = st.restart(Selectors::linkerd_defaults(), Trust::default(), 1);
     assert!(st.synced(), "a restarted cluster keeps serving");
     let mut out = Output::default();
-    st.service_init(0);
-    st.service_apply(0, &gateway_mode("web"), &mut out);
+    st.feed(Watch::Services(0), E::Init, &mut out);
+    st.feed(
+        Watch::Services(0),
+        E::InitApply(Object::service(gateway_mode("web").clone())),
+        &mut out,
+    );
     assert!(summary(&out).is_empty(), "unchanged objects send nothing");
-    st.service_init_done(0, &mut out);
-    st.slice_init();
-    st.slice_apply(&slice("web-1", "web", &["10.1.0.1"]), &mut out);
-    st.slice_init_done(&mut out);
+    st.feed(Watch::Services(0), E::InitDone, &mut out);
+    st.feed(Watch::Slices, E::Init, &mut out);
+    st.feed(
+        Watch::Slices,
+        E::InitApply(Object::slice(slice("web-1", "web", &["10.1.0.1"]).clone())),
+        &mut out,
+    );
+    st.feed(Watch::Slices, E::InitDone, &mut out);
     st.settle(&mut out);
     assert_eq!(
         summary(&out),
@@ -362,16 +403,24 @@ fn a_bad_object_is_skipped_and_the_last_good_version_kept() {
         "endpoints": [{"addresses": ["10.1.0.9"]}]
     }))
     .expect("decodes");
-    st.slice_apply(&bad, &mut out);
+    st.feed(
+        Watch::Slices,
+        E::Apply(Object::slice(bad.clone())),
+        &mut out,
+    );
     assert!(out.events.is_empty());
     assert_eq!(
         adjusted(&out),
         ["EndpointSlice prod/web-1: skipped address_type_unknown"]
     );
     // A relist that still holds the bad version does not delete the good one.
-    st.slice_init();
-    st.slice_apply(&bad, &mut out);
-    st.slice_init_done(&mut out);
+    st.feed(Watch::Slices, E::Init, &mut out);
+    st.feed(
+        Watch::Slices,
+        E::InitApply(Object::slice(bad.clone())),
+        &mut out,
+    );
+    st.feed(Watch::Slices, E::InitDone, &mut out);
     assert!(out.events.is_empty(), "{:?}", summary(&out));
     assert_eq!(st.counts().slices, 1);
 }
@@ -391,11 +440,15 @@ fn local_mirrors_and_gateway_service() {
     );
     let mut out = Output::default();
     for w in 0..4 {
-        st.service_init(w);
+        st.feed(Watch::Services(w), E::Init, &mut out);
         if w == 3 {
-            st.service_apply(w, &mirror, &mut out);
+            st.feed(
+                Watch::Services(w),
+                E::InitApply(Object::service(mirror.clone())),
+                &mut out,
+            );
         }
-        st.service_init_done(w, &mut out);
+        st.feed(Watch::Services(w), E::InitDone, &mut out);
     }
     assert_eq!(summary(&out), ["+mirror prod/web-east"]);
     assert_eq!(st.counts().mirrors, 1);
@@ -410,14 +463,18 @@ fn local_mirrors_and_gateway_service() {
         "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}}
     }))
     .expect("a Service");
-    gw.gateway_init();
-    gw.gateway_apply(&gateway, &mut out);
-    gw.gateway_init_done(&mut out);
+    gw.feed(Watch::Gateway, E::Init, &mut out);
+    gw.feed(
+        Watch::Gateway,
+        E::InitApply(Object::service(gateway.clone())),
+        &mut out,
+    );
+    gw.feed(Watch::Gateway, E::InitDone, &mut out);
     assert!(gw.synced());
     assert_eq!(summary(&out), ["gateway true"]);
     let mut out = Output::default();
-    gw.gateway_init();
-    gw.gateway_init_done(&mut out);
+    gw.feed(Watch::Gateway, E::Init, &mut out);
+    gw.feed(Watch::Gateway, E::InitDone, &mut out);
     assert_eq!(
         summary(&out),
         ["gateway false"],
@@ -507,7 +564,11 @@ fn over_budget_services_are_announced_refused_and_their_slices_not_held() {
     st.settle(&mut out);
     assert_eq!(summary(&out), ["+svc prod/b refused", "-slice prod/b-1"]);
     let mut out = Output::default();
-    st.slice_apply(&slice("b-1", "b", &["10.1.0.3"]), &mut out);
+    st.feed(
+        Watch::Slices,
+        E::Apply(Object::slice(slice("b-1", "b", &["10.1.0.3"]).clone())),
+        &mut out,
+    );
     assert!(
         out.events.is_empty(),
         "a refused service's slice is counted only"
@@ -526,7 +587,11 @@ fn over_budget_services_are_announced_refused_and_their_slices_not_held() {
     assert!(out.actions.is_empty());
     // Deleted while refused: nothing to tell the model about its slices.
     let mut out = Output::default();
-    st.service_delete(1, &flat("c"), &mut out);
+    st.feed(
+        Watch::Services(1),
+        E::Delete(Object::service(flat("c").clone())),
+        &mut out,
+    );
     assert_eq!(summary(&out), ["-svc prod/c"]);
 }
 
@@ -565,7 +630,13 @@ fn a_slice_relabelled_to_a_service_not_exported_leaves() {
         vec![slice("web-1", "web", &["10.1.0.1"])],
     );
     let mut out = Output::default();
-    st.slice_apply(&slice("web-1", "internal", &["10.1.0.1"]), &mut out);
+    st.feed(
+        Watch::Slices,
+        E::Apply(Object::slice(
+            slice("web-1", "internal", &["10.1.0.1"]).clone(),
+        )),
+        &mut out,
+    );
     st.settle(&mut out);
     assert_eq!(summary(&out), ["-slice prod/web-1"]);
     assert_eq!(st.counts().slices, 0);
@@ -579,7 +650,6 @@ fn merge(into: &mut Output, o: Output) {
 
 #[test]
 fn watcher_events_drive_the_state_and_a_relist_is_a_streamed_reset() {
-    use kube::runtime::watcher::Event as E;
     let mut st = remote();
     let mut out = Output::default();
     for w in 0..3 {
@@ -619,7 +689,6 @@ fn watcher_events_drive_the_state_and_a_relist_is_a_streamed_reset() {
 
 #[test]
 fn a_targeted_list_is_taken_through_listed() {
-    use kube::runtime::watcher::Event as E;
     let mut st = remote();
     sync(&mut st, [vec![], vec![], vec![]], vec![]);
     // Exported after the slice watch started: the state asks for a list.
@@ -671,7 +740,6 @@ fn triggers(out: &Output) -> Vec<String> {
 
 #[test]
 fn only_a_change_brings_a_trigger_time_to_measure() {
-    use kube::runtime::watcher::Event as E;
     let t = |s: u32| format!("2026-01-02T03:04:{s:02}Z");
     let secs = |s: u32| 1_767_323_040 + u64::from(s);
     let mut st = remote();
