@@ -23,7 +23,8 @@ use tracing::{debug, info};
 use super::{Msg, Runner};
 use crate::k8s::client::BoundedClient;
 use crate::k8s::discover::{self, DiscoverError};
-use crate::k8s::watch::{MAX_BACKOFF, PAGE, backoff, config};
+use crate::k8s::retry::{pause, retry_until};
+use crate::k8s::watch::{PAGE, config};
 use crate::source::state::Watch;
 use crate::source::status::McsStatus;
 use crate::vocab::mcs::{
@@ -74,38 +75,25 @@ async fn discover_task(
     local: bool,
     every: Duration,
 ) {
-    let mut delays = backoff();
     let mut sent: Option<McsApis> = None;
     loop {
-        let found = tokio::select! {
-            f = discover_apis(&client.client) => f,
-            () = stop.cancelled() => return,
-        };
-        let wait = match found {
-            Ok(apis) => {
-                delays = backoff();
-                let done = !apis.lacks_any(local);
-                if sent.as_ref() != Some(&apis) {
-                    sent = Some(apis.clone());
-                    if tx.send(Msg::McsApis(Box::new(apis))).await.is_err() {
-                        return;
-                    }
-                }
-                if done {
-                    return;
-                }
-                every
+        // The watches report a cluster that does not answer; this only
+        // retries.
+        let asked = retry_until(
+            &stop,
+            || discover_apis(&client.client),
+            |e, _| debug!(error = %e, "cannot discover the MCS API; retrying"),
+        );
+        let Some(apis) = asked.await else { return };
+        let done = !apis.lacks_any(local);
+        if sent.as_ref() != Some(&apis) {
+            sent = Some(apis.clone());
+            if tx.send(Msg::McsApis(Box::new(apis))).await.is_err() {
+                return;
             }
-            Err(e) => {
-                // The watches report a cluster that does not answer; this
-                // only retries.
-                debug!(error = %e, "cannot discover the MCS API; retrying");
-                delays.next().unwrap_or(MAX_BACKOFF)
-            }
-        };
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            () = stop.cancelled() => return,
+        }
+        if done || !pause(&stop, every).await {
+            return;
         }
     }
 }
