@@ -36,8 +36,8 @@
 //! module must not decide answers (that is `answer`) nor encode records
 //! (that is `wire`).
 
-use super::Transport;
 use super::answer::{Answered, Depends, Note};
+use super::transport::Transport;
 use super::wire::{
     CLASS_IN, Fit, HEADER_LEN, OPCODE_QUERY, Owner, PLAIN_UDP_LIMIT, RData, Rcode, rtype,
     soa_serial_offset,

@@ -1,192 +1,26 @@
 //! DNS: from a packet to a response.
 //!
-//! [`Handler::handle`] is the whole request path: a plain query answered
+//! [`Handler::handle`] (in `handler`) is the whole request path: a plain query answered
 //! from a stored response (`cache`), else decode, answer from the current
 //! snapshot within the room the transport leaves, encode within its size
 //! limit (and store); count. It is synchronous and shared by the UDP
 //! workers (`udp`) and the TCP and TLS listeners (`server`). Name grammar
 //! is in `name`, answers in `answer`, bytes in `wire`, zone-file text in
-//! `zonefile`, the counters in `stats` (read by the top-level `metrics`
+//! `zonefile`, the counters in `stats`, the transports in `transport` (read by the top-level `metrics`
 //! encoder; nothing here imports it).
 
 pub mod answer;
 pub mod cache;
+pub mod handler;
 pub mod name;
 pub mod server;
 pub mod stats;
 pub mod tls;
+pub mod transport;
 pub mod udp;
 pub mod wire;
 pub mod zonefile;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
-
-use arc_swap::ArcSwap;
-
-use crate::model::Snapshot;
-use answer::{Answered, Question, Room};
 pub use cache::Local;
-use cache::{AnswerCache, Echo, Lookup};
-use stats::DnsStats;
-use wire::{Answer, DecodeError, OPCODE_QUERY, Rcode, Request};
-
-/// The transport a query came over; it sets the response size limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// UDP: 512 without EDNS, else the EDNS size capped by the server.
-    Udp,
-    /// TCP: 65535.
-    Tcp,
-    /// DNS over TLS: 65535, as TCP.
-    Tls,
-}
-
-impl Transport {
-    /// Every transport, in metric label order.
-    pub const ALL: [Transport; 3] = [Transport::Udp, Transport::Tcp, Transport::Tls];
-
-    /// The `transport` label of metrics.
-    pub fn label(self) -> &'static str {
-        match self {
-            Transport::Udp => "udp",
-            Transport::Tcp => "tcp",
-            Transport::Tls => "tls",
-        }
-    }
-
-    /// The largest response over a stream transport (TCP, TLS); `None` for
-    /// UDP, whose limit depends on the query.
-    pub fn stream_limit(self) -> Option<usize> {
-        match self {
-            Transport::Udp => None,
-            Transport::Tcp | Transport::Tls => Some(usize::from(u16::MAX)),
-        }
-    }
-}
-
-/// Answers packets from the latest published snapshot.
-#[derive(Debug)]
-pub struct Handler {
-    snapshot: Arc<ArcSwap<Snapshot>>,
-    stats: Arc<DnsStats>,
-    cache: Option<AnswerCache>,
-    /// Where the next stream connection's rotation starts.
-    next_stream: AtomicUsize,
-}
-
-impl Handler {
-    /// A handler reading `snapshot` and counting into `stats`, answering
-    /// plain queries from a response cache of about `cache_bytes` (0: every
-    /// query takes the general path).
-    pub fn new(snapshot: Arc<ArcSwap<Snapshot>>, stats: Arc<DnsStats>, cache_bytes: u64) -> Self {
-        Self {
-            snapshot,
-            stats,
-            cache: (cache_bytes > 0).then(|| AnswerCache::new(cache_bytes)),
-            next_stream: AtomicUsize::new(0),
-        }
-    }
-
-    /// The state of a new TCP or TLS connection: no front table
-    /// (connections are many and each sees few names), and a rotation
-    /// following the previous connection's, so that a client opening a
-    /// connection per query still gets successive windows of an RRset too
-    /// large for one answer, and so every record.
-    pub fn stream_local(&self) -> Local {
-        Local::starting_at(0, self.next_stream.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// The counters this handler writes to.
-    pub fn stats(&self) -> &DnsStats {
-        &self.stats
-    }
-
-    /// Handles one packet with the calling worker's `local` state. Writes
-    /// the response into `out` and returns true, or returns false when the
-    /// packet gets no response (not a query).
-    pub fn handle(
-        &self,
-        local: &mut Local,
-        packet: &[u8],
-        transport: Transport,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        let snap = self.snapshot.load();
-        let mut rotation = local.next_rotation();
-        let plain = match &self.cache {
-            Some(cache) => {
-                cache::plain(packet, transport, snap.settings.max_udp_payload).map(|q| (cache, q))
-            }
-            None => None,
-        };
-        if let Some((cache, q)) = &plain {
-            match cache.lookup(local, q, Echo::of(packet), &snap, rotation, out) {
-                Lookup::Hit(rcode, fit, note) => {
-                    self.stats.cache_hit();
-                    self.stats.query(Some(q.qtype), rcode);
-                    self.stats.answered(fit, note, transport);
-                    return true;
-                }
-                Lookup::Miss(r) => {
-                    self.stats.cache_miss();
-                    rotation = r;
-                }
-            }
-        }
-        let req = match wire::decode(packet) {
-            Ok(req) => req,
-            Err(DecodeError::Drop(_)) => {
-                self.stats.dropped();
-                return false;
-            }
-            Err(DecodeError::FormErr { header, edns, .. }) => {
-                wire::encode_error(&header, edns, Rcode::FormErr, out);
-                self.stats.query(None, Rcode::FormErr);
-                return true;
-            }
-        };
-        let limit = transport
-            .stream_limit()
-            .unwrap_or_else(|| req.udp_limit(snap.settings.max_udp_payload));
-        let answered = respond(&snap, &req, (transport, limit), rotation);
-        let fit = wire::encode(&req, &answered.answer, limit, out);
-        self.stats.query(Some(req.qtype), answered.answer.rcode);
-        self.stats.answered(fit, answered.note, transport);
-        if let Some((cache, q)) = &plain {
-            cache.store(local, q, &snap, rotation, &answered, (out, fit));
-        }
-        true
-    }
-}
-
-/// The answer to `req` over `transport`, whose responses are at most
-/// `limit` octets (the cache's tests use it as the general path).
-pub(crate) fn respond(
-    snap: &Snapshot,
-    req: &Request<'_>,
-    (transport, limit): (Transport, usize),
-    rotation: usize,
-) -> Answered {
-    if req.header.opcode != OPCODE_QUERY {
-        return Answered::plain(Answer::empty(Rcode::NotImp, false));
-    }
-    if req.edns.is_some_and(|e| e.version > 0) {
-        return Answered::plain(Answer::empty(Rcode::BadVers, false));
-    }
-    // Over UDP an answer too large is truncated whole, so that the client
-    // retries over TCP (DESIGN.md decision 9); over TCP and TLS it carries
-    // as many records as fit.
-    let room = match transport {
-        Transport::Udp => usize::MAX,
-        Transport::Tcp | Transport::Tls => req.answer_room(limit),
-    };
-    let q = Question {
-        name: &req.name,
-        qtype: req.qtype,
-        qclass: req.qclass,
-        room: Room::Octets(room),
-    };
-    answer::answer(snap, q, rotation, Instant::now())
-}
+pub use handler::Handler;
+pub use transport::Transport;

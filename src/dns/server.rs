@@ -24,8 +24,11 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::cache::Local;
+use super::handler::Handler;
 use super::stats::{DnsStats, Limit, Stream};
-use super::{Handler, Local, Transport, udp};
+use super::transport::Transport;
+use super::udp;
 
 /// Limits of the stream listeners (TCP and DNS over TLS), each counted
 /// in `clusterset_dns_limit_hits_total` when hit ([`Limit`]).

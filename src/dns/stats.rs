@@ -10,8 +10,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::Transport;
 use super::answer::Note;
+use super::transport::Transport;
 use super::wire::{Fit, Rcode, rtype};
 
 /// The query types counted by name; any other is `other`, and a packet with

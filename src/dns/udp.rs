@@ -23,7 +23,9 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tracing::debug;
 
-use super::{Handler, Local, Transport};
+use super::cache::Local;
+use super::handler::Handler;
+use super::transport::Transport;
 
 /// Datagrams per system call at most.
 pub const BATCH: usize = 32;

@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
-use super::Epoch;
 use super::budget::Budget;
 use super::cluster::{ClusterSet, Dirty, Seniority};
 use super::entry::mcs::{Conflicts, build_mcs_entry, conflicts};
 use super::entry::{
     BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry, federated_members,
 };
+use super::epoch::Epoch;
 use super::objects::{ObjectKey, Service};
 use crate::vocab::name::FEDERATED;
 use crate::vocab::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};

@@ -3,10 +3,12 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use super::cluster::{Event, Health};
+use super::epoch::Epoch;
+use super::index::Settings;
 use super::objects::{
     Endpoint, ExportMode, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
 };
-use super::{Epoch, Event, Health, Settings};
 use crate::vocab::name::ZoneName;
 
 /// The instant every model test starts at. Tests name later times as

@@ -70,7 +70,7 @@ fn general(
     let limit = transport
         .stream_limit()
         .unwrap_or_else(|| req.udp_limit(snap.settings.max_udp_payload));
-    let answered = crate::dns::respond(snap, &req, (transport, limit), rotation);
+    let answered = crate::dns::handler::respond(snap, &req, (transport, limit), rotation);
     let mut out = Vec::new();
     let fit = wire::encode(&req, &answered.answer, limit, &mut out);
     (out, answered, fit)
