@@ -23,6 +23,7 @@ mod kubectl;
 mod kubesim_api;
 mod kubesim_faults;
 mod kubesim_mcs;
+mod layering;
 mod lifecycle;
 mod limits;
 mod live;
