@@ -22,7 +22,6 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io;
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,11 +33,11 @@ use tokio::time::{Interval, MissedTickBehavior};
 use tracing::debug;
 
 /// How long a burst of notify events is given to settle by default.
-pub const DEBOUNCE: Duration = Duration::from_millis(100);
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// Why notify cannot watch a path (the poll still does).
 #[derive(Debug, thiserror::Error)]
-pub enum FileWatchError {
+pub(crate) enum FileWatchError {
     /// The watch could not be created or set on the path.
     #[error("cannot watch {}: {source}", path.display())]
     Notify {
@@ -51,14 +50,10 @@ pub enum FileWatchError {
 
 /// What a poll compares to decide that files changed.
 #[derive(Clone)]
-pub enum Compare {
+pub(crate) enum Compare {
     /// The bytes of each watched file, symlinks followed: for small files,
     /// where a touch or a rewrite with the same bytes is not a change.
     Content,
-    /// Length, modification time, inode and device of each path's target,
-    /// symlinks followed: for files too big to read on every poll. A
-    /// swapped `..data` link gives new inodes, so it is a change.
-    Stamp,
     /// A fingerprint the caller computes (a directory tree). It runs on a
     /// blocking thread.
     With(Arc<dyn Fn() -> u64 + Send + Sync>),
@@ -68,7 +63,6 @@ impl fmt::Debug for Compare {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Content => "Content",
-            Self::Stamp => "Stamp",
             Self::With(_) => "With(..)",
         })
     }
@@ -79,7 +73,7 @@ impl fmt::Debug for Compare {
 /// [`FileWatch::changed`] may be used as a `tokio::select!` branch: a wait
 /// cut short loses at most a pending notify event, which the next poll
 /// makes up for.
-pub struct FileWatch {
+pub(crate) struct FileWatch {
     paths: Arc<[PathBuf]>,
     compare: Compare,
     debounce: Duration,
@@ -114,7 +108,7 @@ impl FileWatch {
     /// Must be called within a tokio runtime. Nothing is seen yet: the
     /// first [`FileWatch::changed`] returns at once unless
     /// [`FileWatch::mark_seen`] came first.
-    pub fn new(paths: Vec<PathBuf>, poll: Duration) -> Self {
+    pub(crate) fn new(paths: Vec<PathBuf>, poll: Duration) -> Self {
         let (wake, events) = mpsc::channel(1);
         let mut poll = tokio::time::interval(poll);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -151,21 +145,21 @@ impl FileWatch {
 
     /// Compares by `compare` instead.
     #[must_use]
-    pub fn comparing(mut self, compare: Compare) -> Self {
+    pub(crate) fn comparing(mut self, compare: Compare) -> Self {
         self.compare = compare;
         self
     }
 
     /// Gives a burst of events `debounce` to settle instead of [`DEBOUNCE`].
     #[must_use]
-    pub fn debounce(mut self, debounce: Duration) -> Self {
+    pub(crate) fn debounce(mut self, debounce: Duration) -> Self {
         self.debounce = debounce;
         self
     }
 
     /// Why notify does not watch every path, if it does not: the poll
     /// alone notices changes there.
-    pub fn notify_error(&self) -> Option<&FileWatchError> {
+    pub(crate) fn notify_error(&self) -> Option<&FileWatchError> {
         self.notify_error.as_ref()
     }
 
@@ -173,7 +167,7 @@ impl FileWatch {
     /// that names other files). The fingerprint seen stays that of the old
     /// paths, so the next poll is a change: a file that changed between
     /// the load and this call is not missed, at the price of one more load.
-    pub fn watch_paths(&mut self, paths: Vec<PathBuf>) {
+    pub(crate) fn watch_paths(&mut self, paths: Vec<PathBuf>) {
         let want: BTreeSet<(PathBuf, bool)> =
             paths.iter().filter_map(|p| watch_target(p)).collect();
         if let Some(watcher) = &mut self.watcher {
@@ -203,14 +197,14 @@ impl FileWatch {
     /// Takes the files as they are now as seen: [`FileWatch::changed`]
     /// waits for them to differ from this. Call it before reading them, so
     /// that a write during the read is a change.
-    pub async fn mark_seen(&mut self) {
+    pub(crate) async fn mark_seen(&mut self) {
         self.seen = Some(self.fingerprint().await);
     }
 
     /// Waits until the files differ from what was last seen, and takes
     /// them as seen. An event wakes it at once (after the debounce); the
     /// poll every interval otherwise.
-    pub async fn changed(&mut self) {
+    pub(crate) async fn changed(&mut self) {
         loop {
             tokio::select! {
                 Some(()) = self.events.recv() => {
@@ -272,14 +266,6 @@ fn fingerprint(paths: &[PathBuf], compare: &Compare) -> u64 {
                 hash_result(std::fs::read(p), &mut h);
             }
         }
-        Compare::Stamp => {
-            for p in paths {
-                p.hash(&mut h);
-                let stamp = std::fs::metadata(p)
-                    .map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino(), m.dev()));
-                hash_result(stamp, &mut h);
-            }
-        }
     }
     h.finish()
 }
@@ -299,7 +285,7 @@ fn hash_result<T: Hash>(r: io::Result<T>, h: &mut DefaultHasher) {
 
 /// The data of the last good load, kept when a later load fails.
 #[derive(Debug)]
-pub struct Kept<T> {
+pub(crate) struct Kept<T> {
     data: T,
     /// The error last reported, while loads fail.
     failing: Option<String>,
@@ -307,7 +293,7 @@ pub struct Kept<T> {
 
 /// What [`Kept::offer`] did with a load.
 #[derive(Debug)]
-pub enum Offer<E> {
+pub(crate) enum Offer<E> {
     /// The load replaced the data. `recovered`: loads were failing before.
     Replaced {
         /// The previous load had failed.
@@ -322,7 +308,7 @@ pub enum Offer<E> {
 
 impl<T> Kept<T> {
     /// Keeps `data`, loaded at the start.
-    pub fn new(data: T) -> Self {
+    pub(crate) fn new(data: T) -> Self {
         Self {
             data,
             failing: None,
@@ -330,18 +316,20 @@ impl<T> Kept<T> {
     }
 
     /// The data of the last good load.
-    pub fn get(&self) -> &T {
+    #[cfg(test)]
+    pub(crate) fn get(&self) -> &T {
         &self.data
     }
 
     /// The error of the last load, while loads fail.
-    pub fn failing(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn failing(&self) -> Option<&str> {
         self.failing.as_deref()
     }
 
     /// Takes the result of a load: good data replaces the data kept; an
     /// error leaves it, and is news unless it is the error last reported.
-    pub fn offer<E: fmt::Display>(&mut self, loaded: Result<T, E>) -> Offer<E> {
+    pub(crate) fn offer<E: fmt::Display>(&mut self, loaded: Result<T, E>) -> Offer<E> {
         match loaded {
             Ok(data) => {
                 self.data = data;

@@ -42,7 +42,7 @@ use crate::model::{ClusterSet, Event};
 /// whose watch was broken and came back), with the tens of milliseconds to
 /// seconds of a healthy cross-cluster hop in between, and 5 s (the alert
 /// the README suggests) on a bound.
-pub const BUCKETS: [f64; 16] = [
+pub(crate) const BUCKETS: [f64; 16] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 
@@ -103,7 +103,7 @@ impl Propagation {
 /// The trigger times of the slice events applied since the last
 /// publication, and whether clusters came or went.
 #[derive(Debug, Default)]
-pub struct Pending {
+pub(crate) struct Pending {
     triggers: HashMap<(Arc<str>, ObjectKey), SystemTime>,
     clusters_changed: bool,
 }
@@ -111,7 +111,7 @@ pub struct Pending {
 impl Pending {
     /// Notes `events`, about to be applied (in order: a later version of a
     /// slice replaces an earlier one's trigger time).
-    pub fn note(&mut self, events: &[Event]) {
+    pub(crate) fn note(&mut self, events: &[Event]) {
         for event in events {
             match event {
                 Event::SliceApplied {
@@ -134,7 +134,7 @@ impl Pending {
     /// (or found not to need one), at wall-clock `now`: observes every
     /// trigger time noted for a cluster `clusters` still holds, and keeps
     /// series for those clusters only. Empties the pending set.
-    pub fn publish(&mut self, into: &Propagation, clusters: &ClusterSet, now: SystemTime) {
+    pub(crate) fn publish(&mut self, into: &Propagation, clusters: &ClusterSet, now: SystemTime) {
         if std::mem::take(&mut self.clusters_changed) {
             into.keep_only(clusters.iter().map(|c| &c.name));
         }

@@ -26,9 +26,9 @@ use crate::vocab::name::ZoneName;
 
 /// The `dns-version` TXT value. Our schema is not the MCS DNS schema, so it
 /// has its own version (dns-spec.md R7).
-pub const SCHEMA_VERSION: &str = "1.0.0";
+pub(crate) const SCHEMA_VERSION: &str = "1.0.0";
 /// TTL of the `dns-version` TXT record (as in the Kubernetes DNS spec).
-pub const SCHEMA_TTL: u32 = 28800;
+pub(crate) const SCHEMA_TTL: u32 = 28800;
 
 /// Facts about an answer that metrics count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub struct Note {
 
 /// How much of a large RRset an answer may carry (DESIGN.md decision 9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Room {
+pub(crate) enum Room {
     /// Every record, whatever its size and `max-answer-records`: zone dumps.
     Whole,
     /// At most `max-answer-records` records of an A, AAAA or SRV RRset, and
@@ -58,7 +58,7 @@ pub enum Room {
 
 /// The question, as the answer code needs it.
 #[derive(Debug, Clone, Copy)]
-pub struct Question<'a> {
+pub(crate) struct Question<'a> {
     /// Lower-cased name.
     pub name: &'a QName,
     /// QTYPE.
@@ -76,7 +76,7 @@ pub struct Question<'a> {
 /// every cluster being known and synced; the SOA serial is the one part that may
 /// differ, and the cache rewrites it.
 #[derive(Debug, Clone)]
-pub enum Depends {
+pub(crate) enum Depends {
     /// On time or on data the cache does not check (stale clusters, the
     /// reverse map, refusals, an Extended DNS Error's text): never reuse.
     Uncacheable,
@@ -95,7 +95,7 @@ impl Depends {
     /// The answer this was recorded with is still the answer in `snap`
     /// (given the same settings, and not NXDOMAIN before every cluster is
     /// known and synced).
-    pub fn holds(&self, snap: &Snapshot) -> bool {
+    pub(crate) fn holds(&self, snap: &Snapshot) -> bool {
         match self {
             Self::Uncacheable => false,
             Self::Settings => true,
@@ -116,7 +116,7 @@ impl Depends {
 
 /// An answer and what went into it.
 #[derive(Debug, Clone)]
-pub struct Answered {
+pub(crate) struct Answered {
     /// The answer.
     pub answer: Answer,
     /// Facts for metrics.
@@ -133,7 +133,7 @@ pub struct Answered {
 impl Answered {
     /// An answer that is not about any name (NOTIMP, BADVERS): nothing to
     /// note, never reused.
-    pub fn plain(answer: Answer) -> Self {
+    pub(crate) fn plain(answer: Answer) -> Self {
         Self {
             answer,
             note: Note::default(),
@@ -146,7 +146,7 @@ impl Answered {
 /// Answers one question. `rotation` rotates the address and SRV RRsets so
 /// successive queries spread load, and picks the window of an RRset too
 /// large for `q.room`; `now` judges staleness.
-pub fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -> Answered {
+pub(crate) fn answer(snap: &Snapshot, q: Question<'_>, rotation: usize, now: Instant) -> Answered {
     let mut cx = Cx {
         snap,
         q,

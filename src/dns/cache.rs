@@ -59,7 +59,7 @@ const ENTRY_OVERHEAD: usize = 160;
 
 /// A query the hot path can answer: the parts of it a response depends on.
 #[derive(Debug)]
-pub struct Plain<'a> {
+pub(crate) struct Plain<'a> {
     /// The question as received (name, type, class).
     pub question: &'a [u8],
     /// QTYPE.
@@ -70,7 +70,7 @@ pub struct Plain<'a> {
 
 impl Plain<'_> {
     /// The cache key: size limit, EDNS flags, type, lower-cased wire name.
-    pub fn key(&self) -> &[u8] {
+    pub(crate) fn key(&self) -> &[u8] {
         &self.key[..self.key_len]
     }
 }
@@ -78,7 +78,11 @@ impl Plain<'_> {
 /// Reads `packet` as a plain query, or `None` when it needs the general
 /// path (anything malformed, unusual or merely uncommon). The size limit
 /// follows [`super::wire::Request::udp_limit`].
-pub fn plain(packet: &[u8], transport: Transport, max_udp_payload: u16) -> Option<Plain<'_>> {
+pub(crate) fn plain(
+    packet: &[u8],
+    transport: Transport,
+    max_udp_payload: u16,
+) -> Option<Plain<'_>> {
     let header = packet.get(..HEADER_LEN)?;
     // QR=0, opcode QUERY; AA/TC/Z/AD and the rcode are ignored by the
     // general path too, RD and CD are patched in.
@@ -368,7 +372,7 @@ fn per_rotation(count: usize, rotation: usize, response: &[u8]) -> Option<Form> 
 
 /// What a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// The response is in `out`; count it with these.
     Hit(Rcode, Fit, Note),
     /// Not stored, or stored for another state or rotation: answer with the
@@ -378,7 +382,7 @@ pub enum Lookup {
 
 /// The query header fields a stored response takes from each query.
 #[derive(Debug, Clone, Copy)]
-pub struct Echo {
+pub(crate) struct Echo {
     /// The ID octets.
     pub id: [u8; 2],
     /// The flag octets (RD and CD are taken from them).
@@ -388,7 +392,7 @@ pub struct Echo {
 impl Echo {
     /// The fields of `packet`'s header (at least 12 octets, as [`plain`]
     /// checked).
-    pub fn of(packet: &[u8]) -> Self {
+    pub(crate) fn of(packet: &[u8]) -> Self {
         Self {
             id: [packet[0], packet[1]],
             flags: [packet[2], packet[3]],
@@ -401,13 +405,13 @@ type Key = Box<[u8]>;
 
 /// Pre-encoded responses, bounded in bytes.
 #[derive(Debug, Clone)]
-pub struct AnswerCache {
+pub(crate) struct AnswerCache {
     map: moka::sync::Cache<Key, Arc<Stored>, foldhash::fast::RandomState>,
 }
 
 impl AnswerCache {
     /// A cache holding about `bytes` of responses.
-    pub fn new(bytes: u64) -> Self {
+    pub(crate) fn new(bytes: u64) -> Self {
         let map = moka::sync::Cache::builder()
             .max_capacity(bytes)
             .weigher(|key: &Key, value: &Arc<Stored>| {
@@ -422,7 +426,7 @@ impl AnswerCache {
     /// holds in `snap`: from the worker's front table, else from the shared
     /// cache (and then keeps it in the front table). `rotation` picks the
     /// rotation of rotated RRsets.
-    pub fn lookup(
+    pub(crate) fn lookup(
         &self,
         local: &mut Local,
         q: &Plain<'_>,
@@ -450,7 +454,7 @@ impl AnswerCache {
 
     /// Stores `response`, the general path's encoding of `answered` for `q`
     /// in `snap` with rotation `rotation` (as [`Lookup::Miss`] gave it).
-    pub fn store(
+    pub(crate) fn store(
         &self,
         local: &mut Local,
         q: &Plain<'_>,
@@ -491,11 +495,6 @@ impl AnswerCache {
             local.front[i] = Some(stored.clone());
         }
         self.map.insert(q.key().into(), stored);
-    }
-
-    /// Responses held (approximate, for metrics).
-    pub fn entries(&self) -> u64 {
-        self.map.entry_count()
     }
 }
 

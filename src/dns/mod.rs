@@ -9,16 +9,16 @@
 //! `zonefile`, the counters in `stats`, the transports in `transport` (read by the top-level `metrics`
 //! encoder; nothing here imports it).
 
-pub mod answer;
-pub mod cache;
-pub mod handler;
+pub(crate) mod answer;
+pub(crate) mod cache;
+pub(crate) mod handler;
 pub mod name;
-pub mod server;
+pub(crate) mod server;
 pub mod stats;
-pub mod tls;
-pub mod transport;
-pub mod udp;
-pub mod wire;
+pub(crate) mod tls;
+pub(crate) mod transport;
+pub(crate) mod udp;
+pub(crate) mod wire;
 pub mod zonefile;
 
 pub use cache::Local;

@@ -65,7 +65,7 @@ impl Default for Limits {
 
 /// Serves UDP on `socket` with `workers` threads ([`super::udp`]) until
 /// `shutdown` is cancelled; each finishes the batch in hand.
-pub async fn serve_udp(
+pub(crate) async fn serve_udp(
     socket: std::net::UdpSocket,
     handler: Arc<Handler>,
     workers: usize,
@@ -91,11 +91,11 @@ pub async fn serve_udp(
 
 /// The open-connection budget shared by the TCP and TLS listeners.
 #[derive(Debug, Clone)]
-pub struct ConnectionSlots(Arc<Semaphore>);
+pub(crate) struct ConnectionSlots(Arc<Semaphore>);
 
 impl ConnectionSlots {
     /// Room for `limits.max_connections` connections.
-    pub fn new(limits: &Limits) -> Self {
+    pub(crate) fn new(limits: &Limits) -> Self {
         Self(Arc::new(Semaphore::new(limits.max_connections)))
     }
 
@@ -126,7 +126,7 @@ impl Drop for Open {
 }
 
 /// Accepts TCP connections on `listener` until `shutdown` is cancelled.
-pub async fn serve_tcp(
+pub(crate) async fn serve_tcp(
     listener: TcpListener,
     handler: Arc<Handler>,
     limits: Limits,
@@ -147,7 +147,7 @@ pub async fn serve_tcp(
 /// `message-timeout`, then the connection runs the same message loop as
 /// TCP. `acceptor` reads the certificate store at each handshake, so a
 /// reloaded certificate serves new connections while open ones go on.
-pub async fn serve_tls(
+pub(crate) async fn serve_tls(
     listener: TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
     handler: Arc<Handler>,
@@ -417,7 +417,9 @@ async fn answer<W: AsyncWrite + Unpin>(
 
 /// Binds UDP and TCP on the same address. With port 0, TCP is bound to the
 /// port UDP was given (retried a few times if that port is taken for TCP).
-pub fn bind_dns(addr: SocketAddr) -> io::Result<(std::net::UdpSocket, std::net::TcpListener)> {
+pub(crate) fn bind_dns(
+    addr: SocketAddr,
+) -> io::Result<(std::net::UdpSocket, std::net::TcpListener)> {
     let attempts = if addr.port() == 0 { 16 } else { 1 };
     let mut last = None;
     for _ in 0..attempts {

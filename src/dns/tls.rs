@@ -33,10 +33,10 @@ use tracing::{info, warn};
 use crate::filewatch::{FileWatch, Kept, Offer};
 
 /// The ALPN protocol id of DNS over TLS (RFC 8310 section 8.1).
-pub const ALPN_DOT: &[u8] = b"dot";
+pub(crate) const ALPN_DOT: &[u8] = b"dot";
 
 /// [`watch`] polls no more often than this, whatever it is asked.
-pub const MIN_POLL: Duration = Duration::from_millis(100);
+pub(crate) const MIN_POLL: Duration = Duration::from_millis(100);
 
 /// Where the server certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub struct TlsFiles {
 
 /// Why a certificate could not be loaded. Each message names the file.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     /// A file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
@@ -129,7 +129,7 @@ pub enum TlsError {
 /// It is the rustls certificate resolver: every handshake takes the pair
 /// current at that moment, so [`CertStore::reload`] changes what new
 /// connections see and nothing else.
-pub struct CertStore {
+pub(crate) struct CertStore {
     files: TlsFiles,
     current: ArcSwap<CertifiedKey>,
     /// The file bytes behind `current`; the lock also serialises reloads.
@@ -146,7 +146,7 @@ struct Loaded {
 impl CertStore {
     /// Reads and checks `files`: the chain must hold a certificate, the key
     /// must be one ring supports and must match the first certificate.
-    pub fn load(files: &TlsFiles) -> Result<Self, TlsError> {
+    pub(crate) fn load(files: &TlsFiles) -> Result<Self, TlsError> {
         let loaded = read(files)?;
         let key = certified_key(files, &loaded)?;
         Ok(Self {
@@ -160,7 +160,7 @@ impl CertStore {
     /// already loaded (a touch is not a change), `Ok(true)` when a new pair
     /// was checked and now serves new handshakes. On error the previous
     /// certificate stays in use and the same files are retried next call.
-    pub fn reload(&self) -> Result<bool, TlsError> {
+    pub(crate) fn reload(&self) -> Result<bool, TlsError> {
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         let now = read(&self.files)?;
         if now == *loaded {
@@ -173,12 +173,13 @@ impl CertStore {
     }
 
     /// The certificate and key new handshakes get now.
-    pub fn current(&self) -> Arc<CertifiedKey> {
+    #[cfg(test)]
+    pub(crate) fn current(&self) -> Arc<CertifiedKey> {
         self.current.load_full()
     }
 
     /// The files this store reads.
-    pub fn files(&self) -> &TlsFiles {
+    pub(crate) fn files(&self) -> &TlsFiles {
         &self.files
     }
 }
@@ -203,7 +204,7 @@ impl ResolvesServerCert for CertStore {
 ///
 /// A client that offers no ALPN is served; one that offers ALPN without
 /// `dot` is refused by rustls (RFC 7301 `no_application_protocol`).
-pub fn server_config(store: Arc<CertStore>) -> Result<Arc<ServerConfig>, TlsError> {
+pub(crate) fn server_config(store: Arc<CertStore>) -> Result<Arc<ServerConfig>, TlsError> {
     let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?
@@ -225,7 +226,7 @@ pub fn server_config(store: Arc<CertStore>) -> Result<Arc<ServerConfig>, TlsErro
 ///   in use (logged at info).
 ///
 /// Unchanged files are not reported.
-pub async fn watch(
+pub(crate) async fn watch(
     store: Arc<CertStore>,
     every: Duration,
     shutdown: CancellationToken,

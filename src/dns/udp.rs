@@ -28,7 +28,7 @@ use super::handler::Handler;
 use super::transport::Transport;
 
 /// Datagrams per system call at most.
-pub const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 32;
 /// Largest datagram read (a query never needs more; nothing is cut short).
 const RECV_BUF: usize = 65_535;
 /// Front-table slots per worker ([`Local`]): a few thousand hot names cost
@@ -62,7 +62,7 @@ fn grow_receive_buffer(socket: &Socket) {
 /// each worker can bind a socket of its own to it ([`spawn`]); port 0 does
 /// not, because the kernel may hand a port 0 bind with `SO_REUSEPORT` a port
 /// already shared by another such socket of the same user.
-pub fn bind(addr: SocketAddr) -> io::Result<UdpSocket> {
+pub(crate) fn bind(addr: SocketAddr) -> io::Result<UdpSocket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.port() != 0 {
         socket.set_reuse_port(true)?;
@@ -101,7 +101,7 @@ fn worker_sockets(first: UdpSocket, workers: usize) -> io::Result<Vec<UdpSocket>
 
 /// Starts `workers` threads answering on `socket` (and its siblings) until
 /// `stop` is set. Each thread finishes the batch in hand before it exits.
-pub fn spawn(
+pub(crate) fn spawn(
     socket: UdpSocket,
     handler: Arc<Handler>,
     workers: usize,

@@ -14,22 +14,22 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use super::name::{NameError, QName};
 
 /// Length of the DNS header.
-pub const HEADER_LEN: usize = 12;
+pub(crate) const HEADER_LEN: usize = 12;
 /// UDP payload limit without EDNS (RFC 1035 §4.2.1).
-pub const PLAIN_UDP_LIMIT: usize = 512;
+pub(crate) const PLAIN_UDP_LIMIT: usize = 512;
 /// Size of an OPT record without options.
-pub const OPT_LEN: usize = 11;
+pub(crate) const OPT_LEN: usize = 11;
 /// Longest EXTRA-TEXT of an Extended DNS Error we send (longer texts are
 /// cut): short enough that a truncated UDP response always fits 512
 /// octets with it.
-pub const MAX_EDE_TEXT: usize = 100;
+pub(crate) const MAX_EDE_TEXT: usize = 100;
 /// EDNS option code of an Extended DNS Error (RFC 8914).
 const OPTION_EDE: u16 = 15;
 
 /// An Extended DNS Error (RFC 8914): why an answer is what it is, for
 /// clients that sent EDNS.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ede {
+pub(crate) struct Ede {
     /// INFO-CODE.
     pub code: u16,
     /// EXTRA-TEXT, at most [`MAX_EDE_TEXT`] octets of UTF-8.
@@ -38,17 +38,17 @@ pub struct Ede {
 
 impl Ede {
     /// 3 Stale Answer: served from data not confirmed lately.
-    pub const STALE_ANSWER: u16 = 3;
+    pub(crate) const STALE_ANSWER: u16 = 3;
     /// 14 Not Ready: a cluster that could hold the name has not synced.
-    pub const NOT_READY: u16 = 14;
+    pub(crate) const NOT_READY: u16 = 14;
     /// 18 Prohibited: a cluster's budget refused the service.
-    pub const PROHIBITED: u16 = 18;
+    pub(crate) const PROHIBITED: u16 = 18;
     /// 22 No Reachable Authority: past `max-stale`.
-    pub const NO_REACHABLE_AUTHORITY: u16 = 22;
+    pub(crate) const NO_REACHABLE_AUTHORITY: u16 = 22;
 
     /// An EDE with `text` cut to [`MAX_EDE_TEXT`] octets (at a character
     /// boundary).
-    pub fn new(code: u16, text: impl Into<String>) -> Self {
+    pub(crate) fn new(code: u16, text: impl Into<String>) -> Self {
         let mut text = text.into();
         if text.len() > MAX_EDE_TEXT {
             let mut end = MAX_EDE_TEXT;
@@ -62,49 +62,46 @@ impl Ede {
 
     /// Octets the option takes in the OPT's RDATA (code, length, INFO-CODE
     /// and text), on top of [`OPT_LEN`].
-    pub fn wire_len(&self) -> usize {
+    pub(crate) fn wire_len(&self) -> usize {
         4 + 2 + self.text.len()
     }
 }
 
 /// Record types this server knows by name.
-pub mod rtype {
+pub(crate) mod rtype {
     /// IPv4 address.
-    pub const A: u16 = 1;
+    pub(crate) const A: u16 = 1;
     /// Name server.
-    pub const NS: u16 = 2;
-    /// Canonical name.
-    pub const CNAME: u16 = 5;
+    pub(crate) const NS: u16 = 2;
     /// Start of authority.
-    pub const SOA: u16 = 6;
+    pub(crate) const SOA: u16 = 6;
     /// Pointer.
-    pub const PTR: u16 = 12;
-    /// Host information.
-    pub const HINFO: u16 = 13;
-    /// Mail exchange.
-    pub const MX: u16 = 15;
+    pub(crate) const PTR: u16 = 12;
+    /// Host information (the tests ask for a type no name has).
+    #[cfg(test)]
+    pub(crate) const HINFO: u16 = 13;
     /// Text.
-    pub const TXT: u16 = 16;
+    pub(crate) const TXT: u16 = 16;
     /// IPv6 address.
-    pub const AAAA: u16 = 28;
+    pub(crate) const AAAA: u16 = 28;
     /// Service locator.
-    pub const SRV: u16 = 33;
+    pub(crate) const SRV: u16 = 33;
     /// EDNS pseudo-record.
-    pub const OPT: u16 = 41;
+    pub(crate) const OPT: u16 = 41;
     /// HTTPS binding.
-    pub const HTTPS: u16 = 65;
+    pub(crate) const HTTPS: u16 = 65;
     /// Incremental zone transfer.
-    pub const IXFR: u16 = 251;
+    pub(crate) const IXFR: u16 = 251;
     /// Zone transfer.
-    pub const AXFR: u16 = 252;
+    pub(crate) const AXFR: u16 = 252;
     /// Any type.
-    pub const ANY: u16 = 255;
+    pub(crate) const ANY: u16 = 255;
 }
 
 /// Class IN.
-pub const CLASS_IN: u16 = 1;
+pub(crate) const CLASS_IN: u16 = 1;
 /// Class ANY (QCLASS only).
-pub const CLASS_ANY: u16 = 255;
+pub(crate) const CLASS_ANY: u16 = 255;
 
 /// Response codes, the extended ones included (BADVERS is 16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -154,11 +151,11 @@ impl Rcode {
 }
 
 /// Opcode QUERY.
-pub const OPCODE_QUERY: u8 = 0;
+pub(crate) const OPCODE_QUERY: u8 = 0;
 
 /// The EDNS(0) parameters of a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Edns {
+pub(crate) struct Edns {
     /// Requestor's UDP payload size.
     pub payload: u16,
     /// EDNS version.
@@ -169,7 +166,7 @@ pub struct Edns {
 
 /// The header fields a response copies from its query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeaderEcho {
+pub(crate) struct HeaderEcho {
     /// Query ID.
     pub id: u16,
     /// Opcode.
@@ -182,7 +179,7 @@ pub struct HeaderEcho {
 
 /// A decoded query.
 #[derive(Debug, Clone)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// Header fields to echo.
     pub header: HeaderEcho,
     /// The question name, lower-cased.
@@ -199,7 +196,7 @@ pub struct Request<'a> {
 
 impl Request<'_> {
     /// Size limit for a UDP response to this query, given the server's cap.
-    pub fn udp_limit(&self, max_udp_payload: u16) -> usize {
+    pub(crate) fn udp_limit(&self, max_udp_payload: u16) -> usize {
         match self.edns {
             None => PLAIN_UDP_LIMIT,
             Some(edns) => usize::from(edns.payload.clamp(512, max_udp_payload.max(512))),
@@ -212,7 +209,7 @@ impl Request<'_> {
     /// Error leaves room for it when it sizes its records
     /// ([`Ede::wire_len`]); one that does not fit beside the records is
     /// left out, see [`encode`].
-    pub fn answer_room(&self, limit: usize) -> usize {
+    pub(crate) fn answer_room(&self, limit: usize) -> usize {
         let opt_len = if self.edns.is_some() { OPT_LEN } else { 0 };
         limit.saturating_sub(HEADER_LEN + self.question.len() + opt_len)
     }
@@ -220,7 +217,7 @@ impl Request<'_> {
 
 /// Why a packet could not be decoded as a query, and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
+pub(crate) enum DecodeError {
     /// Not even a header, or a response (QR=1): answering could start a loop,
     /// so the packet is dropped.
     #[error("dropped: {0}")]
@@ -268,7 +265,7 @@ fn skip_name(buf: &[u8], mut at: usize) -> Option<usize> {
 /// Decodes a query. Anything but exactly one question is FORMERR; answers
 /// and authority records in a query are skipped; one OPT is read from the
 /// additional section; unknown EDNS options are accepted and ignored.
-pub fn decode(buf: &[u8]) -> Result<Request<'_>, DecodeError> {
+pub(crate) fn decode(buf: &[u8]) -> Result<Request<'_>, DecodeError> {
     if buf.len() < HEADER_LEN {
         return Err(DecodeError::Drop("shorter than a DNS header"));
     }
@@ -384,7 +381,7 @@ fn question_problem(e: NameError) -> &'static str {
 
 /// Where the serial of the first SOA record in the Answer or Authority
 /// section of response `msg` starts, if there is one.
-pub fn soa_serial_offset(msg: &[u8]) -> Option<usize> {
+pub(crate) fn soa_serial_offset(msg: &[u8]) -> Option<usize> {
     let qdcount = be16(msg, 4)?;
     let records = u32::from(be16(msg, 6)?) + u32::from(be16(msg, 8)?);
     let mut at = HEADER_LEN;
@@ -507,7 +504,7 @@ pub struct Record {
 
 /// A complete answer, before encoding.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// Response code.
     pub rcode: Rcode,
     /// AA flag: set for every answer inside a served zone.
@@ -525,7 +522,7 @@ pub struct Answer {
 
 impl Answer {
     /// An answer with no records.
-    pub fn empty(rcode: Rcode, authoritative: bool) -> Self {
+    pub(crate) fn empty(rcode: Rcode, authoritative: bool) -> Self {
         Self {
             rcode,
             authoritative,
@@ -560,7 +557,7 @@ fn name_len(name: &str) -> usize {
 /// SRV (18 plus its target, which is never compressed) and TXT; for NS, PTR
 /// and SOA an upper bound, since their names may be compressed. The answer
 /// code sizes what it puts in an answer with it, without encoding.
-pub fn answer_len(data: &RData) -> usize {
+pub(crate) fn answer_len(data: &RData) -> usize {
     2 + RR_FIXED
         + match data {
             RData::A(_) => 4,
@@ -573,7 +570,7 @@ pub fn answer_len(data: &RData) -> usize {
 }
 
 /// Our advertised UDP payload in responses' OPT records.
-pub const ADVERTISED_PAYLOAD: u16 = 1232;
+pub(crate) const ADVERTISED_PAYLOAD: u16 = 1232;
 
 /// Where a name may point when it is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -758,7 +755,7 @@ fn header_bytes(echo: &HeaderEcho, aa: bool, tc: bool, rcode: Rcode, counts: [u1
 /// without it (the answer matters more than why); then, if they still do
 /// not fit, every section is emptied and TC set. Header, question and OPT
 /// (with its EDE, which a truncated response always has room for) stay.
-pub fn encode(req: &Request<'_>, answer: &Answer, limit: usize, out: &mut Vec<u8>) -> Fit {
+pub(crate) fn encode(req: &Request<'_>, answer: &Answer, limit: usize, out: &mut Vec<u8>) -> Fit {
     let mut ede = answer.ede.as_ref().filter(|_| req.edns.is_some());
     let opt_len = |ede: Option<&Ede>| match req.edns {
         Some(_) => OPT_LEN + ede.map_or(0, Ede::wire_len),
@@ -836,7 +833,12 @@ fn count_rrsets(mut records: &[Record]) -> usize {
 
 /// Encodes a header-only error response (FORMERR for an unreadable
 /// question): no question is echoed, so it is never larger than the query.
-pub fn encode_error(header: &HeaderEcho, edns: Option<Edns>, rcode: Rcode, out: &mut Vec<u8>) {
+pub(crate) fn encode_error(
+    header: &HeaderEcho,
+    edns: Option<Edns>,
+    rcode: Rcode,
+    out: &mut Vec<u8>,
+) {
     let counts = [0, 0, 0, u16::from(edns.is_some())];
     let mut w = Writer::new(out);
     w.out

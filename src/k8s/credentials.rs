@@ -61,7 +61,7 @@ use kube::config::{AuthProviderConfig, ExecConfig};
 /// several CAs stays well under 64 KiB. A Secret may hold 1 MiB, and this text is parsed as YAML,
 /// kept for the cluster's life and re-parsed on every update, so the bound
 /// is checked before anything parses it.
-pub const MAX_SECRET_KUBECONFIG: usize = 64 * 1024;
+pub(crate) const MAX_SECRET_KUBECONFIG: usize = 64 * 1024;
 
 /// The longest name, command, provider or path a [`Refused`] repeats, in
 /// characters: enough to recognise it, not enough for a hostile Secret to
@@ -70,7 +70,7 @@ const MAX_SHOWN: usize = 120;
 
 /// Which list of the kubeconfig an entry is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// `users[]`.
     User,
     /// `clusters[]`.
@@ -92,7 +92,7 @@ impl std::fmt::Display for Entry {
 /// (`{:?}` or `escape_debug`) so that a newline in one cannot forge a log
 /// line, and they are cut to 120 characters (`MAX_SHOWN`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// Longer than [`MAX_SECRET_KUBECONFIG`]; not parsed.
     #[error(
         "kubeconfig is {size} bytes, over the {limit}-byte limit for a kubeconfig from a Secret"
@@ -151,7 +151,7 @@ pub enum Refused {
 
 impl Refused {
     /// A fixed label per kind, for metrics (never a name from the Secret).
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Refused::TooLarge { .. } => "too_large",
             Refused::Exec { .. } => "exec",
@@ -167,7 +167,7 @@ impl Refused {
 /// reading a file of ours. `allow_exec` lifts every refusal but
 /// [`Refused::TooLarge`] (and [`Refused::Unparsable`], which is not a
 /// refusal of trust: kube could not use the text either).
-pub fn check_secret_kubeconfig(text: &str, allow_exec: bool) -> Result<(), Refused> {
+pub(crate) fn check_secret_kubeconfig(text: &str, allow_exec: bool) -> Result<(), Refused> {
     // Before parsing: the parse is what the limit protects.
     if text.len() > MAX_SECRET_KUBECONFIG {
         return Err(Refused::TooLarge {

@@ -14,7 +14,7 @@ use kube::discovery::ApiGroup;
 /// Why a group could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read the API group {group}: {source}")]
-pub struct DiscoverError {
+pub(crate) struct DiscoverError {
     /// The group asked for.
     pub group: String,
     /// The client's error.
@@ -24,7 +24,7 @@ pub struct DiscoverError {
 
 /// The API group `group` as the cluster serves it; `None` when it serves
 /// no such group.
-pub async fn group(client: &Client, group: &str) -> Result<Option<ApiGroup>, DiscoverError> {
+pub(crate) async fn group(client: &Client, group: &str) -> Result<Option<ApiGroup>, DiscoverError> {
     match kube::discovery::group(client, group).await {
         Ok(g) => Ok(Some(g)),
         Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => Ok(None),
@@ -38,7 +38,7 @@ pub async fn group(client: &Client, group: &str) -> Result<Option<ApiGroup>, Dis
 
 /// The resource of `kind` in the first of `versions` (most preferred
 /// first) that `group` serves it in.
-pub fn resource(group: &ApiGroup, versions: &[&str], kind: &str) -> Option<ApiResource> {
+pub(crate) fn resource(group: &ApiGroup, versions: &[&str], kind: &str) -> Option<ApiResource> {
     versions.iter().find_map(|v| {
         group
             .versioned_resources(v)

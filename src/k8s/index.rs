@@ -19,7 +19,7 @@ use std::hash::Hash;
 use kube::runtime::watcher::Event;
 
 /// What a watch feeds: the objects of one resource, by key.
-pub trait Index<K> {
+pub(crate) trait Index<K> {
     /// How objects are told apart (usually namespace and name).
     type Key: Eq + Hash + Clone;
 
@@ -43,7 +43,7 @@ pub trait Index<K> {
 
 /// The relist state of one watch.
 #[derive(Debug, Clone)]
-pub struct Relist<Key> {
+pub(crate) struct Relist<Key> {
     /// The keys a relist under way has brought so far.
     seen: Option<HashSet<Key>>,
     listed: bool,
@@ -60,7 +60,7 @@ impl<Key> Default for Relist<Key> {
 
 /// What one event did to the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Nothing the index's readers need to look at yet (a relist began, or
     /// an object arrived within a relist).
     Pending,
@@ -72,7 +72,7 @@ pub enum Outcome {
 
 impl<Key: Eq + Hash + Clone> Relist<Key> {
     /// Applies one watcher event to `index`.
-    pub fn handle<K, I>(&mut self, index: &mut I, event: Event<K>) -> Outcome
+    pub(crate) fn handle<K, I>(&mut self, index: &mut I, event: Event<K>) -> Outcome
     where
         I: Index<K, Key = Key>,
     {
@@ -112,7 +112,7 @@ impl<Key: Eq + Hash + Clone> Relist<Key> {
     /// Ends a relist without a list (the watch reset with nothing to list,
     /// for instance): every key held is gone unless a relist under way
     /// brought it.
-    pub fn end<K, I>(&mut self, index: &mut I)
+    pub(crate) fn end<K, I>(&mut self, index: &mut I)
     where
         I: Index<K, Key = Key>,
     {
@@ -127,12 +127,14 @@ impl<Key: Eq + Hash + Clone> Relist<Key> {
     }
 
     /// A relist is under way.
-    pub fn relisting(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn relisting(&self) -> bool {
         self.seen.is_some()
     }
 
     /// The watch has listed at least once.
-    pub fn listed(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn listed(&self) -> bool {
         self.listed
     }
 }

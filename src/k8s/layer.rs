@@ -31,7 +31,7 @@ use tower::{Layer, Service};
 /// targeted lists, few enough that a selector change on a big cluster
 /// cannot fire thousands of LISTs at its API server (CoreDNS bounds the
 /// same with `apiserver_max_inflight`).
-pub const DEFAULT_MAX_INFLIGHT: usize = 16;
+pub(crate) const DEFAULT_MAX_INFLIGHT: usize = 16;
 
 /// What the layer saw of one cluster's API server; shared by every clone of
 /// its client.
@@ -108,20 +108,20 @@ impl ApiStats {
 
 /// The layer: one per cluster (its [`ApiStats`] is that cluster's).
 #[derive(Debug, Clone)]
-pub struct ApiLayer {
+pub(crate) struct ApiLayer {
     stats: Arc<ApiStats>,
 }
 
 impl ApiLayer {
     /// A layer allowing `max_inflight` requests at once (at least one).
-    pub fn new(max_inflight: usize) -> Self {
+    pub(crate) fn new(max_inflight: usize) -> Self {
         Self {
             stats: Arc::new(ApiStats::new(max_inflight)),
         }
     }
 
     /// What the layer sees.
-    pub fn stats(&self) -> Arc<ApiStats> {
+    pub(crate) fn stats(&self) -> Arc<ApiStats> {
         self.stats.clone()
     }
 }
@@ -139,14 +139,14 @@ impl<S> Layer<S> for ApiLayer {
 
 /// The service [`ApiLayer`] makes.
 #[derive(Debug)]
-pub struct ApiService<S> {
+pub(crate) struct ApiService<S> {
     inner: S,
     stats: Arc<ApiStats>,
 }
 
 /// The path of the liveness heartbeat (`source::liveness`), which takes no
 /// in-flight permit.
-pub const HEARTBEAT_PATH: &str = "/version";
+pub(crate) const HEARTBEAT_PATH: &str = "/version";
 
 /// A watch request (`?watch=true`): its response body never ends.
 fn is_watch<B>(req: &Request<B>) -> bool {
@@ -199,7 +199,7 @@ where
 /// A response body that holds its request's in-flight permit until it is
 /// read to its end or dropped.
 #[derive(Debug)]
-pub struct PermitBody<B> {
+pub(crate) struct PermitBody<B> {
     inner: B,
     permit: Option<OwnedSemaphorePermit>,
 }

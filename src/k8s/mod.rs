@@ -18,9 +18,9 @@
 //! - [`retry`]: [`retry::retry_until`], the one retry-until-stopped loop.
 
 pub mod client;
-pub mod credentials;
-pub mod discover;
-pub mod index;
-pub mod layer;
-pub mod retry;
-pub mod watch;
+pub(crate) mod credentials;
+pub(crate) mod discover;
+pub(crate) mod index;
+pub(crate) mod layer;
+pub(crate) mod retry;
+pub(crate) mod watch;

@@ -16,7 +16,7 @@ use super::watch::{MAX_BACKOFF, MIN_BACKOFF};
 
 /// The backoff between tries: [`MIN_BACKOFF`] doubling to [`MAX_BACKOFF`],
 /// each delay plus a random jitter of up to itself, never giving up.
-pub fn builder() -> backon::ExponentialBuilder {
+pub(crate) fn builder() -> backon::ExponentialBuilder {
     backon::ExponentialBuilder::default()
         .with_min_delay(MIN_BACKOFF)
         .with_max_delay(MAX_BACKOFF)
@@ -29,7 +29,7 @@ pub fn builder() -> backon::ExponentialBuilder {
 /// tries; `notify` sees each error and the delay before the next try.
 /// `None` when `stop` is cancelled first (also in the middle of a try or a
 /// delay, which are dropped).
-pub async fn retry_until<T, E, Fut>(
+pub(crate) async fn retry_until<T, E, Fut>(
     stop: &CancellationToken,
     op: impl FnMut() -> Fut,
     notify: impl FnMut(&E, Duration),
@@ -45,7 +45,7 @@ where
 }
 
 /// Sleeps `delay`; false when `stop` was cancelled first.
-pub async fn pause(stop: &CancellationToken, delay: Duration) -> bool {
+pub(crate) async fn pause(stop: &CancellationToken, delay: Duration) -> bool {
     tokio::select! {
         () = tokio::time::sleep(delay) => true,
         () = stop.cancelled() => false,

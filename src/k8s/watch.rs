@@ -25,7 +25,7 @@ const GONE: u16 = 410;
 
 /// Objects per list page for most collections (client-go's reflector
 /// default).
-pub const PAGE: u32 = 500;
+pub(crate) const PAGE: u32 = 500;
 /// EndpointSlices per list page. A page is decoded whole before its
 /// objects are converted to slim ones, so its size is the list's transient
 /// memory: 500 slices of 50 endpoints cost the server ~8 MiB of resident
@@ -33,17 +33,17 @@ pub const PAGE: u32 = 500;
 /// 200,000 endpoints: 62.5 vs 52.4 MiB bounded), and a linked cluster
 /// chooses how big its slices are. Five times the requests at the first
 /// sync is the price.
-pub const SLICE_PAGE: u32 = 100;
+pub(crate) const SLICE_PAGE: u32 = 100;
 /// The first retry delay after an error; doubled up to [`MAX_BACKOFF`].
-pub const MIN_BACKOFF: Duration = Duration::from_millis(250);
+pub(crate) const MIN_BACKOFF: Duration = Duration::from_millis(250);
 /// The longest retry delay before jitter, which adds up to as much again:
 /// a cluster whose API comes back is watched again within twice this
 /// (10 s).
-pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// What a guarded watch delivers.
 #[derive(Debug)]
-pub enum Delivery<K> {
+pub(crate) enum Delivery<K> {
     /// A watcher event; every object in it decoded.
     Event(Event<K>),
     /// An object could not be decoded; it is skipped (during a relist it
@@ -61,13 +61,13 @@ pub enum Delivery<K> {
 /// The retry delays of every watch and targeted list: from 250 ms,
 /// doubling to 5 s, each plus a random jitter of up to itself, so never
 /// more than 10 s (kube-runtime resets them after each success).
-pub fn backoff() -> ExponentialBackoff {
+pub(crate) fn backoff() -> ExponentialBackoff {
     super::retry::builder().into()
 }
 
 /// The watcher settings for a collection: `page_size` objects per list
 /// page, bookmarks and kube's 290 s watch timeout.
-pub fn config(page_size: u32) -> watcher::Config {
+pub(crate) fn config(page_size: u32) -> watcher::Config {
     watcher::Config::default().page_size(page_size)
 }
 
@@ -116,7 +116,7 @@ fn failure<K>(e: &watcher::Error) -> Delivery<K> {
 /// after [`backoff`]. A 410 Gone is not delivered: the server has only
 /// forgotten our place, and the watcher lists again (a streamed relist),
 /// so the watch is not broken.
-pub fn guarded_watch<K>(
+pub(crate) fn guarded_watch<K>(
     api: Api<DeserializeGuard<K>>,
     config: watcher::Config,
 ) -> impl Stream<Item = Delivery<K>> + Send + 'static
@@ -139,7 +139,7 @@ where
 
 /// Every object `api` holds under `params` (paged by its `limit`), with the
 /// objects that did not decode as `(name, error)`.
-pub async fn guarded_list<K>(
+pub(crate) async fn guarded_list<K>(
     api: &Api<DeserializeGuard<K>>,
     params: &ListParams,
 ) -> Result<(Vec<K>, Vec<(String, String)>), kube::Error>

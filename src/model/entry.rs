@@ -448,7 +448,7 @@ struct Head {
 
 /// Inputs of a build that are not cluster state.
 #[derive(Debug, Clone, Copy)]
-pub struct BuildContext<'a> {
+pub(crate) struct BuildContext<'a> {
     /// The zone, lower-case, no trailing dot.
     pub zone: &'a str,
     /// How long a broken watch keeps a member in federated answers.
@@ -501,7 +501,7 @@ impl Cached {
 /// slice whose endpoint list, ports and service rules are the ones a part
 /// was built from keeps that part, so a batch rebuilds only what changed.
 #[derive(Debug, Default)]
-pub struct PartCache {
+pub(crate) struct PartCache {
     parts: HashMap<(Arc<str>, ObjectKey), Vec<Cached>>,
 }
 
@@ -509,7 +509,13 @@ impl PartCache {
     /// Brings the parts of service `key` of `cluster` up to date with `set`
     /// (dropping them when the service is gone or not held); with `mcs`,
     /// also their copies under the cluster's MCS id.
-    pub fn update(&mut self, set: &ClusterSet, cluster: &Arc<str>, key: &ObjectKey, mcs: bool) {
+    pub(crate) fn update(
+        &mut self,
+        set: &ClusterSet,
+        cluster: &Arc<str>,
+        key: &ObjectKey,
+        mcs: bool,
+    ) {
         let pair = (cluster.clone(), key.clone());
         let held = set
             .get(cluster)
@@ -625,7 +631,7 @@ fn slice_part(cluster: &Arc<str>, svc: &Service, slice: &Slice) -> Part {
 /// Builds `<label>.<ns>.svc.<zone>` for service `key` of `cluster`, the
 /// winner of that label, from the slices' parts in `parts`; `None` when the
 /// name does not exist (headless with no ready endpoints).
-pub fn build_cluster_entry(
+pub(crate) fn build_cluster_entry(
     set: &ClusterSet,
     parts: &PartCache,
     cluster: &Cluster,
@@ -777,7 +783,7 @@ fn mirrored_pods(
 /// Whether a member cluster takes part in federated answers now (DESIGN.md
 /// decision 5): not while its gateway probe fails, not once its watch has
 /// been broken for longer than the grace.
-pub fn federation_eligible(health: &Health, cx: &BuildContext<'_>) -> bool {
+pub(crate) fn federation_eligible(health: &Health, cx: &BuildContext<'_>) -> bool {
     if health.gateway_alive == Some(false) {
         return false;
     }
@@ -788,7 +794,7 @@ pub fn federation_eligible(health: &Health, cx: &BuildContext<'_>) -> bool {
 }
 
 /// The clusters that have a federated member `key`.
-pub fn federated_members<'s>(
+pub(crate) fn federated_members<'s>(
     set: &'s ClusterSet,
     key: &'s ObjectKey,
 ) -> impl Iterator<Item = &'s Cluster> + 's {
@@ -799,7 +805,7 @@ pub fn federated_members<'s>(
 /// Builds `<svc>-federated.<ns>.svc.<zone>`: the union of every member's
 /// ready pod addresses (DESIGN.md decision 4), from the members' parts;
 /// `None` when no member is left.
-pub fn build_federated_entry(
+pub(crate) fn build_federated_entry(
     set: &ClusterSet,
     parts: &PartCache,
     key: &ObjectKey,
@@ -847,7 +853,7 @@ pub fn build_federated_entry(
     Entry::from_parts(head, found, ports)
 }
 
-pub mod mcs;
+pub(crate) mod mcs;
 
 #[cfg(test)]
 mod tests;

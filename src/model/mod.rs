@@ -14,14 +14,14 @@
 //! reads it, never the other way round.
 
 pub mod budget;
-pub mod cluster;
-pub mod entry;
-pub mod epoch;
-pub mod index;
+pub(crate) mod cluster;
+pub(crate) mod entry;
+pub(crate) mod epoch;
+pub(crate) mod index;
 pub mod objects;
 #[cfg(test)]
 pub(crate) mod testing;
-pub mod writer;
+pub(crate) mod writer;
 
 pub use cluster::{Cluster, ClusterSet, Dirty, Event, Health, Seniority};
 pub use entry::{Entry, Origin, Pod};

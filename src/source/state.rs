@@ -16,8 +16,9 @@
 //! Its entry points follow kube-runtime's watcher events, kubert-style:
 //! [`ClusterState::watched`] takes one event of one [`Watch`] and returns
 //! the [`Output`] (model events, adjusted objects, targeted lists to run);
-//! under it, [`ClusterState::apply`], [`ClusterState::delete`] and a reset
-//! streamed as [`ClusterState::reset_begin`] … [`ClusterState::reset_done`].
+//! under it, each watch is an [`Index`](crate::k8s::index::Index) fed
+//! through its [`Relist`](crate::k8s::index::Relist) (`relist`), which
+//! does the relist bookkeeping.
 //! [`ClusterState::listed`] takes a targeted list, [`ClusterState::settle`]
 //! ends a batch. It must not do I/O or read the clock.
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 /// Written here because no maintained crate reads Go's syntax exactly
 /// (`humantime` has no fractions and other units; the Go ports are
 /// unmaintained and refuse the bare integers Linkerd writes).
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_go_duration(s: &str) -> Result<Duration, String> {
     if s.is_empty() {
         return Err("empty duration".to_owned());
     }

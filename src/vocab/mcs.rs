@@ -4,19 +4,19 @@
 //! these objects) and the mirror controller (which writes them).
 
 /// The MCS API group (ServiceExport, ServiceImport).
-pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+pub(crate) const MCS_GROUP: &str = "multicluster.x-k8s.io";
 /// The About API group (ClusterProperty, KEP-2149).
-pub const ABOUT_GROUP: &str = "about.k8s.io";
+pub(crate) const ABOUT_GROUP: &str = "about.k8s.io";
 /// The MCS API versions we read and write, most preferred first.
-pub const MCS_VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
+pub(crate) const MCS_VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
 /// The About API versions we read, most preferred first.
-pub const ABOUT_VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
+pub(crate) const ABOUT_VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
 /// The ClusterProperty whose value is the cluster id.
-pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
+pub(crate) const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
 /// `multicluster.kubernetes.io/service-name`: the MCS service an import's
 /// objects belong to.
-pub const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/service-name";
+pub(crate) const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/service-name";
 /// `multicluster.kubernetes.io/source-cluster`: the cluster id an imported
 /// EndpointSlice's endpoints come from (CoreDNS's `multicluster` names pods
 /// `<hostname>.<clusterid>` by it).
-pub const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";
+pub(crate) const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";

@@ -4,8 +4,8 @@
 //! I/O and holds no state, so `model`, `dns`, the sources and the mirror
 //! controller can all depend on it without depending on each other.
 
-pub mod duration;
-pub mod linkerd;
-pub mod mcs;
+pub(crate) mod duration;
+pub(crate) mod linkerd;
+pub(crate) mod mcs;
 pub mod name;
 pub mod trust;

@@ -56,7 +56,7 @@ pub(crate) fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> Vec<Member<'s
 /// What the members disagree on, for the report: clusters whose Service is
 /// of the other type, and ports redefined against the oldest export.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Conflicts {
+pub(crate) struct Conflicts {
     /// Clusters left out because their Service's type (ClusterSetIP or
     /// Headless) is not the oldest export's.
     pub type_mismatch: Vec<Arc<str>>,
@@ -88,7 +88,7 @@ pub(crate) fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) 
 
 /// The MCS members of service `key` and what they disagree on, for
 /// `/debug` and the mirror's export conditions.
-pub fn conflicts(set: &ClusterSet, key: &ObjectKey) -> Conflicts {
+pub(crate) fn conflicts(set: &ClusterSet, key: &ObjectKey) -> Conflicts {
     let members = members(set, key);
     let Some(oldest) = members.first() else {
         return Conflicts::default();
@@ -108,7 +108,7 @@ pub fn conflicts(set: &ClusterSet, key: &ObjectKey) -> Conflicts {
 
 /// Builds `<svc>.<ns>.svc.<zone>` for MCS service `key`; `None` when no
 /// cluster exports it (or a headless one has no ready endpoint).
-pub fn build_mcs_entry(
+pub(crate) fn build_mcs_entry(
     set: &ClusterSet,
     parts: &PartCache,
     key: &ObjectKey,
