@@ -9,7 +9,7 @@
 //! (`mirror.linkerd.io/exported=true`). The server binary runs with `--federated-grace`
 //! (`FAILOVER_GRACE_MS`, 2000).
 //!
-//! The rule (DESIGN.md decision 5, `src/model/entry.rs` `federation_eligible`): a federated name
+//! The rule (docs/architecture.md, decision 5, `src/model/entry.rs` `federation_eligible`): a federated name
 //! leaves a member cluster out while its gateway probe says dead (after `failureThreshold`
 //! consecutive failures, `src/source/probe.rs`) or once its watch has been broken for longer than
 //! the grace (judged by the server's 1 s clock tick); per-cluster names are never

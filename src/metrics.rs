@@ -266,7 +266,7 @@ impl Collector for Dns {
             (
                 "clusterset_dns_limit_hits_total",
                 COUNTER,
-                "Times a TCP/TLS resource limit was hit (see README, Limits).",
+                "Times a TCP/TLS resource limit was hit (see docs/operations.md, Limits).",
             ),
             c.limit_hits
                 .iter()
@@ -559,7 +559,7 @@ impl Sources {
             (
                 "clusterset_dns_cluster_objects_adjusted_total",
                 COUNTER,
-                "Objects from the cluster skipped (not used) or clamped (used with a part left out), by reason (README, Admin endpoints and metrics). File mode: what the cluster's files hold as last loaded.",
+                "Objects from the cluster skipped (not used) or clamped (used with a part left out), by reason (docs/metrics.md). File mode: what the cluster's files hold as last loaded.",
             ),
             reports.iter().flat_map(|(c, r)| {
                 r.adjusted.iter().map(|((adjustment, reason), n)| {

@@ -41,7 +41,7 @@ use crate::model::{ClusterSet, Event};
 /// milliseconds (a watch on a nearby cluster) to ten minutes (a cluster
 /// whose watch was broken and came back), with the tens of milliseconds to
 /// seconds of a healthy cross-cluster hop in between, and 5 s (the alert
-/// the README suggests) on a bound.
+/// docs/operations.md suggests) on a bound.
 pub(crate) const BUCKETS: [f64; 16] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];

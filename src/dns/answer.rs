@@ -1,11 +1,11 @@
 //! Answers: what a query means in the clusterset zone, computed from a
-//! [`Snapshot`] (dns-spec.md §3, DESIGN.md decisions).
+//! [`Snapshot`] (docs/dns.md §3, docs/architecture.md, decisions).
 //!
 //! A pure function from (snapshot, question) to an [`Answer`]: rcode, AA,
 //! and the records of each section. It owns NXDOMAIN-versus-NODATA (RFC
 //! 8020), the SOA in every negative answer (RFC 2308), SRV targets, weights
 //! and Additional records, ANY, PTR, SERVFAIL before sync and for stale data,
-//! and how much of a large RRset an answer carries (DESIGN.md decision 9):
+//! and how much of a large RRset an answer carries (docs/architecture.md, decision 9):
 //! sized with [`wire::answer_len`](super::wire::answer_len) against the
 //! [`Room`] the transport leaves, rotated so that successive answers serve
 //! every record. It must not touch bytes (that is `wire`) or sockets.
@@ -25,7 +25,7 @@ use crate::model::{Entry, Origin, Pod, Snapshot};
 use crate::vocab::name::ZoneName;
 
 /// The `dns-version` TXT value. Our schema is not the MCS DNS schema, so it
-/// has its own version (dns-spec.md R7).
+/// has its own version (docs/dns.md R7).
 pub(crate) const SCHEMA_VERSION: &str = "1.0.0";
 /// TTL of the `dns-version` TXT record (as in the Kubernetes DNS spec).
 pub(crate) const SCHEMA_TTL: u32 = 28800;
@@ -44,7 +44,7 @@ pub struct Note {
     pub capped: bool,
 }
 
-/// How much of a large RRset an answer may carry (DESIGN.md decision 9).
+/// How much of a large RRset an answer may carry (docs/architecture.md, decision 9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Room {
     /// Every record, whatever its size and `max-answer-records`: zone dumps.
@@ -281,7 +281,7 @@ impl Cx<'_, '_> {
 
     /// True when a cluster that has not synced yet — or, before the source
     /// has announced every cluster, one not known yet — could hold a name
-    /// in `scope` (DESIGN.md decision 5).
+    /// in `scope` (docs/architecture.md, decision 5).
     fn undecided(&self, scope: Scope<'_>) -> bool {
         let unsynced = &self.snap.unsynced;
         match scope {
@@ -318,7 +318,7 @@ impl Cx<'_, '_> {
     }
 
     /// NXDOMAIN, or SERVFAIL when a cluster that has not synced yet could
-    /// make the name exist (DESIGN.md decision 5).
+    /// make the name exist (docs/architecture.md, decision 5).
     fn nxdomain(&self, scope: Scope<'_>, apex: &ZoneName) -> Answer {
         if self.undecided(scope) {
             return self.servfail(self.not_ready(scope), apex);
@@ -516,7 +516,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    /// Applies DESIGN.md decision 5 to an entry: SERVFAIL past `max_stale`,
+    /// Applies docs/architecture.md, decision 5 to an entry: SERVFAIL past `max_stale`,
     /// a capped TTL before that, and the fail-open cap for federated names.
     fn staleness(&mut self, entry: &Entry) -> Option<Answer> {
         let s = &self.snap.settings;
@@ -597,7 +597,7 @@ impl Cx<'_, '_> {
                     return None;
                 }
                 // `<hostname>-<cluster>`: the alias CoreDNS serves from the
-                // federated EndpointSlices (DESIGN.md decision 4).
+                // federated EndpointSlices (docs/architecture.md, decision 4).
                 entry.members().find_map(|m| {
                     let host = child.strip_suffix(m)?.strip_suffix('-')?;
                     let pods = entry.pods_named(Some(m), host);

@@ -1,5 +1,5 @@
 //! The hot path: pre-encoded responses, reused while what they were computed
-//! from is unchanged (DESIGN.md, Serving).
+//! from is unchanged (docs/architecture.md, "Serving").
 //!
 //! A plain query (opcode QUERY, one question of class IN, no other records
 //! but an option-less EDNS(0) OPT) is read without decoding: its lower-cased

@@ -127,7 +127,7 @@ pub(crate) fn respond(
         return Answered::plain(Answer::empty(Rcode::BadVers, false));
     }
     // Over UDP an answer too large is truncated whole, so that the client
-    // retries over TCP (DESIGN.md decision 9); over TCP and TLS it carries
+    // retries over TCP (docs/architecture.md, decision 9); over TCP and TLS it carries
     // as many records as fit.
     let room = match transport {
         Transport::Udp => usize::MAX,

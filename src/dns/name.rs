@@ -1,7 +1,7 @@
 //! Query names: the lower-cased form of a question name, and its structural
 //! parse relative to the served zone.
 //!
-//! This module owns the grammar of the clusterset zone (dns-spec.md §2.1): it
+//! This module owns the grammar of the clusterset zone (docs/dns.md §2.1): it
 //! says which labels are the namespace, the service label, a pod hostname or
 //! an SRV port. It never decides whether a service label means
 //! `<svc>-<cluster>` or `<svc>-federated`: a `-` split is ambiguous, so that
@@ -209,7 +209,7 @@ impl fmt::Debug for QName {
     }
 }
 
-/// The structural meaning of a name inside the forward zone (dns-spec.md
+/// The structural meaning of a name inside the forward zone (docs/dns.md
 /// §2.1). `key` fields are `<label>.<ns>`, the index key of a service name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Parsed<'a> {

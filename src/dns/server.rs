@@ -3,7 +3,7 @@
 //! Sockets are bound by the caller and handed in (tests bind port 0). TCP
 //! and TLS connections share one message loop and one set of [`Limits`]:
 //! they stay open across queries (idle timeout well above CoreDNS
-//! forward's 10 s reuse, DESIGN.md decision 12), pipelined queries are read
+//! forward's 10 s reuse, docs/architecture.md, decision 12), pipelined queries are read
 //! back to back and answered in order, and a length prefix split from its
 //! body is fine as long as the whole message arrives within the message
 //! timeout. Every limit hit is counted. This module must not interpret DNS

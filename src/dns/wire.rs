@@ -2,7 +2,7 @@
 //! the one question, the OPT record) and encoding a response within a size
 //! limit.
 //!
-//! Owns the byte-level rules of DESIGN.md decisions 9 and 12: the question is
+//! Owns the byte-level rules of docs/architecture.md, decisions 9 and 12: the question is
 //! echoed byte for byte (0x20 case kept), SRV targets are never compressed,
 //! Additional is trimmed by whole RRsets before TC is ever set, and a
 //! truncated reply keeps AA, the question and the OPT. It must not decide

@@ -1,6 +1,6 @@
 //! Desired mirror objects: the Services and EndpointSlices the local cluster
-//! should hold, as a pure function of the cluster state (DESIGN.md, "Mirror
-//! controller"; linkerd-compat.md §3 and §8).
+//! should hold, as a pure function of the cluster state (docs/architecture.md, "Data
+//! flow"; docs/linkerd.md §3 and §8).
 //!
 //! Owns the shape of every object we write: names (and their deterministic
 //! shortening), Linkerd's labels and annotations, sharding of endpoints into
@@ -15,7 +15,7 @@
 //! [`super::reconcile`]'s job.
 //!
 //! Documented differences from Linkerd's service mirror, all forced by the
-//! slim model (DESIGN.md, "Slim objects at the edge"):
+//! slim model (docs/architecture.md, "Slim objects at the edge"):
 //! - remote labels and annotations are not copied (we keep neither), except
 //!   `config.linkerd.io/opaque-ports`, which Linkerd copies even when it is
 //!   excluded because meshed clients need it;
@@ -26,7 +26,7 @@
 //!   informational: kube-proxy and CoreDNS take the endpoint port from the
 //!   EndpointSlice, matched by port name, and the API server defaults
 //!   `targetPort` to `port`;
-//! - EndpointSlices instead of v1 Endpoints (linkerd-compat.md §8.1 item 5).
+//! - EndpointSlices instead of v1 Endpoints (docs/linkerd.md §8.1 item 5).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -146,7 +146,7 @@ impl fmt::Display for Problem {
 ///
 /// - `<svc>-<cluster>` for every exported service of every remote cluster
 ///   not managed by Linkerd (gateway, flat, headless shapes as in
-///   linkerd-compat.md §3.1–3.3), plus `<hostname>-<cluster>` endpoint
+///   docs/linkerd.md §3.1–3.3), plus `<hostname>-<cluster>` endpoint
 ///   mirrors for gateway-mode StatefulSets;
 /// - `<svc>-federated` for every service with a federated member anywhere,
 ///   the local cluster included (§3.4, with EndpointSlices).
@@ -155,7 +155,7 @@ impl fmt::Display for Problem {
 ///   its per-cluster EndpointSlices and the ServiceImport `<svc>` ([`mcs`]).
 ///
 /// When two objects want one name, the one DNS gives the name to keeps it
-/// (DESIGN.md decision 7: federated first, then the older Service, then
+/// (docs/architecture.md, decision 7: federated first, then the older Service, then
 /// the cluster name); endpoint mirrors come after every service.
 pub fn desired(set: &ClusterSet, settings: &MirrorSettings) -> (Vec<Desired>, Vec<Problem>) {
     let mut units = Vec::new();
@@ -239,7 +239,7 @@ impl Endpoints {
         // a local Service at the node itself or its metadata service, and
         // a real API server refuses loopback and link-local endpoints
         // (422), which would fail the whole slice. The sources drop them
-        // first (DESIGN decision 13); every endpoint passes here.
+        // first (docs/architecture.md, decision 13); every endpoint passes here.
         if special(ep.addr).is_some() {
             return;
         }
@@ -315,7 +315,7 @@ fn fq_name(svc: &ObjectKey, settings: &MirrorSettings) -> String {
 }
 
 /// Labels of every object of one linked cluster: ours, and Linkerd's owner
-/// labels (its destination controller and `check` key on them; DESIGN.md
+/// labels (its destination controller and `check` key on them; docs/architecture.md,
 /// decision 1 finds the mirror by them).
 fn cluster_labels(cluster: &str) -> Map<String, Value> {
     let mut m = Map::new();
@@ -351,7 +351,7 @@ fn gateway_slice_annotations(c: &Cluster, fq: &str) -> Map<String, Value> {
 
 /// The cluster's gateway endpoints for a Service with `ports`: every
 /// gateway address, every Service port mapped to the gateway port (names
-/// kept), not ready while the gateway probe fails (DESIGN.md decision 5).
+/// kept), not ready while the gateway probe fails (docs/architecture.md, decision 5).
 /// Nothing when the cluster has no usable gateway.
 fn add_gateway_endpoints(c: &Cluster, ports: &[Port], eps: &mut Endpoints) {
     let Some(gw) = &c.gateway else { return };
@@ -456,7 +456,7 @@ fn cluster_units(
 }
 
 /// The ready pods of a flat-mode service, by address. Headless: each with
-/// the pod's own hostname, else the dashed IP our DNS serves (DESIGN.md
+/// the pod's own hostname, else the dashed IP our DNS serves (docs/architecture.md,
 /// decision 3), written out: CoreDNS dashes a bare address its own way
 /// (`fd00:5::` → `fd00-5--`, ours `fd00-5--0`).
 fn add_pod_endpoints(c: &Cluster, svc: &Service, eps: &mut Endpoints) {
@@ -477,7 +477,7 @@ fn add_pod_endpoints(c: &Cluster, svc: &Service, eps: &mut Endpoints) {
 
 /// A gateway-mode StatefulSet: Linkerd's root headless mirror plus one
 /// ClusterIP endpoint mirror `<hostname>-<cluster>` per pod hostname
-/// (linkerd-compat.md §3.3).
+/// (docs/linkerd.md §3.3).
 ///
 /// The root's endpoints are the endpoint mirrors' ClusterIPs, which exist
 /// only once the API has allocated them: they are read back from the local
@@ -516,7 +516,7 @@ fn gateway_headless_units(
             continue;
         };
         // Always ready: per-cluster names are never health-filtered
-        // (DESIGN.md decision 5); the endpoint mirror's own slice carries
+        // (docs/architecture.md, decision 5); the endpoint mirror's own slice carries
         // the gateway's liveness. Ports are the endpoint mirror's Service
         // ports, since that is what its ClusterIP listens on (decision 10;
         // Linkerd copies the remote target ports here instead).
@@ -834,7 +834,7 @@ fn federated_endpoints(
 }
 
 /// A headless member's pod is named `<hostname>-<cluster>`, the alias our
-/// DNS serves next to the canonical `<hostname>.<cluster>` (DESIGN.md
+/// DNS serves next to the canonical `<hostname>.<cluster>` (docs/architecture.md,
 /// decision 4); `None` (with a problem on `object`) if that is too long
 /// for a label.
 fn federated_hostname(

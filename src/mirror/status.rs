@@ -1,5 +1,5 @@
 //! The status conditions we keep on the local cluster's own ServiceExports
-//! (`--mcs`; KEP-1645, `reference/mcs.md` §1): `Valid` (a Service of the
+//! (`--mcs`; KEP-1645, `docs/mcs.md` §1): `Valid` (a Service of the
 //! export's namespace/name exists here) and `Conflict` (the members
 //! disagree on the service's type or ports, by the DNS side's rules,
 //! [`crate::model::entry::mcs::conflicts`]: the oldest export wins).

@@ -1,7 +1,7 @@
 //! What one linked cluster may make us hold: a budget of exported services
 //! and endpoints, and which of its services fit in it.
 //!
-//! Owns the admission rule (DESIGN.md, Serving): a cluster over budget keeps
+//! Owns the admission rule (docs/live.md, "A budget per linked cluster"): a cluster over budget keeps
 //! its oldest exported services (creationTimestamp, then namespace/name)
 //! whose endpoints fit, and refuses the others. Sources apply it before
 //! anything reaches the model, so memory follows the budget rather than what

@@ -251,7 +251,7 @@ impl SliceGroup {
 }
 
 /// Where a cluster's object stands when "the older one wins" across
-/// clusters (DESIGN decision 7: name collisions, the MCS export that sets a
+/// clusters (docs/architecture.md, decision 7: name collisions, the MCS export that sets a
 /// service's type and ports, the Service whose ports a federated mirror
 /// takes). Lower is older.
 ///

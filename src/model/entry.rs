@@ -1,5 +1,5 @@
 //! Record sets of one service name: how `<svc>-<cluster>` and
-//! `<svc>-federated` are computed from cluster state (DESIGN.md decisions
+//! `<svc>-federated` are computed from cluster state (docs/architecture.md, decisions
 //! 1–4, 6 and 10), and the MCS name `<svc>` (in [`mcs`]).
 //!
 //! Pure functions from the [`ClusterSet`] to an [`Entry`]. They must not
@@ -76,7 +76,7 @@ pub struct Part {
     /// Pod names (headless services), sorted by (hostname, address), each
     /// once.
     pub pods: Vec<Pod>,
-    /// The ports a client dials at the pods (DESIGN.md decision 10): the
+    /// The ports a client dials at the pods (docs/architecture.md, decision 10): the
     /// slice's, shared by all its pods.
     pub ports: Arc<[Port]>,
     /// Reverse names the addresses offer under a per-cluster name.
@@ -780,7 +780,7 @@ fn mirrored_pods(
     out
 }
 
-/// Whether a member cluster takes part in federated answers now (DESIGN.md
+/// Whether a member cluster takes part in federated answers now (docs/architecture.md,
 /// decision 5): not while its gateway probe fails, not once its watch has
 /// been broken for longer than the grace.
 pub(crate) fn federation_eligible(health: &Health, cx: &BuildContext<'_>) -> bool {
@@ -803,7 +803,7 @@ pub(crate) fn federated_members<'s>(
 }
 
 /// Builds `<svc>-federated.<ns>.svc.<zone>`: the union of every member's
-/// ready pod addresses (DESIGN.md decision 4), from the members' parts;
+/// ready pod addresses (docs/architecture.md, decision 4), from the members' parts;
 /// `None` when no member is left.
 pub(crate) fn build_federated_entry(
     set: &ClusterSet,

@@ -2,7 +2,7 @@
 //! [`Snapshot`]s that the query path reads without locks.
 //!
 //! Owns name ownership (which (service, cluster) pair owns a label when two
-//! generate the same one, DESIGN.md decision 7), length limits, the reverse
+//! generate the same one, docs/architecture.md, decision 7), length limits, the reverse
 //! map and the counters about them. Updates cost what changed: only the
 //! labels a batch of events touched are rebuilt, and the persistent maps make
 //! publishing a new snapshot O(changes). It must not parse queries or build
@@ -43,7 +43,7 @@ pub struct Settings {
     pub ns_addrs: Vec<IpAddr>,
     /// Reverse zones served for PTR.
     pub reverse_zones: Vec<ZoneName>,
-    /// Largest UDP response (EDNS), DESIGN.md decision 9.
+    /// Largest UDP response (EDNS), docs/architecture.md, decision 9.
     pub max_udp_payload: u16,
     /// Per-cluster names of a cluster whose watch is broken are served for
     /// this long, then SERVFAIL (`None`: forever).
@@ -66,7 +66,7 @@ pub struct Settings {
     /// rotated (0: as many as fit the transport).
     pub max_answer_records: usize,
     /// Serve the Kubernetes MCS names (`<svc>.<ns>.svc.<zone>`) of
-    /// services a ServiceExport exports (DESIGN.md decision 6).
+    /// services a ServiceExport exports (docs/architecture.md, decision 6).
     pub mcs: bool,
 }
 
@@ -197,7 +197,7 @@ struct Claim {
     /// Per-cluster (and MCS) claims sort after federated ones:
     /// `<svc>-federated` always means the union.
     per_cluster: bool,
-    /// Older wins (DESIGN.md decision 7), by a seniority no cluster can
+    /// Older wins (docs/architecture.md, decision 7), by a seniority no cluster can
     /// forge.
     seniority: Seniority,
     /// The MCS name `<svc>` (cluster empty).
@@ -212,7 +212,7 @@ struct Claim {
 }
 
 /// The claim that gets a label: the first of Linkerd's forms, unless an
-/// MCS claim is older than it (DESIGN.md decision 7: the older Service).
+/// MCS claim is older than it (docs/architecture.md, decision 7: the older Service).
 fn winner(claims: &[Claim]) -> Option<&Claim> {
     let linkerd = claims.iter().find(|c| !c.mcs);
     let mcs = claims.iter().find(|c| c.mcs);

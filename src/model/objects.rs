@@ -1,7 +1,7 @@
 //! Slim objects: the few fields of Services, EndpointSlices and gateways
 //! that DNS answers and mirror objects are computed from.
 //!
-//! Sources convert Kubernetes objects into these at the edge (DESIGN.md,
+//! Sources convert Kubernetes objects into these at the edge (docs/architecture.md,
 //! "Slim objects at the edge"), so memory follows exported endpoints and not
 //! the size of the remote cluster. This module must not know about
 //! k8s-openapi types or YAML.
@@ -138,7 +138,7 @@ pub struct Service {
     /// `publishNotReadyAddresses`: not-ready endpoints are served too.
     pub publish_not_ready: bool,
     /// `config.linkerd.io/opaque-ports`, copied onto mirror Services as
-    /// Linkerd does (linkerd-compat.md §2.2): meshed clients need it to skip
+    /// Linkerd does (docs/linkerd.md §2.2): meshed clients need it to skip
     /// protocol detection on server-speaks-first ports.
     pub opaque_ports: Option<Arc<str>>,
     /// Refused by its cluster's budget ([`super::budget`]): it exists, but
@@ -212,7 +212,7 @@ pub struct Gateway {
 
 /// A mirror Service in the local cluster (written by Linkerd or by our
 /// controller): its ClusterIP is the gateway-mode answer for its name
-/// (DESIGN.md decision 1).
+/// (docs/architecture.md, decision 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mirror {
     /// Namespace and name (`<svc>-<cluster>`, or `<host>-<cluster>` for a

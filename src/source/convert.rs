@@ -1,7 +1,7 @@
 //! Conversion of Kubernetes objects into slim model objects, shared by every
 //! source so the file source and the live watches classify alike.
 //!
-//! Owns the meaning of Linkerd's labels (linkerd-compat.md §2): export mode,
+//! Owns the meaning of Linkerd's labels (docs/linkerd.md §2): export mode,
 //! federated membership, mirror Services and the gateway; and what a hostile
 //! or broken object from a linked cluster costs: each problem is either a
 //! skip of the whole object ([`ConvertError`]) or a clamp of the part that is

@@ -1,4 +1,4 @@
-//! Whether a cluster's API server answers: the silence rule of DESIGN.md
+//! Whether a cluster's API server answers: the silence rule of docs/architecture.md,
 //! decision 5 ("broken" means silence too) and the heartbeat that feeds it.
 //!
 //! Real partitions are silent: packets dropped, a hung server holding its

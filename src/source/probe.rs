@@ -1,5 +1,5 @@
 //! The gateway liveness probe (Linkerd `probe_worker.go`, reference
-//! `linkerd-compat.md` §4.2–4.3): a plain HTTP/1.1 `GET` of
+//! `docs/linkerd.md` §4.2–4.3): a plain HTTP/1.1 `GET` of
 //! `probeSpec.path` on `probeSpec.port` of each gateway address, success
 //! only on status 200, and a gateway counted dead after `failureThreshold`
 //! consecutive failures.

@@ -236,7 +236,7 @@ impl Selectors {
     }
 
     /// Export mode and federated membership of a Service with `labels`.
-    /// Flat wins when both export selectors match (linkerd-compat.md §1.2).
+    /// Flat wins when both export selectors match (docs/linkerd.md §1.2).
     pub fn classify(&self, labels: &BTreeMap<String, String>) -> (Option<ExportMode>, bool) {
         let hit = |s: &Option<Selector>| s.as_ref().is_some_and(|s| s.matches(labels));
         let export = if hit(&self.remote_discovery) {

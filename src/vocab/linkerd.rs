@@ -1,4 +1,4 @@
-//! Linkerd's multicluster vocabulary (linkerd-compat.md §2): the labels and
+//! Linkerd's multicluster vocabulary (docs/linkerd.md §2): the labels and
 //! annotations that say what a linked cluster exports and what a mirror
 //! object is, and the gateway's well-known names.
 //!
@@ -37,7 +37,7 @@ pub(crate) const GATEWAY_PORT_NAME: &str = "mc-gateway";
 
 /// `multicluster.linkerd.io/remote-discovery`: a label naming the cluster on
 /// flat-mode mirrors, an annotation listing `svc@cluster` members on
-/// federated Services (linkerd-compat.md §2.2).
+/// federated Services (docs/linkerd.md §2.2).
 pub(crate) const REMOTE_DISCOVERY: &str = "multicluster.linkerd.io/remote-discovery";
 /// `multicluster.linkerd.io/remote-service` label on flat-mode mirrors.
 pub(crate) const LABEL_REMOTE_SERVICE: &str = "multicluster.linkerd.io/remote-service";

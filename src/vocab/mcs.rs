@@ -1,4 +1,4 @@
-//! The Kubernetes MCS API's spellings (KEP-1645, KEP-2149; `reference/mcs.md`):
+//! The Kubernetes MCS API's spellings (KEP-1645, KEP-2149; `docs/mcs.md`):
 //! API groups and the versions we read, the cluster-id ClusterProperty, the
 //! labels of imported EndpointSlices. Shared by the sources (which read
 //! these objects) and the mirror controller (which writes them).

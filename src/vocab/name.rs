@@ -108,7 +108,7 @@ pub enum ClusterNameError {
     NotALabel(String),
 }
 
-/// Validates a cluster name (DESIGN.md decision 7).
+/// Validates a cluster name (docs/architecture.md, decision 7).
 pub fn check_cluster_name(name: &str) -> Result<(), ClusterNameError> {
     if name == FEDERATED {
         return Err(ClusterNameError::Reserved(name.to_owned()));

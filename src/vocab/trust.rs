@@ -1,4 +1,4 @@
-//! What a cluster may make us answer or write (DESIGN decision 13): the
+//! What a cluster may make us answer or write (docs/architecture.md, decision 13): the
 //! address classes no cluster ever publishes, the operator's own address
 //! lists, and the namespaces a cluster may export from.
 //!

@@ -1,11 +1,11 @@
-//! DNS conformance suite: the numbered cases of dns-spec.md §6 against fixture
+//! DNS conformance suite: the numbered cases of docs/dns.md §6 against fixture
 //! F (`tests/fixtures/conformance`), in the style of CoreDNS's
 //! `plugin/kubernetes/handler_test.go`: one table row per case, expected
 //! records as zone-file text, compared as sets (answers are rotated).
 //!
 //! Every table row runs over UDP and again over TCP against one server. On
 //! top of the row's own expectations every reply is checked for the rules of
-//! dns-spec.md §3.1 / §4 and DESIGN.md decisions 9–12: QR=1, opcode and RD
+//! docs/dns.md §3.1 / §4 and docs/architecture.md, decisions 9–12: QR=1, opcode and RD
 //! echoed, RA=0, AD=0, AA=1 in zone (0 for REFUSED/NOTIMP/FORMERR), the
 //! question echoed byte-for-byte, an OPT (version 0, payload 1232, DO echoed)
 //! exactly when the query had one, the UDP size limit (512 without EDNS,
@@ -84,7 +84,7 @@ pub(crate) struct Reply<'a> {
 
 /// One conformance row.
 pub(crate) struct Case {
-    /// Spec case number (dns-spec.md §6.2); 0 for our extra rows.
+    /// Spec case number (docs/dns.md §6.2); 0 for our extra rows.
     pub(crate) n: u32,
     pub(crate) name: &'static str,
     pub(crate) query: Q,
@@ -213,7 +213,7 @@ fn mid_a(owner_is_pod: bool) -> Vec<String> {
         .collect()
 }
 
-/// Fixture F's table (dns-spec.md §6.2 rows plus our extra rows). Nothing
+/// Fixture F's table (docs/dns.md §6.2 rows plus our extra rows). Nothing
 /// in it depends on the source: the file source and the live source (through
 /// kubesim) both run it.
 #[allow(clippy::too_many_lines)]
@@ -1435,7 +1435,7 @@ fn skip_name(w: &[u8], mut i: usize) -> Option<usize> {
 }
 
 /// Every SRV target in the reply is written in full, with no compression
-/// pointer (DESIGN.md decision 12, RFC 2782).
+/// pointer (docs/architecture.md, decision 12, RFC 2782).
 fn srv_targets_uncompressed(w: &[u8]) -> Result<(), String> {
     let bad = || format!("reply does not parse as DNS: {w:02x?}");
     let qd = u16_at(w, 4).ok_or_else(bad)?;
@@ -2115,7 +2115,7 @@ async fn serial_grows_on_change_107() {
 
 /// 110: collision fixture F2: `a-b`@c claims to be older than `a`@b-c by
 /// its creationTimestamp, but older across clusters is what this server
-/// trusts (DESIGN decision 7): the directory `b-c` is known first (zone
+/// trusts (docs/architecture.md, decision 7): the directory `b-c` is known first (zone
 /// directories in name order), so `a-b-c` answers b-c's 10.60.0.1 and the
 /// collision is counted.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! A hostile linked cluster in live mode (DESIGN decision 13), over
+//! A hostile linked cluster in live mode (docs/architecture.md, decision 13), over
 //! kubesim: the local cluster `local` links a good cluster `east` and a
 //! hostile one `evil` through Links and Secrets, and the server runs with
 //! `--mcs` and the mirror controller, so both the DNS answers and the

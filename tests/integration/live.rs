@@ -792,7 +792,7 @@ async fn a_link_gateway_given_by_hostname_is_resolved() {
     )
     .await;
     // No mirror Service in the local cluster: the gateway's addresses are
-    // the answer (DESIGN.md decision 1), here `localhost` resolved.
+    // the answer (docs/architecture.md, decision 1), here `localhost` resolved.
     until(
         server.dns,
         &fqdn("web-east"),

@@ -6,7 +6,7 @@
 //! - [`table_over_udp_and_tcp_live`] runs the very table of
 //!   `conformance.rs` ([`cases`]), every row over UDP and TCP, so the file
 //!   source and the live source are held to the same answers.
-//! - `case_86_…` to `case_93_…` cover dns-spec.md §3.4 and §6 cases 86–93,
+//! - `case_86_…` to `case_93_…` cover docs/dns.md §3.4 and §6 cases 86–93,
 //!   which need live watches, gateway probes and clusters that go away: a
 //!   probe target we run ourselves, `Cluster::stop`, a rewritten clusters
 //!   file and a patched EndpointSlice.
@@ -57,7 +57,7 @@ use crate::support::{
 };
 use crate::support::{eventually, yaml_docs};
 
-/// The spec cases (dns-spec.md §6.2) covered here, for `conformance::coverage`.
+/// The spec cases (docs/dns.md §6.2) covered here, for `conformance::coverage`.
 pub(crate) const CASES: &[u32] = &[86, 87, 88, 89, 90, 91, 92, 93];
 
 const WEB_EAST: &str = "web-east.prod.svc.clusterset.local.";
@@ -711,7 +711,7 @@ async fn case_89_watch_lost_within_grace_serves_last_known() {
     server.server.stop().await;
 }
 
-/// 89, federated side (dns-spec.md §3.4: "`cl` kept, same TTL cap"): while
+/// 89, federated side (docs/dns.md §3.4: "`cl` kept, same TTL cap"): while
 /// north's watch is broken within the grace, `bb-federated` keeps north and
 /// its TTL is capped at `stale_ttl` too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

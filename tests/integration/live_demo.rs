@@ -246,7 +246,7 @@ fn readme_live_walkthrough() {
     );
     // The Linkerd mirror of frontend in west is Linkerd's: not in our list.
     assert!(!listed.contains("service/frontend-east"), "{listed}");
-    // A gateway-mode name now answers its mirror's ClusterIP (DESIGN.md
+    // A gateway-mode name now answers its mirror's ClusterIP (docs/architecture.md,
     // decision 1), as frontend-east answers Linkerd's.
     let vip = ok(
         &kc("west"),

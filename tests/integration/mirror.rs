@@ -289,7 +289,7 @@ async fn mirror_and_federated_objects_as_linkerd_reads_them() {
     })
     .await;
 
-    // Gateway mode (linkerd-compat.md §3.1): a ClusterIP Service, slices of
+    // Gateway mode (docs/linkerd.md §3.1): a ClusterIP Service, slices of
     // the gateway address and port with the gateway identity.
     let web = get(c, &svc_path("web-east")).await.expect("web-east");
     assert_eq!(

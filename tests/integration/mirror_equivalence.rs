@@ -1,4 +1,4 @@
-//! Equivalence of the two outputs of one model (DESIGN.md, "Data flow"):
+//! Equivalence of the two outputs of one model (docs/architecture.md, "Data flow"):
 //! what our server answers in `clusterset.local`, and what CoreDNS would
 //! answer in `cluster.local` from the mirror Services and EndpointSlices our
 //! controller writes into the local cluster (issue 5, "Equivalence").
@@ -17,7 +17,7 @@
 //!   addresses; SRV (bare and `_<port>._<proto>`) give the same ports and
 //!   targets. Our canonical federated pod name `<host>.<cluster>.<svc>-
 //!   federated` is compared with the `<host>-<cluster>.<svc>-federated` that
-//!   CoreDNS serves from the federated slices (DESIGN.md decision 4); the
+//!   CoreDNS serves from the federated slices (docs/architecture.md, decision 4); the
 //!   alias is queried too.
 //! - **ClusterIP** names (flat non-headless mirrors, `<svc>-federated` with a
 //!   non-headless member): CoreDNS answers the mirror's VIP, we answer the

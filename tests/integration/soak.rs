@@ -26,12 +26,12 @@
 //! - **No wrong answer.** A sampler asks every name in turn and compares the
 //!   answer with the states the test wrote: it is right when it equals the
 //!   state of some moment between [`PROPAGATION`] before the query was sent
-//!   and the moment its answer arrived. [`PROPAGATION`] is 1 s: the README's
+//!   and the moment its answer arrived. [`PROPAGATION`] is 1 s: docs/performance.md's
 //!   propagation target is p99 under 50 ms (0.81 ms p99 measured on an idle
 //!   release build); this test runs the debug build with both cores busy, so
 //!   it allows 20 times the target and reports the largest lag it saw. For a
 //!   restarted cluster the window also reaches back to the moment its API
-//!   server stopped, until [`RECONNECT`] after it came back: the README
+//!   server stopped, until [`RECONNECT`] after it came back: docs/live.md
 //!   ("never more than 10 s apart") and `MAX_BACKOFF` in
 //!   `src/k8s/watch.rs` bound the wait before every watch tries again by
 //!   10 s, plus 2 s to resume or relist. Every restart must also show the

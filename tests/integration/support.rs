@@ -106,7 +106,7 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Fixture F of dns-spec.md §6.1: west is local, ns.dns is 10.96.0.53,
+    /// Fixture F of docs/dns.md §6.1: west is local, ns.dns is 10.96.0.53,
     /// reverse zones 10.in-addr.arpa and 0.0.d.f.ip6.arpa.
     pub(crate) fn conformance() -> Self {
         Self {

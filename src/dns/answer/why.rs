@@ -1,5 +1,5 @@
 //! The Extended DNS Errors (RFC 8914) an answer carries: why it is stale
-//! or SERVFAIL, naming the clusters responsible (DESIGN.md decision 5).
+//! or SERVFAIL, naming the clusters responsible (docs/architecture.md, decision 5).
 //!
 //! Owns the texts; the decisions stay in `answer`, which calls these at
 //! the point it decides. Pure: the clock comes in as `now`. It must not

@@ -1,5 +1,5 @@
 //! The MCS objects of one multi-cluster service (`--mcs`, KEP-1645,
-//! `reference/mcs.md` §1): what makes the clusterset service usable by
+//! `docs/mcs.md` §1): what makes the clusterset service usable by
 //! kube-proxy and by stock CoreDNS's `multicluster` option in the local
 //! cluster.
 //!
@@ -130,7 +130,7 @@ pub(super) fn mcs_unit(
     units.push(Unit {
         rank: Rank {
             // Against a Linkerd-form mirror of the same name, the older
-            // Service keeps it (DESIGN.md decision 7).
+            // Service keeps it (docs/architecture.md, decision 7).
             tier: 1,
             created: seniority,
             cluster: Arc::from(""),

@@ -1,6 +1,6 @@
 //! Table tests in the CoreDNS plugin style: each case names its input (a
 //! clusterset built from model events) and every object it must produce,
-//! written out field by field as linkerd-compat.md §3 lists them.
+//! written out field by field as docs/linkerd.md §3 lists them.
 
 use std::time::{Duration, Instant};
 

@@ -1,12 +1,12 @@
 //! The MCS clusterset name `<svc>.<ns>.svc.<zone>` (KEP-1645,
-//! `reference/mcs.md` §2): built from the services a ServiceExport makes
+//! `docs/mcs.md` §2): built from the services a ServiceExport makes
 //! members in each cluster, and the local ServiceImport's clusterset IPs.
 //!
 //! - A ClusterSetIP service answers the local ServiceImport's `spec.ips`,
 //!   SRV one record per service port, target the name itself; with no
 //!   ServiceImport (DNS without the mirror controller), the union of the
 //!   members' ready endpoints, and SRV the endpoints' ports (the ports a
-//!   client dials at those addresses, DESIGN.md decision 10).
+//!   client dials at those addresses, docs/architecture.md, decision 10).
 //! - A Headless service answers the union of ready endpoints; its pods are
 //!   named `<hostname>.<clusterid>.<svc>…` and SRV targets those names.
 //!
@@ -15,7 +15,7 @@
 //! differs from the oldest export's under the same name and protocol is the
 //! oldest export's (the KEP's conflict rule). A cluster whose id another
 //! cluster known before it holds is left out. Health follows the federated
-//! rules (DESIGN.md decision 5). Pure: no claims, no other entries.
+//! rules (docs/architecture.md, decision 5). Pure: no claims, no other entries.
 
 use std::sync::Arc;
 
@@ -160,7 +160,7 @@ pub(crate) fn build_mcs_entry(
             ports,
         ),
         // Pod addresses: SRV gives the ports a client dials at them, the
-        // endpoints' (DESIGN.md decision 10), not the Service's.
+        // endpoints' (docs/architecture.md, decision 10), not the Service's.
         None if !headless => (
             member_parts(parts, key, &used),
             used.iter()

@@ -1,4 +1,4 @@
-//! The Kubernetes MCS API objects (`reference/mcs.md`): ServiceExport,
+//! The Kubernetes MCS API objects (`docs/mcs.md`): ServiceExport,
 //! ServiceImport and the ClusterProperty `cluster.clusterset.k8s.io`,
 //! turned into what the model holds — a ServiceExport's key and age, an
 //! import's clusterset IPs, a cluster's id.

@@ -7,7 +7,7 @@ use serde_json::json;
 const IDENTITY: &str =
     "linkerd-gateway.linkerd-multicluster.serviceaccount.identity.linkerd.cluster.local";
 
-/// A Link as link-gen writes it (linkerd-compat.md §1.5), with the CRD's
+/// A Link as link-gen writes it (docs/linkerd.md §1.5), with the CRD's
 /// defaults not yet filled in.
 fn v1alpha3() -> Value {
     json!({

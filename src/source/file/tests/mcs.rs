@@ -1,4 +1,4 @@
-//! Every MCS name form (`reference/mcs.md` §2) over the file source, in the
+//! Every MCS name form (`docs/mcs.md` §2) over the file source, in the
 //! CoreDNS table style: each case names a query and the records expected
 //! in zone-file text. Three cluster directories: `west` (local, its own
 //! ServiceImports), `east` (cluster id `east-1` from its ClusterProperty),
