@@ -10,7 +10,7 @@ after changing it. `./run --grow` then merges what they add into corpus/.
   oversize labels and names, two OPTs, responses, other opcodes and classes.
 - zones_file: every YAML file of zones/demo, the demo Links and namespaces,
   the test fixtures, and edits (`#%after`) of them.
-- config_file: the example configs of deploy/ and the README, a clusters
+- config_file: the example configs of deploy/, the README and docs/, a clusters
   file, and variants.
 """
 
@@ -307,9 +307,15 @@ def config_seeds():
     config = "\n".join(line[4:] for line in body.splitlines()) + "\n"
     write("config_file", "deploy-base-config", config.encode())
     write("config_file", "deploy-base-config-west", config.replace("CHANGE-ME", "west").encode())
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", readme, re.S)):
-        write("config_file", f"readme-{i}", block.encode())
+    # The README's and the docs' YAML examples (configs and clusters files).
+    docs = ["README.md"] + sorted(
+        os.path.join("docs", f) for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
+    i = 0
+    for doc in docs:
+        text = open(os.path.join(ROOT, doc)).read()
+        for block in re.findall(r"```yaml\n(.*?)```", text, re.S):
+            write("config_file", f"readme-{i}", block.encode())
+            i += 1
     variants = {
         "zones-mode": "zones: /tmp/zones\nlocal-cluster: west\nzone: example.org\nttl: 0\nnegative-ttl: 3600\n"
                       "reverse-zone: [10.in-addr.arpa, 0.4.0.0.0.0.d.f.ip6.arpa]\nns-addr: [192.0.2.1, \"::1\"]\n",
