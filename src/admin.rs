@@ -18,7 +18,7 @@ use crate::metrics::Shared;
 use crate::metrics::{CONTENT_TYPE, Metrics};
 
 /// The admin routes.
-pub fn router(shared: Arc<Shared>) -> Router {
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
     let registry = Arc::new(Metrics::new(&shared));
     Router::new()
         .route("/live", get(|| async { "ok\n" }))

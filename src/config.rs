@@ -348,14 +348,14 @@ impl FileConfig {
 }
 
 /// Default DNS address.
-pub const DEFAULT_DNS_ADDR: &str = "127.0.0.1:5353";
+pub(crate) const DEFAULT_DNS_ADDR: &str = "127.0.0.1:5353";
 /// Default admin address.
-pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9153";
+pub(crate) const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9153";
 /// Default zone.
-pub const DEFAULT_ZONE: &str = "clusterset.local";
+pub(crate) const DEFAULT_ZONE: &str = "clusterset.local";
 
 /// Default namespace of Linkerd Links.
-pub const DEFAULT_LINK_NAMESPACE: &str = "linkerd-multicluster";
+pub(crate) const DEFAULT_LINK_NAMESPACE: &str = "linkerd-multicluster";
 /// Default size of the response cache, in MiB.
 pub const DEFAULT_ANSWER_CACHE_MB: u64 = 32;
 /// Largest response cache, in MiB.
@@ -365,10 +365,10 @@ const MAX_ANSWER_CACHE_MB: u64 = 64 * 1024;
 const MAX_ANSWER_RECORDS: usize = 10_000;
 
 /// Default sync timeout.
-pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Default DNS-over-TLS port (RFC 7858).
-pub const DEFAULT_TLS_PORT: u16 = 853;
+pub(crate) const DEFAULT_TLS_PORT: u16 = 853;
 
 /// DNS over TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]

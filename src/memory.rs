@@ -22,10 +22,10 @@ use libmimalloc_sys::{mi_collect, mi_option_set, mi_option_t};
 
 /// `mi_option_purge_delay` in `mimalloc.h` (the v3 sources libmimalloc-sys
 /// builds); a test checks it against the linked library.
-pub const PURGE_DELAY: mi_option_t = 15;
+pub(crate) const PURGE_DELAY: mi_option_t = 15;
 
 /// Delay, in ms, before freed memory goes back to the system once loaded.
-pub const STEADY_PURGE_DELAY_MS: c_long = 60_000;
+pub(crate) const STEADY_PURGE_DELAY_MS: c_long = 60_000;
 
 fn set_purge_delay(ms: c_long) {
     #[allow(unsafe_code)]
@@ -42,7 +42,7 @@ pub fn loading() {
 
 /// After bulk parsing on rayon's threads: each returns the pages its heap
 /// no longer uses (an idle thread would otherwise keep them).
-pub fn after_parallel_work() {
+pub(crate) fn after_parallel_work() {
     rayon::broadcast(|_| {
         #[allow(unsafe_code)]
         // SAFETY: collects the calling thread's own heap.

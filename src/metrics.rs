@@ -79,7 +79,7 @@ impl ConfigReloads {
 }
 
 /// The `Content-Type` of a scrape: the Prometheus text format 0.0.4.
-pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
+pub(crate) const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 /// The process's registry: DNS, the model, the sources and the mirror.
 #[derive(Debug)]
