@@ -54,7 +54,7 @@ fn web() -> Desired {
 
 /// `d` as the API would hold it.
 fn stored(d: &Desired, uid: &str, rv: &str) -> Value {
-    let mut v = d.object.clone();
+    let mut v = json(&d.object);
     v["metadata"]["uid"] = json!(uid);
     v["metadata"]["resourceVersion"] = json!(rv);
     v["spec"]["clusterIP"] = json!("10.96.0.10");
@@ -74,7 +74,7 @@ fn post(d: &Desired) -> Step {
     Step::new("POST", SERVICES)
         .query(&[FM])
         .content_type("application/json")
-        .body(d.object.clone())
+        .body(json(&d.object))
 }
 
 /// The forced server-side apply of `d`, exactly.
@@ -82,7 +82,7 @@ fn apply(d: &Desired) -> Step {
     Step::new("PATCH", &format!("{SERVICES}/web-east"))
         .query(&[FM, ("force", "true")])
         .content_type(APPLY)
-        .body(d.object.clone())
+        .body(json(&d.object))
 }
 
 /// The merge-patch repair to `d`, exactly.
@@ -90,7 +90,7 @@ fn merge(d: &Desired) -> Step {
     Step::new("PATCH", &format!("{SERVICES}/web-east"))
         .query(&[FM])
         .content_type(MERGE)
-        .body(d.object.clone())
+        .body(json(&d.object))
 }
 
 fn counted(pairs: &[(&'static str, &'static str)], changed: bool) -> Done {

@@ -47,7 +47,7 @@ fn import() -> Desired {
 }
 
 fn stored_import(d: &Desired, uid: &str, rv: &str) -> Value {
-    let mut v = d.object.clone();
+    let mut v = json(&d.object);
     v["metadata"]["uid"] = json!(uid);
     v["metadata"]["resourceVersion"] = json!(rv);
     v
@@ -63,12 +63,12 @@ async fn service_import_create_apply_and_delete_go_to_the_discovered_resource() 
             Step::new("POST", IMPORTS)
                 .query(&[FM])
                 .content_type("application/json")
-                .body(d.object.clone())
+                .body(json(&d.object))
                 .ok(stored_import(&d, "u1", "5")),
             Step::new("PATCH", &format!("{IMPORTS}/db"))
                 .query(&[FM, ("force", "true")])
                 .content_type(APPLY)
-                .body(d.object.clone())
+                .body(json(&d.object))
                 .ok(stored_import(&d, "u1", "6")),
             Step::new("DELETE", &format!("{IMPORTS}/db"))
                 .content_type("application/json")
