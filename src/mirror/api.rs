@@ -294,7 +294,9 @@ impl LocalApi {
     /// The object as it is now.
     pub async fn get(&self, key: &ObjectRef) -> Result<Object, ApiError> {
         Ok(match key.kind {
-            Kind::Service => Object::Service(api::<Service>(&self.client, key).get(&key.name).await?),
+            Kind::Service => {
+                Object::Service(api::<Service>(&self.client, key).get(&key.name).await?)
+            }
             Kind::EndpointSlice => Object::EndpointSlice(
                 api::<EndpointSlice>(&self.client, key)
                     .get(&key.name)
@@ -344,7 +346,9 @@ impl LocalApi {
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, ar);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let body = crd::to_dynamic(body, &ar.version).map_err(encode_error)?;
-        let answer = api.patch_status(name, &params, &Patch::Apply(&body)).await?;
+        let answer = api
+            .patch_status(name, &params, &Patch::Apply(&body))
+            .await?;
         crd::from_dynamic(answer).map_err(encode_error)
     }
 

@@ -37,11 +37,11 @@ pub mod sweep;
 pub mod watch;
 
 #[cfg(test)]
-#[path = "tests/mock.rs"]
-mod mock;
-#[cfg(test)]
 #[path = "tests/fixtures.rs"]
 mod fixtures;
+#[cfg(test)]
+#[path = "tests/mock.rs"]
+mod mock;
 
 use std::fmt;
 use std::sync::Arc;

@@ -247,9 +247,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// A Service with `clusterIP: None`.
 fn headless(o: &Object) -> bool {
     match o {
-        Object::Service(s) => {
-            s.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None")
-        }
+        Object::Service(s) => s.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None"),
         Object::EndpointSlice(_) | Object::ServiceImport { .. } => false,
     }
 }

@@ -159,7 +159,10 @@ impl Index<ServiceExport> for Exports {
 
     fn key(&self, e: &ServiceExport) -> Option<ObjectKey> {
         let meta = &e.metadata;
-        Some(ObjectKey::new(meta.namespace.as_deref()?, meta.name.as_deref()?))
+        Some(ObjectKey::new(
+            meta.namespace.as_deref()?,
+            meta.name.as_deref()?,
+        ))
     }
 
     fn apply(&mut self, e: ServiceExport) {
@@ -282,12 +285,12 @@ impl Controller {
             };
             !touched.contains(&derived)
         });
-        now.extend(derived_ips(touched.iter().filter_map(|k| {
-            match &actual.get(k)?.object {
+        now.extend(derived_ips(touched.iter().filter_map(
+            |k| match &actual.get(k)?.object {
                 Object::Service(s) => Some((k, s)),
                 Object::EndpointSlice(_) | Object::ServiceImport { .. } => None,
-            }
-        })));
+            },
+        )));
         let old = &self.derived_ips;
         let moved: BTreeSet<ObjectKey> = now
             .iter()

@@ -46,7 +46,10 @@ fn skipped(kind: Kind, object: &str, error: &str, stats: &MirrorStats) {
 }
 
 /// `e` with its object converted by `f`; `None` when `f` gives none.
-fn map_event<A, B>(e: watcher::Event<A>, f: impl FnOnce(A) -> Option<B>) -> Option<watcher::Event<B>> {
+fn map_event<A, B>(
+    e: watcher::Event<A>,
+    f: impl FnOnce(A) -> Option<B>,
+) -> Option<watcher::Event<B>> {
     Some(match e {
         watcher::Event::Init => watcher::Event::Init,
         watcher::Event::InitDone => watcher::Event::InitDone,

@@ -182,5 +182,8 @@ fn a_relist_settles_the_echo_of_an_object_we_deleted() {
     // come, and nothing of it is awaited any more.
     relist(&mut c, Kind::Service, Vec::new());
     assert!(c.echoes.is_empty() && c.watched.is_empty());
-    assert!(c.applied(obj("web", "u1", "9", 80)), "the same uid again is news");
+    assert!(
+        c.applied(obj("web", "u1", "9", 80)),
+        "the same uid again is news"
+    );
 }

@@ -56,7 +56,9 @@ fn entries(
     have: &Option<BTreeMap<String, String>>,
     want: &Option<BTreeMap<String, String>>,
 ) -> bool {
-    opt_with(have, want, |h, w| w.iter().all(|(k, v)| h.get(k) == Some(v)))
+    opt_with(have, want, |h, w| {
+        w.iter().all(|(k, v)| h.get(k) == Some(v))
+    })
 }
 
 fn meta(have: &ObjectMeta, want: &ObjectMeta) -> bool {
@@ -93,7 +95,9 @@ fn slice(have: &EndpointSlice, want: &EndpointSlice) -> bool {
 fn endpoint(have: &Endpoint, want: &Endpoint) -> bool {
     have.addresses == want.addresses
         && opt_with(&have.conditions, &want.conditions, |h, w| {
-            opt(&h.ready, &w.ready) && opt(&h.serving, &w.serving) && opt(&h.terminating, &w.terminating)
+            opt(&h.ready, &w.ready)
+                && opt(&h.serving, &w.serving)
+                && opt(&h.terminating, &w.terminating)
         })
         && opt(&have.hostname, &want.hostname)
         && opt(&have.node_name, &want.node_name)

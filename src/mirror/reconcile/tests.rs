@@ -301,8 +301,10 @@ fn contains_table() {
     });
     assert!(contains(&with_name("other"), &unnamed));
     assert!(!contains(&with_name("other"), &want));
-    let slice = object(json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                              "metadata": {"name": "web-east", "namespace": "prod"}}));
+    let slice = object(
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                              "metadata": {"name": "web-east", "namespace": "prod"}}),
+    );
     assert!(!contains(&slice, &want));
 }
 

@@ -7,7 +7,7 @@ use super::*;
 use crate::mirror::api::discover_mcs;
 use crate::model::cluster::Dirty;
 use crate::model::testing::{port, service, svc_event, up};
-use kube::api::ApiResource;
+use kube::api::{ApiResource, DynamicObject};
 
 const IMPORTS: &str = "/apis/multicluster.x-k8s.io/v1beta1/namespaces/prod/serviceimports";
 const EXPORTS: &str = "/apis/multicluster.x-k8s.io/v1beta1/namespaces/prod/serviceexports";
@@ -34,14 +34,14 @@ fn mcs_controller(client: Client) -> Controller {
 fn import() -> Desired {
     stamped(&Desired {
         key: key(Kind::ServiceImport, "db"),
-        object: json!({
+        object: object(json!({
             "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
             "metadata": {"name": "db", "namespace": "prod",
                          "labels": {"app.kubernetes.io/managed-by": "clusterset-dns",
                                     "multicluster.kubernetes.io/service-name": "db"}},
             "spec": {"type": "ClusterSetIP", "ips": ["10.96.0.5"],
                      "ports": [{"name": "pg", "port": 5432, "protocol": "TCP"}]}
-        }),
+        })),
         cluster: None,
     })
 }
@@ -121,12 +121,15 @@ fn exported(c: &mut Controller) {
         set.apply(e, &mut dirty);
     }
     c.set = Some(set);
-    c.on_export(Event::Apply(json!({
+    let export: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
         "metadata": {"name": "db", "namespace": "prod", "uid": "e1", "generation": 2,
                      "resourceVersion": "3"},
         "spec": {}
-    })));
+    }))
+    .expect("an object");
+    let export = crate::k8s::crd::from_dynamic(export).expect("a ServiceExport");
+    c.on_export(Event::Apply(export));
 }
 
 #[tokio::test]
