@@ -236,9 +236,9 @@ impl LocalApi {
         let params = post_params();
         let key = &d.key;
         Ok(match &d.object {
-            Object::Service(s) => {
-                Object::Service(api::<Service>(&self.client, key).create(&params, s).await?)
-            }
+            Object::Service(s) => Object::Service(Box::new(
+                api::<Service>(&self.client, key).create(&params, s).await?,
+            )),
             Object::EndpointSlice(s) => Object::EndpointSlice(
                 api::<EndpointSlice>(&self.client, key)
                     .create(&params, s)
@@ -277,9 +277,9 @@ impl LocalApi {
     ) -> Result<Object, ApiError> {
         let client = &self.client;
         Ok(match body {
-            Object::Service(s) => {
-                Object::Service(patch_as(client, key, params, &how.patch(s)).await?)
-            }
+            Object::Service(s) => Object::Service(Box::new(
+                patch_as(client, key, params, &how.patch(&**s)).await?,
+            )),
             Object::EndpointSlice(s) => {
                 Object::EndpointSlice(patch_as(client, key, params, &how.patch(s)).await?)
             }
@@ -294,9 +294,9 @@ impl LocalApi {
     /// The object as it is now.
     pub async fn get(&self, key: &ObjectRef) -> Result<Object, ApiError> {
         Ok(match key.kind {
-            Kind::Service => {
-                Object::Service(api::<Service>(&self.client, key).get(&key.name).await?)
-            }
+            Kind::Service => Object::Service(Box::new(
+                api::<Service>(&self.client, key).get(&key.name).await?,
+            )),
             Kind::EndpointSlice => Object::EndpointSlice(
                 api::<EndpointSlice>(&self.client, key)
                     .get(&key.name)

@@ -999,11 +999,11 @@ fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<Object
         key,
         Desired {
             key: service_ref(&namespace, &name),
-            object: Object::Service(ServiceObject {
+            object: Object::Service(Box::new(ServiceObject {
                 metadata: metadata(&name, &namespace, labels, annotations),
                 spec: Some(spec),
                 status: None,
-            }),
+            })),
             cluster: cluster.clone(),
         },
     );

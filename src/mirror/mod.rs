@@ -113,8 +113,8 @@ impl fmt::Display for ObjectRef {
 /// or as the API holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Object {
-    /// A Service.
-    Service(Service),
+    /// A Service (boxed: it is the largest by far).
+    Service(Box<Service>),
     /// An EndpointSlice.
     EndpointSlice(EndpointSlice),
     /// A ServiceImport, at the version the local cluster serves.

@@ -287,7 +287,7 @@ impl Controller {
         });
         now.extend(derived_ips(touched.iter().filter_map(
             |k| match &actual.get(k)?.object {
-                Object::Service(s) => Some((k, s)),
+                Object::Service(s) => Some((k, &**s)),
                 Object::EndpointSlice(_) | Object::ServiceImport { .. } => None,
             },
         )));

@@ -142,7 +142,7 @@ pub fn spawn(
     tokio::spawn(forward::<Service>(
         Api::all(client.clone()),
         Kind::Service,
-        |s| Ok(Object::Service(s)),
+        |s| Ok(Object::Service(Box::new(s))),
         (tx.clone(), stats.clone()),
         stop.clone(),
     ));

@@ -251,7 +251,8 @@ fn contains_table() {
         })
     };
     // (case, edit of what the API holds, whether it holds what we want)
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, bool)> = vec![
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit, bool)> = vec![
         ("the same", Box::new(|_| {}), true),
         (
             "server defaults and others' fields added",

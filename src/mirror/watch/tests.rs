@@ -42,7 +42,7 @@ async fn an_undecodable_object_is_skipped_and_counted_and_the_list_goes_on() {
     let task = tokio::spawn(forward::<Service>(
         Api::all(client),
         Kind::Service,
-        |s| Ok(Object::Service(s)),
+        |s| Ok(Object::Service(Box::new(s))),
         (tx, stats.clone()),
         stop.clone(),
     ));
