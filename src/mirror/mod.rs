@@ -19,6 +19,13 @@
 //! - [`run`]: the loop, and what each API status means for a write;
 //! - [`stats`]: its counters.
 //!
+//! Every object is typed end to end ([`Object`]: k8s-openapi's `Service`
+//! and `EndpointSlice`, [`crate::k8s::crd::ServiceImport`] at the version
+//! the local cluster serves): built so by [`desired`], watched and written
+//! so, compared on its typed fields by [`reconcile`]. JSON exists only as
+//! what the API is sent ([`Object::to_json`], hashed into the
+//! applied-hash annotation).
+//!
 //! Nothing here builds an HTTP request by hand or reads from
 //! `crate::source`. Objects are told apart from everyone else's by
 //! [`MANAGED_BY_LABEL`] = [`MANAGED_BY`]; nothing without it is ever
