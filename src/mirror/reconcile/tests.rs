@@ -363,3 +363,27 @@ fn objects_of_refused_services_are_neither_written_nor_deleted() {
         ]
     );
 }
+
+#[test]
+fn the_applied_hash_is_of_the_json_body_so_an_upgrade_rewrites_nothing() {
+    // The hash releases before the typed objects wrote: FNV-1a of the body
+    // as JSON text with its keys sorted. The typed object must hash the
+    // same, or every object would be applied again after an upgrade.
+    let body = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web-east", "namespace": "prod",
+                     "labels": {"app.kubernetes.io/managed-by": "clusterset-dns"}},
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}
+    });
+    let text = serde_json::to_string(&body).expect("encodes");
+    let want = format!("{:016x}", fnv1a(text.as_bytes()));
+    let d = desired("web-east", 80);
+    let stamped = stamped(&d);
+    let got = stamped
+        .object
+        .meta()
+        .annotations
+        .as_ref()
+        .expect("annotations");
+    assert_eq!(got.get(HASH_ANNOTATION), Some(&want));
+}
