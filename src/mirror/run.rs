@@ -771,10 +771,12 @@ impl Controller {
 }
 
 /// Which MCS resources the local cluster serves, asked until it answers
-/// ([`retry_until`]: the watches' backoff) or the mirror stops (`None`). Until then the
-/// mirror writes nothing: a local API that cannot answer discovery cannot
-/// take writes either, and writing derived Services without knowing
-/// whether their ServiceImports can exist would be undone once it answers.
+/// ([`retry_until`]: the watches' backoff) or the mirror stops (`None`).
+/// Until then the mirror writes nothing: a local API that cannot answer
+/// discovery cannot take writes either, and writing derived Services
+/// without knowing whether their ServiceImports can exist would be undone
+/// once it answers. The first failure warns, later ones are debug, and an
+/// answer after failures is said once.
 async fn discover_until_answered(client: &Client, shutdown: &CancellationToken) -> Option<McsApis> {
     let mut failures = 0_u32;
     let apis = retry_until(

@@ -7,8 +7,11 @@
 //! Stands on [`crate::k8s::watch`] (pages of 500, bookmarks, relist on 410,
 //! backoff on errors, objects that do not decode skipped), and owns what
 //! the mirror adds: lists at the most recent version, so a relist is newer
-//! than every write that finished before it, and each skipped object logged
-//! with its name and counted in [`MirrorStats`]. It must not write anything.
+//! than every write that finished before it, every object handed on typed
+//! ([`Object`]; ServiceImports and ServiceExports, watched at the version
+//! the cluster serves, read as [`crate::k8s::crd`]'s types), and each
+//! skipped object logged with its name and counted in [`MirrorStats`]. It
+//! must not write anything.
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
