@@ -50,7 +50,9 @@ pub enum ApiError {
     /// No answer: connection, TLS, timeout, an undecodable response.
     #[error("{0}")]
     Failed(String),
-    /// Our own object does not fit the typed object (a bug of ours).
+    /// A ServiceImport or ServiceExport did not convert between its typed
+    /// form and the served version's dynamic one: ours (a bug of ours), or
+    /// the API's answer.
     #[error("object does not encode as its kind: {0}")]
     Encode(String),
 }
