@@ -27,7 +27,8 @@ pub trait Index<K> {
     /// neither applied nor deleted.
     fn key(&self, obj: &K) -> Option<Self::Key>;
 
-    /// `obj` exists: new, or changed.
+    /// `obj` exists: new, or changed (or listed by a relist, unless
+    /// [`Index::apply_listed`] says otherwise).
     fn apply(&mut self, obj: K);
 
     /// `obj` was listed by a relist. The same as [`Index::apply`] unless
