@@ -13,11 +13,14 @@
 //! - [`layer`]: the in-flight bound and [`layer::ApiStats`];
 //! - [`watch`]: [`watch::guarded_watch`] and [`watch::guarded_list`];
 //! - [`discover`]: which version of a resource a cluster serves;
+//! - [`crd`]: the custom resources we read and write, typed, and their
+//!   crossing to and from the version a cluster serves;
 //! - [`index`]: [`index::Index`] and [`index::Relist`], the one adapter
 //!   from a watch to what holds its objects;
 //! - [`retry`]: [`retry::retry_until`], the one retry-until-stopped loop.
 
 pub mod client;
+pub(crate) mod crd;
 pub(crate) mod credentials;
 pub(crate) mod discover;
 pub(crate) mod index;

@@ -2,17 +2,19 @@
 //! [`Api`]: create, server-side apply, merge-patch repair, get, delete with
 //! preconditions, and the NotOwned Event through kube's event
 //! [`Recorder`]. ServiceImports, a CRD, go through `Api<DynamicObject>` with
-//! the resource discovery found ([`discover_mcs`]); so does the status of
-//! the local ServiceExports, the only write to an object that is not ours
-//! (its `/status` subresource, by server-side apply under our field
-//! manager, so nothing else of it is touched).
+//! the resource discovery found ([`discover_mcs`]), the typed object
+//! converted at the served version ([`crate::k8s::crd`]); so does the
+//! status of the local ServiceExports, the only write to an object that is
+//! not ours (its `/status` subresource, by server-side apply under our
+//! field manager, so nothing else of it is touched).
 //!
 //! Owns how each request is made (field manager, `force`, preconditions)
-//! and turns every answer into an object as JSON or an [`ApiError`] that
+//! and turns every answer into a typed [`Object`] or an [`ApiError`] that
 //! keeps the HTTP status. It must not decide what a status means: that is
 //! the controller's policy (`mirror::run`).
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
@@ -24,9 +26,9 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
-use super::{Desired, FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef};
+use super::{Desired, FIELD_MANAGER, Kind, MANAGED_BY, MANAGED_BY_LABEL, Object, ObjectRef};
+use crate::k8s::crd::{self, CrdError, ServiceExport};
 use crate::vocab::mcs::{MCS_GROUP, MCS_VERSIONS};
 
 /// `reportingController` of our Events.
@@ -48,7 +50,9 @@ pub enum ApiError {
     /// No answer: connection, TLS, timeout, an undecodable response.
     #[error("{0}")]
     Failed(String),
-    /// Our own object does not fit the typed object (a bug of ours).
+    /// A ServiceImport or ServiceExport did not convert between its typed
+    /// form and the served version's dynamic one: ours (a bug of ours), or
+    /// the API's answer.
     #[error("object does not encode as its kind: {0}")]
     Encode(String),
 }
@@ -76,7 +80,7 @@ impl From<kube::Error> for ApiError {
     }
 }
 
-/// The two kinds we write, as typed objects.
+/// The two built-in kinds we write.
 trait Mirrored:
     Resource<Scope = NamespaceResourceScope, DynamicType = ()>
     + Clone
@@ -89,12 +93,8 @@ trait Mirrored:
 impl Mirrored for Service {}
 impl Mirrored for EndpointSlice {}
 
-fn encode<K: Serialize>(k: &K) -> Result<Value, ApiError> {
-    serde_json::to_value(k).map_err(|e| ApiError::Encode(e.to_string()))
-}
-
-fn decode<K: DeserializeOwned>(v: &Value) -> Result<K, ApiError> {
-    serde_json::from_value(v.clone()).map_err(|e| ApiError::Encode(e.to_string()))
+fn encode_error(e: CrdError) -> ApiError {
+    ApiError::Encode(e.to_string())
 }
 
 fn api<K: Mirrored>(client: &Client, key: &ObjectRef) -> Api<K> {
@@ -108,30 +108,33 @@ fn post_params() -> PostParams {
     }
 }
 
-async fn create_as<K: Mirrored>(client: &Client, d: &Desired) -> Result<Value, ApiError> {
-    let object: K = decode(&d.object)?;
-    encode(
-        &api::<K>(client, &d.key)
-            .create(&post_params(), &object)
-            .await?,
-    )
+/// Which patch: the body is the typed object either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// Server-side apply.
+    Apply,
+    /// JSON merge patch.
+    Merge,
+}
+
+impl How {
+    fn patch<T: Serialize>(self, body: &T) -> Patch<&T> {
+        match self {
+            Self::Apply => Patch::Apply(body),
+            Self::Merge => Patch::Merge(body),
+        }
+    }
 }
 
 async fn patch_as<K: Mirrored>(
     client: &Client,
     key: &ObjectRef,
     params: &PatchParams,
-    patch: &Patch<&Value>,
-) -> Result<Value, ApiError> {
-    encode(
-        &api::<K>(client, key)
-            .patch(&key.name, params, patch)
-            .await?,
-    )
-}
-
-async fn get_as<K: Mirrored>(client: &Client, key: &ObjectRef) -> Result<Value, ApiError> {
-    encode(&api::<K>(client, key).get(&key.name).await?)
+    patch: &Patch<&K>,
+) -> Result<K, ApiError> {
+    Ok(api::<K>(client, key)
+        .patch(&key.name, params, patch)
+        .await?)
 }
 
 async fn delete_as<K: Mirrored>(
@@ -220,65 +223,89 @@ impl LocalApi {
         dynamic(&self.client, self.imports.as_ref(), &key.namespace)
     }
 
+    /// A ServiceImport the API returned, typed, at the version served.
+    fn import_of(&self, o: DynamicObject) -> Result<Object, ApiError> {
+        let version = self.imports.as_ref().map_or("", |ar| ar.version.as_str());
+        Ok(Object::ServiceImport {
+            version: Arc::from(version),
+            import: crd::from_dynamic(o).map_err(encode_error)?,
+        })
+    }
+
     /// POST: fails with 409 if a same-named object exists, so nobody's
     /// object is ever taken over.
-    pub async fn create(&self, d: &Desired) -> Result<Value, ApiError> {
-        match d.key.kind {
-            Kind::Service => create_as::<Service>(&self.client, d).await,
-            Kind::EndpointSlice => create_as::<EndpointSlice>(&self.client, d).await,
-            Kind::ServiceImport => {
-                let object: DynamicObject = decode(&d.object)?;
-                encode(
-                    &self
-                        .imports(&d.key)?
-                        .create(&post_params(), &object)
-                        .await?,
-                )
+    pub async fn create(&self, d: &Desired) -> Result<Object, ApiError> {
+        let params = post_params();
+        let key = &d.key;
+        Ok(match &d.object {
+            Object::Service(s) => Object::Service(Box::new(
+                api::<Service>(&self.client, key).create(&params, s).await?,
+            )),
+            Object::EndpointSlice(s) => Object::EndpointSlice(
+                api::<EndpointSlice>(&self.client, key)
+                    .create(&params, s)
+                    .await?,
+            ),
+            Object::ServiceImport { version, import } => {
+                let body = crd::to_dynamic(import, version).map_err(encode_error)?;
+                self.import_of(self.imports(key)?.create(&params, &body).await?)?
             }
-        }
+        })
     }
 
     /// Server-side apply of the whole desired object as [`FIELD_MANAGER`],
     /// forced: the fields we own are ours even if someone else set them.
-    pub async fn apply(&self, d: &Desired) -> Result<Value, ApiError> {
+    pub async fn apply(&self, d: &Desired) -> Result<Object, ApiError> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.patch(&d.key, &params, &Patch::Apply(&d.object)).await
+        self.patch(&d.key, &params, How::Apply, &d.object).await
     }
 
     /// Merge patch: replaces the lists in `body` whole, which apply cannot
     /// do for list entries another manager owns.
-    pub async fn merge(&self, key: &ObjectRef, body: &Value) -> Result<Value, ApiError> {
+    pub async fn merge(&self, key: &ObjectRef, body: &Object) -> Result<Object, ApiError> {
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        self.patch(key, &params, &Patch::Merge(body)).await
+        self.patch(key, &params, How::Merge, body).await
     }
 
     async fn patch(
         &self,
         key: &ObjectRef,
         params: &PatchParams,
-        patch: &Patch<&Value>,
-    ) -> Result<Value, ApiError> {
-        match key.kind {
-            Kind::Service => patch_as::<Service>(&self.client, key, params, patch).await,
-            Kind::EndpointSlice => {
-                patch_as::<EndpointSlice>(&self.client, key, params, patch).await
+        how: How,
+        body: &Object,
+    ) -> Result<Object, ApiError> {
+        let client = &self.client;
+        Ok(match body {
+            Object::Service(s) => Object::Service(Box::new(
+                patch_as(client, key, params, &how.patch(&**s)).await?,
+            )),
+            Object::EndpointSlice(s) => {
+                Object::EndpointSlice(patch_as(client, key, params, &how.patch(s)).await?)
             }
-            Kind::ServiceImport => {
-                encode(&self.imports(key)?.patch(&key.name, params, patch).await?)
+            Object::ServiceImport { version, import } => {
+                let body = crd::to_dynamic(import, version).map_err(encode_error)?;
+                let api = self.imports(key)?;
+                self.import_of(api.patch(&key.name, params, &how.patch(&body)).await?)?
             }
-        }
+        })
     }
 
     /// The object as it is now.
-    pub async fn get(&self, key: &ObjectRef) -> Result<Value, ApiError> {
-        match key.kind {
-            Kind::Service => get_as::<Service>(&self.client, key).await,
-            Kind::EndpointSlice => get_as::<EndpointSlice>(&self.client, key).await,
-            Kind::ServiceImport => encode(&self.imports(key)?.get(&key.name).await?),
-        }
+    pub async fn get(&self, key: &ObjectRef) -> Result<Object, ApiError> {
+        Ok(match key.kind {
+            Kind::Service => Object::Service(Box::new(
+                api::<Service>(&self.client, key).get(&key.name).await?,
+            )),
+            Kind::EndpointSlice => Object::EndpointSlice(
+                api::<EndpointSlice>(&self.client, key)
+                    .get(&key.name)
+                    .await?,
+            ),
+            Kind::ServiceImport => self.import_of(self.imports(key)?.get(&key.name).await?)?,
+        })
     }
 
     /// Deletes the object only if it is still the one we listed: the API
@@ -307,19 +334,24 @@ impl LocalApi {
         }
     }
 
-    /// Server-side apply of `body` (`status.conditions` only) to the
-    /// `/status` of the local ServiceExport `namespace/name`, resource
-    /// `ar`, as [`FIELD_MANAGER`]: only the conditions we own change.
+    /// Server-side apply of `body` (name, namespace and
+    /// `status.conditions` only) to the `/status` of the local
+    /// ServiceExport `namespace/name`, resource `ar`, as [`FIELD_MANAGER`]:
+    /// only the conditions we own change.
     pub async fn apply_export_status(
         &self,
         ar: &ApiResource,
         namespace: &str,
         name: &str,
-        body: &Value,
-    ) -> Result<Value, ApiError> {
+        body: &ServiceExport,
+    ) -> Result<ServiceExport, ApiError> {
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, ar);
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        encode(&api.patch_status(name, &params, &Patch::Apply(body)).await?)
+        let body = crd::to_dynamic(body, &ar.version).map_err(encode_error)?;
+        let answer = api
+            .patch_status(name, &params, &Patch::Apply(&body))
+            .await?;
+        crd::from_dynamic(answer).map_err(encode_error)
     }
 
     /// A Warning Event (`events.k8s.io/v1`, reason `NotOwned`) on the

@@ -10,15 +10,17 @@
 //! resourceVersion: until that echo arrives, the response stands and older
 //! events for the key are ignored. A delete settles by uid: only an event of
 //! the object we deleted can be its echo, and a DELETED event removes the
-//! cached object only when the uids match. A relist replaces everything.
+//! cached object only when the uids match. A relist replaces everything of
+//! its kind ([`crate::k8s::index::Relist`] does the bookkeeping).
 //! Pure: no I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
+use kube::runtime::watcher::Event;
 
 use super::reconcile::Actual;
-use super::{Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef};
+use super::{Kind, MANAGED_BY, MANAGED_BY_LABEL, Object, ObjectRef};
+use crate::k8s::index::{Index, Relist};
 
 /// What the cache waits for from the watch before it trusts it again for a
 /// key (set by our own writes).
@@ -38,10 +40,11 @@ pub struct Cache {
     /// a write response is already known (a no-op write has no echo).
     watched: BTreeMap<ObjectRef, String>,
     echoes: BTreeMap<ObjectRef, Echo>,
-    /// Keys of one kind seen during a relist in progress.
-    relist: [Option<BTreeSet<ObjectRef>>; 3],
-    /// Per kind: listed once, or not watched at all.
-    listed: [bool; 3],
+    /// Per kind: the relist bookkeeping of its watch
+    /// ([`crate::k8s::index::Relist`]).
+    relists: [Relist<ObjectRef>; 3],
+    /// Per kind: watched at all.
+    expected: [bool; 3],
     /// Services whose entry in `actual` changed since
     /// [`Cache::take_touched_services`]: what can move a derived Service's
     /// ClusterIP, found without a look at every Service.
@@ -56,8 +59,8 @@ impl Default for Cache {
             actual: BTreeMap::new(),
             watched: BTreeMap::new(),
             echoes: BTreeMap::new(),
-            relist: [None, None, None],
-            listed: [false, false, true],
+            relists: Default::default(),
+            expected: [true, true, false],
             touched_services: BTreeSet::new(),
         }
     }
@@ -71,28 +74,64 @@ fn slot(kind: Kind) -> usize {
     }
 }
 
-/// `(namespace, name)` of an object, as its key of kind `kind`.
-pub fn object_ref(kind: Kind, v: &Value) -> Option<ObjectRef> {
+/// `(namespace, name)` of an object, as its key.
+pub fn object_ref(o: &Object) -> Option<ObjectRef> {
+    let meta = o.meta();
     Some(ObjectRef {
-        kind,
-        namespace: v.pointer("/metadata/namespace")?.as_str()?.into(),
-        name: v.pointer("/metadata/name")?.as_str()?.into(),
+        kind: o.kind(),
+        namespace: meta.namespace.as_deref()?.into(),
+        name: meta.name.as_deref()?.into(),
     })
 }
 
-/// Whether `v` carries our managed-by label.
-pub fn is_ours(v: &Value) -> bool {
-    v.pointer(&format!(
-        "/metadata/labels/{}",
-        MANAGED_BY_LABEL.replace('/', "~1")
-    ))
-    .and_then(Value::as_str)
-        == Some(MANAGED_BY)
+/// Whether `o` carries our managed-by label.
+pub fn is_ours(o: &Object) -> bool {
+    o.label(MANAGED_BY_LABEL) == Some(MANAGED_BY)
 }
 
-fn meta<'v>(v: &'v Value, field: &str) -> Option<&'v str> {
-    v.pointer(&format!("/metadata/{field}"))
-        .and_then(Value::as_str)
+/// The cache as the [`Index`] of the watch of one kind: what a relist of
+/// that kind did not bring back is gone, and whether an event was news is
+/// kept for [`Cache::on_event`].
+struct OfKind<'c> {
+    cache: &'c mut Cache,
+    kind: Kind,
+    news: bool,
+}
+
+impl Index<Object> for OfKind<'_> {
+    type Key = ObjectRef;
+
+    fn key(&self, obj: &Object) -> Option<ObjectRef> {
+        object_ref(obj).filter(|k| k.kind == self.kind)
+    }
+
+    fn apply(&mut self, obj: Object) {
+        self.news = self.cache.applied(obj);
+    }
+
+    fn apply_listed(&mut self, obj: Object) {
+        self.cache.relisted(obj);
+    }
+
+    fn delete(&mut self, key: &ObjectRef, obj: Option<Object>) {
+        self.news = true;
+        match obj {
+            Some(obj) => self.cache.deleted(&obj),
+            None => self.cache.gone(key),
+        }
+    }
+
+    fn keys(&self) -> Vec<ObjectRef> {
+        // Everything held of the kind, echoes awaited included: a relist
+        // settles them all.
+        let of_kind = |k: &&ObjectRef| k.kind == self.kind;
+        let c = &self.cache;
+        let all: BTreeSet<&ObjectRef> = (c.actual.keys().filter(of_kind))
+            .chain(c.watched.keys().filter(of_kind))
+            .chain(c.echoes.keys().filter(of_kind))
+            .collect();
+        all.into_iter().cloned().collect()
+    }
 }
 
 impl Cache {
@@ -114,52 +153,59 @@ impl Cache {
 
     /// Every watch has listed once: `actual` is complete.
     pub fn listed(&self) -> bool {
-        self.listed.iter().all(|l| *l)
+        self.expected
+            .iter()
+            .zip(&self.relists)
+            .all(|(expected, relist)| !expected || relist.listed())
     }
 
     /// `kind` is watched too: `actual` is complete only once it has listed.
     pub fn expect(&mut self, kind: Kind) {
-        self.listed[slot(kind)] = false;
+        self.expected[slot(kind)] = true;
     }
 
-    /// A relist of `kind` begins.
-    pub fn relist_begin(&mut self, kind: Kind) {
-        self.relist[slot(kind)] = Some(BTreeSet::new());
-    }
-
-    /// One object of a relist of `kind`. Returns whether anything changed.
-    pub fn relist_item(&mut self, kind: Kind, v: Value) -> bool {
-        let Some(key) = object_ref(kind, &v) else {
-            return false;
+    /// One event of the watch of `kind`. Returns whether it is news: a
+    /// relist's objects and its end are; an event is unless it is the echo
+    /// of our own write or older than it.
+    pub fn on_event(&mut self, kind: Kind, event: Event<Object>) -> bool {
+        let fixed = match &event {
+            Event::Init => Some(false),
+            Event::InitApply(_) | Event::InitDone => Some(true),
+            Event::Apply(_) | Event::Delete(_) => None,
         };
-        if let Some(seen) = self.relist[slot(kind)].as_mut() {
-            seen.insert(key.clone());
-        }
+        let mut relist = std::mem::take(&mut self.relists[slot(kind)]);
+        let mut index = OfKind {
+            cache: self,
+            kind,
+            news: false,
+        };
+        relist.handle(&mut index, event);
+        let news = index.news;
+        self.relists[slot(kind)] = relist;
+        fixed.unwrap_or(news)
+    }
+
+    /// One object of a relist.
+    fn relisted(&mut self, o: Object) {
+        let Some(key) = object_ref(&o) else { return };
         // The list is at least as new as any write that completed before
         // it: what it says replaces any echo still awaited.
         self.echoes.remove(&key);
-        self.take_watched(key, v)
+        self.take_watched(key, o);
     }
 
-    /// The relist of `kind` is complete: what it did not list is gone.
-    pub fn relist_done(&mut self, kind: Kind) -> bool {
-        if let Some(seen) = self.relist[slot(kind)].take() {
-            let gone = |k: &ObjectRef| k.kind == kind && !seen.contains(k);
-            let removed: Vec<ObjectRef> = self.actual.keys().filter(|k| gone(k)).cloned().collect();
-            for k in &removed {
-                self.touch(k);
-            }
-            self.actual.retain(|k, _| !gone(k));
-            self.watched.retain(|k, _| !gone(k));
-            self.echoes.retain(|k, _| !gone(k));
+    /// `key` was not brought back by a relist: gone.
+    fn gone(&mut self, key: &ObjectRef) {
+        if self.actual.remove(key).is_some() {
+            self.touch(key);
         }
-        self.listed[slot(kind)] = true;
-        true
+        self.watched.remove(key);
+        self.echoes.remove(key);
     }
 
     /// An ADDED or MODIFIED event. Returns whether it is news.
-    pub fn applied(&mut self, kind: Kind, v: Value) -> bool {
-        let Some(key) = object_ref(kind, &v) else {
+    fn applied(&mut self, v: Object) -> bool {
+        let Some(key) = object_ref(&v) else {
             return false;
         };
         if !is_ours(&v) {
@@ -168,7 +214,7 @@ impl Cache {
             self.touch(&key);
             return self.actual.remove(&key).is_some();
         }
-        let version = meta(&v, "resourceVersion").map(str::to_owned);
+        let version = v.meta().resource_version.clone();
         match self.echoes.get(&key) {
             // Our own write coming back: the cache has it already.
             Some(Echo::Version(rv)) if version.as_ref() == Some(rv) => {
@@ -181,7 +227,7 @@ impl Cache {
             // Older than our write (the watch has not reached it yet).
             Some(Echo::Version(_)) => false,
             // The object we deleted, before its DELETED event.
-            Some(Echo::Gone(uid)) if uid.as_deref() == meta(&v, "uid") => false,
+            Some(Echo::Gone(uid)) if *uid == v.meta().uid => false,
             // Someone created a new object of that name since.
             Some(Echo::Gone(_)) => {
                 self.echoes.remove(&key);
@@ -191,12 +237,12 @@ impl Cache {
         }
     }
 
-    /// A DELETED event. Returns whether it is news.
-    pub fn deleted(&mut self, kind: Kind, v: &Value) -> bool {
-        let Some(key) = object_ref(kind, v) else {
-            return false;
+    /// A DELETED event.
+    fn deleted(&mut self, v: &Object) {
+        let Some(key) = object_ref(v) else {
+            return;
         };
-        let uid = meta(v, "uid");
+        let uid = v.meta().uid.as_deref();
         if let Some(Echo::Gone(gone)) = self.echoes.get(&key)
             && gone.as_deref() == uid
         {
@@ -215,13 +261,12 @@ impl Cache {
             self.touch(&key);
             self.actual.remove(&key);
         }
-        true
     }
 
     /// A write of ours returned `v` (create, apply, repair, or a GET after
     /// a conflict): it is the newest state of the key.
-    pub fn wrote(&mut self, key: ObjectRef, v: Value) {
-        let version = meta(&v, "resourceVersion").map(str::to_owned);
+    pub fn wrote(&mut self, key: ObjectRef, v: Object) {
+        let version = v.meta().resource_version.clone();
         match version {
             // Already delivered by the watch (a write that changed nothing
             // has no event): nothing to wait for.
@@ -247,9 +292,9 @@ impl Cache {
         self.echoes.insert(key.clone(), Echo::Gone(uid));
     }
 
-    fn take_watched(&mut self, key: ObjectRef, v: Value) -> bool {
-        if let Some(rv) = meta(&v, "resourceVersion") {
-            self.watched.insert(key.clone(), rv.to_owned());
+    fn take_watched(&mut self, key: ObjectRef, v: Object) -> bool {
+        if let Some(rv) = &v.meta().resource_version {
+            self.watched.insert(key.clone(), rv.clone());
         }
         let new = Actual { object: v };
         if self.actual.get(&key) == Some(&new) {

@@ -34,11 +34,15 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use k8s_openapi::api::core::v1::{Service as ServiceObject, ServicePort, ServiceSpec};
+use k8s_openapi::api::discovery::v1::{
+    Endpoint as SliceEndpoint, EndpointConditions, EndpointPort, EndpointSlice,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
-    CLUSTER_LABEL, Desired, FULL_NAME_ANNOTATION, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef,
-    SLICE_MANAGED_BY,
+    CLUSTER_LABEL, Desired, FULL_NAME_ANNOTATION, Kind, MANAGED_BY, MANAGED_BY_LABEL, Object,
+    ObjectRef, SLICE_MANAGED_BY,
 };
 use crate::model::cluster::{Cluster, ClusterSet, Seniority};
 use crate::model::entry::{BuildContext, federation_eligible};
@@ -266,13 +270,13 @@ struct Unit {
     /// name, its children go too (the root is the tier-1 unit of the same
     /// cluster and service).
     parent: Option<String>,
-    labels: Map<String, Value>,
-    annotations: Map<String, Value>,
+    labels: Strings,
+    annotations: Strings,
     ports: Vec<Port>,
     headless: bool,
     /// Labels of the slices besides the ones every slice gets.
-    slice_labels: Map<String, Value>,
-    slice_annotations: Map<String, Value>,
+    slice_labels: Strings,
+    slice_annotations: Strings,
     endpoints: Endpoints,
     /// Objects rendered beside the Service when it keeps its name: an MCS
     /// derived Service's per-cluster slices and its ServiceImport.
@@ -303,8 +307,11 @@ fn has_ready(c: &Cluster, svc: &Service) -> bool {
         .any(|s| s.endpoints.iter().any(|ep| ready(svc, ep)))
 }
 
-fn text(s: &str) -> Value {
-    Value::String(s.to_owned())
+/// Labels or annotations.
+type Strings = BTreeMap<String, String>;
+
+fn text(s: &str) -> String {
+    s.to_owned()
 }
 
 fn fq_name(svc: &ObjectKey, settings: &MirrorSettings) -> String {
@@ -317,8 +324,8 @@ fn fq_name(svc: &ObjectKey, settings: &MirrorSettings) -> String {
 /// Labels of every object of one linked cluster: ours, and Linkerd's owner
 /// labels (its destination controller and `check` key on them; docs/architecture.md,
 /// decision 1 finds the mirror by them).
-fn cluster_labels(cluster: &str) -> Map<String, Value> {
-    let mut m = Map::new();
+fn cluster_labels(cluster: &str) -> Strings {
+    let mut m = Strings::new();
     m.insert(CLUSTER_LABEL.to_owned(), text(cluster));
     m.insert(LABEL_MIRRORED.to_owned(), text("true"));
     m.insert(LABEL_CLUSTER_NAME.to_owned(), text(cluster));
@@ -326,8 +333,8 @@ fn cluster_labels(cluster: &str) -> Map<String, Value> {
 }
 
 /// The Service-level annotations of `<svc>-<cluster>`.
-fn mirror_annotations(svc: &Service, settings: &MirrorSettings) -> Map<String, Value> {
-    let mut m = Map::new();
+fn mirror_annotations(svc: &Service, settings: &MirrorSettings) -> Strings {
+    let mut m = Strings::new();
     m.insert(
         ANNOTATION_REMOTE_FQ_NAME.to_owned(),
         text(&fq_name(&svc.key, settings)),
@@ -340,8 +347,8 @@ fn mirror_annotations(svc: &Service, settings: &MirrorSettings) -> Map<String, V
 
 /// Annotations of a gateway-mode slice: what the gateway dials and its
 /// identity, read by Linkerd's destination from the slices.
-fn gateway_slice_annotations(c: &Cluster, fq: &str) -> Map<String, Value> {
-    let mut m = Map::new();
+fn gateway_slice_annotations(c: &Cluster, fq: &str) -> Strings {
+    let mut m = Strings::new();
     m.insert(ANNOTATION_REMOTE_FQ_NAME.to_owned(), text(fq));
     if let Some(id) = c.gateway.as_ref().and_then(|g| g.identity.as_deref()) {
         m.insert(ANNOTATION_REMOTE_GATEWAY_IDENTITY.to_owned(), text(id));
@@ -408,7 +415,7 @@ fn cluster_units(
         ports: svc.ports.clone(),
         headless: svc.headless,
         slice_labels: cluster_labels(&c.name),
-        slice_annotations: Map::new(),
+        slice_annotations: Strings::new(),
         endpoints: Endpoints::default(),
         extra: Vec::new(),
         mcs: false,
@@ -586,7 +593,7 @@ fn endpoint_mirror_unit(
     labels.insert(LABEL_HEADLESS_PARENT.to_owned(), text(parent.name));
     let slice_labels = labels.clone();
     // Only these two on endpoint mirrors, as Linkerd writes them.
-    let mut annotations = Map::new();
+    let mut annotations = Strings::new();
     annotations.insert(ANNOTATION_REMOTE_FQ_NAME.to_owned(), text(&host_fq));
     let mut endpoints = Endpoints::default();
     // The per-pod form of isEmptyService: no ready pod, no endpoints.
@@ -678,7 +685,7 @@ fn federated_unit(
     };
     let full_name = format!("{}-{FEDERATED}", key.name);
     let name = fit_name(&full_name, MAX_SERVICE_NAME);
-    let mut labels = Map::new();
+    let mut labels = Strings::new();
     labels.insert(LABEL_MIRRORED.to_owned(), text("true"));
     let slice_labels = labels.clone();
     units.push(Unit {
@@ -700,7 +707,7 @@ fn federated_unit(
         // a probe flap does not flip the (immutable) clusterIP.
         headless: members.iter().all(|(_, s)| s.headless),
         slice_labels,
-        slice_annotations: Map::new(),
+        slice_annotations: Strings::new(),
         endpoints: federated_endpoints(key, &name, &members, settings, problems),
         extra: Vec::new(),
         mcs: false,
@@ -767,8 +774,8 @@ fn federated_annotations(
     members: &Members<'_>,
     truth: &Service,
     settings: &MirrorSettings,
-) -> Map<String, Value> {
-    let mut annotations = Map::new();
+) -> Strings {
+    let mut annotations = Strings::new();
     let remote: Vec<String> = members
         .iter()
         .filter(|(c, _)| !is_local(c, settings))
@@ -926,30 +933,37 @@ fn describe(unit: &Unit) -> String {
     }
 }
 
-fn port_json(p: &Port) -> Value {
-    let mut m = Map::new();
-    if let Some(name) = &p.name {
-        m.insert("name".to_owned(), text(name));
+/// A Service port as we write it: name, protocol, number (no
+/// `targetPort`: see the module doc).
+fn service_port(p: &Port) -> ServicePort {
+    ServicePort {
+        name: p.name.as_deref().map(text),
+        protocol: Some(text(p.protocol.k8s())),
+        port: i32::from(p.port),
+        ..ServicePort::default()
     }
-    m.insert("protocol".to_owned(), text(p.protocol.k8s()));
-    m.insert("port".to_owned(), json!(p.port));
-    Value::Object(m)
 }
 
-fn metadata(
-    name: &str,
-    namespace: &str,
-    labels: Map<String, Value>,
-    annotations: Map<String, Value>,
-) -> Value {
-    let mut m = Map::new();
-    m.insert("name".to_owned(), text(name));
-    m.insert("namespace".to_owned(), text(namespace));
-    m.insert("labels".to_owned(), Value::Object(labels));
-    if !annotations.is_empty() {
-        m.insert("annotations".to_owned(), Value::Object(annotations));
+/// An EndpointSlice port: name, protocol, number.
+fn slice_port(p: &Port) -> EndpointPort {
+    EndpointPort {
+        name: p.name.as_deref().map(text),
+        protocol: Some(text(p.protocol.k8s())),
+        port: Some(i32::from(p.port)),
+        ..EndpointPort::default()
     }
-    Value::Object(m)
+}
+
+/// `metadata` of an object we write: annotations left out when there are
+/// none.
+fn metadata(name: &str, namespace: &str, labels: Strings, annotations: Strings) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(text(name)),
+        namespace: Some(text(namespace)),
+        labels: Some(labels),
+        annotations: (!annotations.is_empty()).then_some(annotations),
+        ..ObjectMeta::default()
+    }
 }
 
 /// Renders a unit whose name is settled: the Service, then its slices.
@@ -974,26 +988,22 @@ fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<Object
     if shortened {
         annotations.insert(FULL_NAME_ANNOTATION.to_owned(), text(&full_name));
     }
-    let mut spec = Map::new();
     // No selector, type or clusterIP: a selector-less ClusterIP Service
     // whose IP the API allocates, as Linkerd writes it.
-    spec.insert(
-        "ports".to_owned(),
-        Value::Array(ports.iter().map(port_json).collect()),
-    );
-    if headless {
-        spec.insert("clusterIP".to_owned(), text("None"));
-    }
+    let spec = ServiceSpec {
+        ports: Some(ports.iter().map(service_port).collect()),
+        cluster_ip: headless.then(|| text("None")),
+        ..ServiceSpec::default()
+    };
     out.insert(
         key,
         Desired {
             key: service_ref(&namespace, &name),
-            object: json!({
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": metadata(&name, &namespace, labels, annotations),
-                "spec": Value::Object(spec),
-            }),
+            object: Object::Service(Box::new(ServiceObject {
+                metadata: metadata(&name, &namespace, labels, annotations),
+                spec: Some(spec),
+                status: None,
+            })),
             cluster: cluster.clone(),
         },
     );
@@ -1019,8 +1029,8 @@ struct Slices<'a> {
     service: &'a str,
     namespace: &'a Arc<str>,
     cluster: &'a Option<Arc<str>>,
-    labels: &'a Map<String, Value>,
-    annotations: &'a Map<String, Value>,
+    labels: &'a Strings,
+    annotations: &'a Strings,
 }
 
 /// The EndpointSlices of one Service: one family and port set each, at
@@ -1039,7 +1049,7 @@ fn render_slices(s: &Slices<'_>, endpoints: Endpoints, out: &mut BTreeMap<Object
             let n = &mut next[usize::from(v6)];
             let slice_name = fit_name(&format!("{}-{family}-{n}", s.service), MAX_SUBDOMAIN_NAME);
             *n += 1;
-            let endpoints: Vec<Value> = chunk.iter().map(endpoint_json).collect();
+            let endpoints: Vec<SliceEndpoint> = chunk.iter().map(slice_endpoint).collect();
             let key = ObjectRef {
                 kind: Kind::EndpointSlice,
                 namespace: s.namespace.clone(),
@@ -1049,18 +1059,16 @@ fn render_slices(s: &Slices<'_>, endpoints: Endpoints, out: &mut BTreeMap<Object
                 key.clone(),
                 Desired {
                     key,
-                    object: json!({
-                        "apiVersion": "discovery.k8s.io/v1",
-                        "kind": "EndpointSlice",
-                        "metadata": metadata(
+                    object: Object::EndpointSlice(EndpointSlice {
+                        metadata: metadata(
                             &slice_name,
                             s.namespace,
                             s.labels.clone(),
                             s.annotations.clone(),
                         ),
-                        "addressType": address_type,
-                        "endpoints": endpoints,
-                        "ports": ports.iter().map(port_json).collect::<Vec<_>>(),
+                        address_type: text(address_type),
+                        endpoints,
+                        ports: Some(ports.iter().map(slice_port).collect()),
                     }),
                     cluster: s.cluster.clone(),
                 },
@@ -1069,14 +1077,17 @@ fn render_slices(s: &Slices<'_>, endpoints: Endpoints, out: &mut BTreeMap<Object
     }
 }
 
-fn endpoint_json(ep: &Ep) -> Value {
-    let mut m = Map::new();
-    m.insert("addresses".to_owned(), json!([ep.addr.to_string()]));
-    m.insert("conditions".to_owned(), json!({ "ready": ep.ready }));
-    if let Some(h) = &ep.hostname {
-        m.insert("hostname".to_owned(), text(h));
+/// One endpoint: its one address, readiness, and hostname if any.
+fn slice_endpoint(ep: &Ep) -> SliceEndpoint {
+    SliceEndpoint {
+        addresses: vec![ep.addr.to_string()],
+        conditions: Some(EndpointConditions {
+            ready: Some(ep.ready),
+            ..EndpointConditions::default()
+        }),
+        hostname: ep.hostname.as_deref().map(text),
+        ..SliceEndpoint::default()
     }
-    Value::Object(m)
 }
 
 /// `full` if it fits in `max` characters, else a readable prefix, `-` and

@@ -19,6 +19,13 @@
 //! - [`run`]: the loop, and what each API status means for a write;
 //! - [`stats`]: its counters.
 //!
+//! Every object is typed end to end ([`Object`]: k8s-openapi's `Service`
+//! and `EndpointSlice`, [`crate::k8s::crd::ServiceImport`] at the version
+//! the local cluster serves): built so by [`desired`], watched and written
+//! so, compared on its typed fields by [`reconcile`]. JSON exists only as
+//! what the API is sent ([`Object::to_json`], hashed into the
+//! applied-hash annotation).
+//!
 //! Nothing here builds an HTTP request by hand or reads from
 //! `crate::source`. Objects are told apart from everyone else's by
 //! [`MANAGED_BY_LABEL`] = [`MANAGED_BY`]; nothing without it is ever
@@ -37,10 +44,20 @@ pub mod sweep;
 pub mod watch;
 
 #[cfg(test)]
+#[path = "tests/fixtures.rs"]
+mod fixtures;
+#[cfg(test)]
+#[path = "tests/mock.rs"]
 mod mock;
 
 use std::fmt;
 use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::k8s::crd::{self, CrdError, ServiceImport};
 
 /// Ownership label on every object we write.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -99,14 +116,85 @@ impl fmt::Display for ObjectRef {
     }
 }
 
+/// One mirror object, typed: as we want it (only the fields we own set)
+/// or as the API holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    /// A Service (boxed: it is the largest by far).
+    Service(Box<Service>),
+    /// An EndpointSlice.
+    EndpointSlice(EndpointSlice),
+    /// A ServiceImport, at the version the local cluster serves.
+    ServiceImport {
+        /// The served version (`v1beta1`, `v1alpha1`): the `apiVersion`
+        /// the object is written and hashed with.
+        version: Arc<str>,
+        /// The object.
+        import: ServiceImport,
+    },
+}
+
+impl Object {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Self::Service(_) => Kind::Service,
+            Self::EndpointSlice(_) => Kind::EndpointSlice,
+            Self::ServiceImport { .. } => Kind::ServiceImport,
+        }
+    }
+
+    /// Its `metadata`.
+    pub fn meta(&self) -> &ObjectMeta {
+        match self {
+            Self::Service(s) => &s.metadata,
+            Self::EndpointSlice(s) => &s.metadata,
+            Self::ServiceImport { import, .. } => &import.metadata,
+        }
+    }
+
+    /// Its `metadata`, to change.
+    pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Self::Service(s) => &mut s.metadata,
+            Self::EndpointSlice(s) => &mut s.metadata,
+            Self::ServiceImport { import, .. } => &mut import.metadata,
+        }
+    }
+
+    /// The label `key`, if set.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.meta().labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// The object as the JSON the API is sent: `apiVersion` (a
+    /// ServiceImport's the served one), `kind`, and every field set.
+    pub fn to_json(&self) -> Result<serde_json::Value, CrdError> {
+        let json = |kind: &str, r: Result<serde_json::Value, serde_json::Error>| {
+            r.map_err(|source| CrdError::Json {
+                kind: kind.to_owned(),
+                source,
+            })
+        };
+        match self {
+            Self::Service(s) => json("Service", serde_json::to_value(s)),
+            Self::EndpointSlice(s) => json("EndpointSlice", serde_json::to_value(s)),
+            Self::ServiceImport { version, import } => {
+                let dynamic = crd::to_dynamic(import, version)?;
+                json("ServiceImport", serde_json::to_value(dynamic))
+            }
+        }
+    }
+}
+
 /// One object we want to exist.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Desired {
     /// Which object.
     pub key: ObjectRef,
-    /// The whole server-side apply body: `apiVersion`, `kind`, `metadata`
-    /// (name, namespace, labels, annotations) and the fields we own.
-    pub object: serde_json::Value,
+    /// The whole server-side apply body: `metadata` (name, namespace,
+    /// labels, annotations) and the fields we own.
+    pub object: Object,
     /// The linked cluster it mirrors (`None` for `<svc>-federated` objects,
     /// MCS derived Services and ServiceImports).
     pub cluster: Option<Arc<str>>,

@@ -10,38 +10,33 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
+use super::{Desired, Object, ObjectRef};
 
-use super::{Desired, ObjectRef};
+mod owned;
+pub use owned::contains;
 
 /// An object of ours as the API holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Actual {
     /// The whole object as listed.
-    pub object: Value,
+    pub object: Object,
 }
 
 impl Actual {
     /// `metadata.uid`.
     pub fn uid(&self) -> Option<&str> {
-        self.object.pointer("/metadata/uid").and_then(Value::as_str)
+        self.object.meta().uid.as_deref()
     }
 
     /// The cluster it mirrors ([`super::CLUSTER_LABEL`]); `None` for a
     /// federated object.
     pub fn cluster(&self) -> Option<&str> {
-        let pointer = format!(
-            "/metadata/labels/{}",
-            super::CLUSTER_LABEL.replace('/', "~1")
-        );
-        self.object.pointer(&pointer).and_then(Value::as_str)
+        self.object.label(super::CLUSTER_LABEL)
     }
 
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> Option<&str> {
-        self.object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
+        self.object.meta().resource_version.as_deref()
     }
 }
 
@@ -58,12 +53,8 @@ pub struct Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
-    fn of(key: &'a ObjectRef, object: &'a Value, cluster: Option<&'a str>) -> Self {
-        let label = |name: &str| {
-            object
-                .pointer(&format!("/metadata/labels/{}", name.replace('/', "~1")))
-                .and_then(Value::as_str)
-        };
+    fn of(key: &'a ObjectRef, object: &'a Object, cluster: Option<&'a str>) -> Self {
+        let label = |name: &str| object.label(name);
         let service = match key.kind {
             super::Kind::Service => {
                 label(crate::vocab::linkerd::LABEL_HEADLESS_PARENT).or(Some(&*key.name))
@@ -174,8 +165,7 @@ fn blocked(unowned: &BTreeSet<ObjectRef>) -> BTreeSet<(&str, &str)> {
 fn is_blocked(d: &Desired, blocked: &BTreeSet<(&str, &str)>) -> bool {
     d.key.kind == super::Kind::EndpointSlice
         && d.object
-            .pointer("/metadata/labels/kubernetes.io~1service-name")
-            .and_then(Value::as_str)
+            .label(crate::vocab::linkerd::LABEL_SERVICE_NAME)
             .is_some_and(|svc| blocked.contains(&(&*d.key.namespace, svc)))
 }
 
@@ -227,19 +217,23 @@ fn plan_delete(
 
 /// `d` with [`HASH_ANNOTATION`] set to a hash of its body: a field we stop
 /// writing shows as a changed hash, which the field comparison alone would
-/// not see.
+/// not see. The body hashed is the JSON the API is sent, its keys sorted
+/// (`serde_json`'s map), so the hash is the same whatever order a typed
+/// object writes its fields in.
 pub fn stamped(d: &Desired) -> Desired {
     let mut d = d.clone();
-    let text = serde_json::to_string(&d.object).unwrap_or_default();
+    let text = d
+        .object
+        .to_json()
+        .ok()
+        .and_then(|v| serde_json::to_string(&v).ok())
+        .unwrap_or_default();
     let hash = format!("{:016x}", fnv1a(text.as_bytes()));
-    if let Some(meta) = d.object.get_mut("metadata").and_then(Value::as_object_mut) {
-        let annotations = meta
-            .entry("annotations")
-            .or_insert_with(|| Value::Object(serde_json::Map::new()));
-        if let Some(a) = annotations.as_object_mut() {
-            a.insert(HASH_ANNOTATION.to_owned(), Value::String(hash));
-        }
-    }
+    d.object
+        .meta_mut()
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(HASH_ANNOTATION.to_owned(), hash);
     d
 }
 
@@ -250,8 +244,12 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-fn headless(v: &Value) -> bool {
-    v.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None")
+/// A Service with `clusterIP: None`.
+fn headless(o: &Object) -> bool {
+    match o {
+        Object::Service(s) => s.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None"),
+        Object::EndpointSlice(_) | Object::ServiceImport { .. } => false,
+    }
 }
 
 /// Which objects are left as they are. A cluster's own objects are never
@@ -292,22 +290,6 @@ impl Hold {
 
 /// Annotation with a hash of what we last applied.
 pub const HASH_ANNOTATION: &str = "clusterset-dns.io/applied-hash";
-
-/// Whether `have` holds every field of `want` with the same value: objects
-/// may have more keys (server defaults, other managers' fields), arrays must
-/// match element by element. A `null` in `want` means "absent".
-pub fn contains(have: &Value, want: &Value) -> bool {
-    match (have, want) {
-        (Value::Object(h), Value::Object(w)) => w.iter().all(|(k, wv)| match h.get(k) {
-            Some(hv) => contains(hv, wv),
-            None => wv.is_null(),
-        }),
-        (Value::Array(h), Value::Array(w)) => {
-            h.len() == w.len() && h.iter().zip(w).all(|(hv, wv)| contains(hv, wv))
-        }
-        (h, w) => h == w,
-    }
-}
 
 #[cfg(test)]
 mod tests;

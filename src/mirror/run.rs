@@ -17,8 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::runtime::watcher::Event;
-use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -34,8 +32,10 @@ use super::reconcile::{Hold, Op, contains, plan, plan_some};
 use super::stats::MirrorStats;
 use super::sweep;
 use super::watch::{self as watches, Change, ExportChange};
-use super::{Desired, Kind, ObjectRef};
-use crate::k8s::watch::{MAX_BACKOFF, backoff};
+use super::{Desired, Kind, Object, ObjectRef};
+use crate::k8s::crd::ServiceExport;
+use crate::k8s::index::{Index, Relist};
+use crate::k8s::retry::retry_until;
 use crate::model::ClusterSet;
 use crate::model::objects::ObjectKey;
 
@@ -139,14 +139,45 @@ struct Controller {
     /// The derived Services' ClusterIPs the desired state was computed
     /// with (the ServiceImports' `ips`).
     derived_ips: Arc<BTreeMap<ObjectKey, Vec<IpAddr>>>,
-    /// The local ServiceExports as last listed or written, and the relist
-    /// in progress.
-    exports: BTreeMap<ObjectKey, Value>,
-    exports_relist: Option<BTreeMap<ObjectKey, Value>>,
+    /// The local ServiceExports as last listed or written, and the
+    /// relist bookkeeping of their watch.
+    exports: Exports,
+    exports_relist: Relist<ObjectKey>,
     /// Without `--mcs`: whether to look for leftover ServiceImports on the
     /// next pass as leader ([`sweep`]); set by every full pass until a look
     /// is done.
     sweep: Sweep,
+}
+
+/// The local ServiceExports by namespace and name (`--mcs`), as their
+/// watch and our status writes leave them.
+#[derive(Debug, Default)]
+struct Exports(BTreeMap<ObjectKey, ServiceExport>);
+
+impl Index<ServiceExport> for Exports {
+    type Key = ObjectKey;
+
+    fn key(&self, e: &ServiceExport) -> Option<ObjectKey> {
+        let meta = &e.metadata;
+        Some(ObjectKey::new(
+            meta.namespace.as_deref()?,
+            meta.name.as_deref()?,
+        ))
+    }
+
+    fn apply(&mut self, e: ServiceExport) {
+        if let Some(k) = self.key(&e) {
+            self.0.insert(k, e);
+        }
+    }
+
+    fn delete(&mut self, key: &ObjectKey, _: Option<ServiceExport>) {
+        self.0.remove(key);
+    }
+
+    fn keys(&self) -> Vec<ObjectKey> {
+        self.0.keys().cloned().collect()
+    }
 }
 
 /// Where the look for leftover ServiceImports stands.
@@ -199,8 +230,8 @@ impl Controller {
             last_hold: None,
             mcs: McsApis::default(),
             derived_ips: Arc::default(),
-            exports: BTreeMap::new(),
-            exports_relist: None,
+            exports: Exports::default(),
+            exports_relist: Relist::default(),
             sweep,
         }
     }
@@ -216,19 +247,7 @@ impl Controller {
 
     /// Takes one watch event into the cache. Returns whether it is news.
     fn on_watch(&mut self, (kind, event): Change) -> bool {
-        match event {
-            Event::Init => {
-                self.cache.relist_begin(kind);
-                false
-            }
-            Event::InitApply(v) => {
-                self.cache.relist_item(kind, v);
-                true
-            }
-            Event::InitDone => self.cache.relist_done(kind),
-            Event::Apply(v) => self.cache.applied(kind, v),
-            Event::Delete(v) => self.cache.deleted(kind, &v),
-        }
+        self.cache.on_event(kind, event)
     }
 
     fn settings(&self) -> MirrorSettings {
@@ -266,11 +285,12 @@ impl Controller {
             };
             !touched.contains(&derived)
         });
-        now.extend(derived_ips(
-            touched
-                .iter()
-                .filter_map(|k| Some((k, &actual.get(k)?.object))),
-        ));
+        now.extend(derived_ips(touched.iter().filter_map(
+            |k| match &actual.get(k)?.object {
+                Object::Service(s) => Some((k, &**s)),
+                Object::EndpointSlice(_) | Object::ServiceImport { .. } => None,
+            },
+        )));
         let old = &self.derived_ips;
         let moved: BTreeSet<ObjectKey> = now
             .iter()
@@ -312,33 +332,7 @@ impl Controller {
 
     /// Takes one ServiceExport watch event in (`--mcs`).
     fn on_export(&mut self, event: ExportChange) {
-        let key = |v: &Value| {
-            let meta = |f: &str| v.pointer(&format!("/metadata/{f}"))?.as_str();
-            Some(ObjectKey::new(meta("namespace")?, meta("name")?))
-        };
-        match event {
-            Event::Init => self.exports_relist = Some(BTreeMap::new()),
-            Event::InitApply(v) => {
-                if let (Some(k), Some(r)) = (key(&v), self.exports_relist.as_mut()) {
-                    r.insert(k, v);
-                }
-            }
-            Event::InitDone => {
-                if let Some(r) = self.exports_relist.take() {
-                    self.exports = r;
-                }
-            }
-            Event::Apply(v) => {
-                if let Some(k) = key(&v) {
-                    self.exports.insert(k, v);
-                }
-            }
-            Event::Delete(v) => {
-                if let Some(k) = key(&v) {
-                    self.exports.remove(&k);
-                }
-            }
-        }
+        self.exports_relist.handle(&mut self.exports, event);
     }
 
     /// Brings the conditions of every local ServiceExport to what the
@@ -351,8 +345,9 @@ impl Controller {
             .round(k8s_openapi::jiff::Unit::Second)
             .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now())
             .to_string();
-        let due: Vec<(ObjectKey, Value)> = self
+        let due: Vec<(ObjectKey, ServiceExport)> = self
             .exports
+            .0
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), super::status::export_status(set, v, &now)?)))
             .collect();
@@ -366,7 +361,7 @@ impl Controller {
                 .await;
             let outcome = match done {
                 Ok(v) => {
-                    self.exports.insert(key, v);
+                    self.exports.0.insert(key, v);
                     "ok"
                 }
                 Err(e) => {
@@ -519,11 +514,7 @@ impl Controller {
         // Said once per object however often it is retried.
         if self.reported.insert(format!("unowned:{key}")) {
             warn!(object = %key, "a same-named object without our managed-by label exists; left alone");
-            let uid = found.ok().and_then(|v| {
-                v.pointer("/metadata/uid")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            });
+            let uid = found.ok().and_then(|v| v.meta().uid.clone());
             if let Err(e) = self.api.not_owned(&key, uid).await {
                 debug!(object = %key, error = %e, "could not record the event");
             }
@@ -564,7 +555,7 @@ impl Controller {
     /// entries of a list we set (a port edited by hand), and apply merges
     /// lists by key, keeping theirs (or failing on a duplicate port name).
     /// A merge patch replaces the lists.
-    async fn repair(&mut self, key: &ObjectRef, body: &Value) -> Done {
+    async fn repair(&mut self, key: &ObjectRef, body: &Object) -> Done {
         match self.api.merge(key, body).await {
             Ok(v) => {
                 self.cache.wrote(key.clone(), v);
@@ -780,40 +771,31 @@ impl Controller {
 }
 
 /// Which MCS resources the local cluster serves, asked until it answers
-/// (kube-runtime's backoff) or the mirror stops (`None`). Until then the
-/// mirror writes nothing: a local API that cannot answer discovery cannot
-/// take writes either, and writing derived Services without knowing
-/// whether their ServiceImports can exist would be undone once it answers.
+/// ([`retry_until`]: the watches' backoff) or the mirror stops (`None`).
+/// Until then the mirror writes nothing: a local API that cannot answer
+/// discovery cannot take writes either, and writing derived Services
+/// without knowing whether their ServiceImports can exist would be undone
+/// once it answers. The first failure warns, later ones are debug, and an
+/// answer after failures is said once.
 async fn discover_until_answered(client: &Client, shutdown: &CancellationToken) -> Option<McsApis> {
-    let mut delays = backoff();
     let mut failures = 0_u32;
-    loop {
-        let found = tokio::select! {
-            f = discover_mcs(client) => f,
-            () = shutdown.cancelled() => return None,
-        };
-        match found {
-            Ok(apis) => {
-                if failures > 0 {
-                    info!(failures, "mirror: MCS API discovery answered");
-                }
-                return Some(apis);
+    let apis = retry_until(
+        shutdown,
+        || discover_mcs(client),
+        |e, _| {
+            if failures == 0 {
+                warn!(error = %e, "mirror: MCS API discovery failed; retrying, nothing is written until it answers");
+            } else {
+                debug!(error = %e, failures, "mirror: MCS API discovery failed again");
             }
-            Err(e) => {
-                if failures == 0 {
-                    warn!(error = %e, "mirror: MCS API discovery failed; retrying, nothing is written until it answers");
-                } else {
-                    debug!(error = %e, failures, "mirror: MCS API discovery failed again");
-                }
-                failures = failures.saturating_add(1);
-                let delay = delays.next().unwrap_or(MAX_BACKOFF);
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = shutdown.cancelled() => return None,
-                }
-            }
-        }
+            failures = failures.saturating_add(1);
+        },
+    )
+    .await?;
+    if failures > 0 {
+        info!(failures, "mirror: MCS API discovery answered");
     }
+    Some(apis)
 }
 
 /// With `--mcs`: finds which MCS resources the local cluster serves

@@ -11,7 +11,9 @@
 //! managers' conditions (a `Ready` of another implementation) and the rest
 //! of the export are never touched. Pure: the time is an input.
 
-use serde_json::{Value, json};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::k8s::crd::{ExportCondition, ServiceExport, ServiceExportStatus};
 
 use crate::model::cluster::ClusterSet;
 use crate::model::entry::mcs::conflicts;
@@ -94,29 +96,30 @@ fn status_text(b: bool) -> &'static str {
 }
 
 /// The export's own condition of type `kind`, if any.
-fn existing<'v>(export: &'v Value, kind: &str) -> Option<&'v Value> {
+fn existing<'e>(export: &'e ServiceExport, kind: &str) -> Option<&'e ExportCondition> {
     export
-        .pointer("/status/conditions")?
-        .as_array()?
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
         .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+        .find(|c| c.type_.as_deref() == Some(kind))
 }
 
-fn same(have: &Value, want: &Want) -> bool {
-    let field = |f: &str| have.get(f).and_then(Value::as_str);
-    field("status") == Some(status_text(want.status))
-        && field("reason") == Some(want.reason)
-        && field("message") == Some(want.message.as_str())
+fn same(have: &ExportCondition, want: &Want) -> bool {
+    have.status.as_deref() == Some(status_text(want.status))
+        && have.reason.as_deref() == Some(want.reason)
+        && have.message.as_deref() == Some(want.message.as_str())
 }
 
 /// The server-side apply body that brings the conditions of ServiceExport
 /// `export` (as listed) to what `set` says, `now` (RFC 3339) dating a
 /// status that changes; `None` when they are already so, or the export has
-/// no name.
-pub fn export_status(set: &ClusterSet, export: &Value, now: &str) -> Option<Value> {
-    let meta = |f: &str| export.pointer(&format!("/metadata/{f}"))?.as_str();
-    let (namespace, name) = (meta("namespace")?, meta("name")?);
-    let api_version = export.get("apiVersion")?.as_str()?;
+/// no name. The body holds the export's name and namespace and its
+/// conditions, nothing else.
+pub fn export_status(set: &ClusterSet, export: &ServiceExport, now: &str) -> Option<ServiceExport> {
+    let meta = &export.metadata;
+    let (namespace, name) = (meta.namespace.as_deref()?, meta.name.as_deref()?);
     let key = ObjectKey::new(namespace, name);
     let want = wanted(set, &key);
     if want
@@ -125,35 +128,34 @@ pub fn export_status(set: &ClusterSet, export: &Value, now: &str) -> Option<Valu
     {
         return None;
     }
-    let generation = export
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64);
-    let conditions: Vec<Value> = want
+    let conditions: Vec<ExportCondition> = want
         .iter()
         .map(|w| {
             let since = existing(export, w.kind)
-                .filter(|h| h.get("status").and_then(Value::as_str) == Some(status_text(w.status)))
-                .and_then(|h| h.get("lastTransitionTime")?.as_str())
+                .filter(|h| h.status.as_deref() == Some(status_text(w.status)))
+                .and_then(|h| h.last_transition_time.as_deref())
                 .unwrap_or(now);
-            let mut c = json!({
-                "type": w.kind,
-                "status": status_text(w.status),
-                "reason": w.reason,
-                "message": w.message,
-                "lastTransitionTime": since,
-            });
-            if let Some(g) = generation {
-                c["observedGeneration"] = json!(g);
+            ExportCondition {
+                type_: Some(w.kind.to_owned()),
+                status: Some(status_text(w.status).to_owned()),
+                reason: Some(w.reason.to_owned()),
+                message: Some(w.message.clone()),
+                last_transition_time: Some(since.to_owned()),
+                observed_generation: meta.generation,
             }
-            c
         })
         .collect();
-    Some(json!({
-        "apiVersion": api_version,
-        "kind": "ServiceExport",
-        "metadata": {"name": name, "namespace": namespace},
-        "status": {"conditions": conditions},
-    }))
+    Some(ServiceExport {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Default::default(),
+        status: Some(ServiceExportStatus {
+            conditions: Some(conditions),
+        }),
+    })
 }
 
 #[cfg(test)]

@@ -7,8 +7,11 @@
 //! Stands on [`crate::k8s::watch`] (pages of 500, bookmarks, relist on 410,
 //! backoff on errors, objects that do not decode skipped), and owns what
 //! the mirror adds: lists at the most recent version, so a relist is newer
-//! than every write that finished before it, and each skipped object logged
-//! with its name and counted in [`MirrorStats`]. It must not write anything.
+//! than every write that finished before it, every object handed on typed
+//! ([`Object`]; ServiceImports and ServiceExports, watched at the version
+//! the cluster serves, read as [`crate::k8s::crd`]'s types), and each
+//! skipped object logged with its name and counted in [`MirrorStats`]. It
+//! must not write anything.
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -22,31 +25,22 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::watcher::{self, ListSemantic};
 use kube::{Api, Client, Resource, ResourceExt as _};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::stats::MirrorStats;
-use super::{Kind, MANAGED_BY, MANAGED_BY_LABEL};
+use super::{Kind, MANAGED_BY, MANAGED_BY_LABEL, Object};
+use crate::k8s::crd::{self, ServiceExport, ServiceImport};
 use crate::k8s::watch::{self as k8s_watch, Delivery};
 use crate::vocab::linkerd::{LABEL_CLUSTER_NAME, LABEL_MIRRORED};
 
-/// One watch event of one of our kinds, the object as JSON.
-pub type Change = (Kind, watcher::Event<Value>);
+/// One watch event of one of our kinds.
+pub type Change = (Kind, watcher::Event<Object>);
 
 fn ours() -> String {
     format!("{MANAGED_BY_LABEL}={MANAGED_BY}")
-}
-
-/// The object as JSON, or `None` when even our own typed object does not
-/// encode (counted with the undecodable ones).
-fn encoded<K: Serialize>(kind: Kind, k: &K, stats: &MirrorStats) -> Option<Value> {
-    serde_json::to_value(k)
-        .inspect_err(|e| skipped(kind, "?", &e.to_string(), stats))
-        .ok()
 }
 
 fn skipped(kind: Kind, object: &str, error: &str, stats: &MirrorStats) {
@@ -54,16 +48,36 @@ fn skipped(kind: Kind, object: &str, error: &str, stats: &MirrorStats) {
     warn!(kind = kind.as_str(), object, %error, skipped_total = total, "mirror cache: object skipped");
 }
 
-/// A delivery of one of our watches as a [`Change`], if it carries one.
-fn change<K: Serialize>(kind: Kind, d: Delivery<K>, stats: &MirrorStats) -> Option<Change> {
+/// `e` with its object converted by `f`; `None` when `f` gives none.
+fn map_event<A, B>(
+    e: watcher::Event<A>,
+    f: impl FnOnce(A) -> Option<B>,
+) -> Option<watcher::Event<B>> {
+    Some(match e {
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+        watcher::Event::InitApply(k) => watcher::Event::InitApply(f(k)?),
+        watcher::Event::Apply(k) => watcher::Event::Apply(f(k)?),
+        watcher::Event::Delete(k) => watcher::Event::Delete(f(k)?),
+    })
+}
+
+/// A delivery of one of our watches as a [`Change`], if it carries one;
+/// `object` makes the watched object one of ours (`Err`: skipped, counted
+/// with the undecodable ones).
+fn change<K: Resource>(
+    kind: Kind,
+    d: Delivery<K>,
+    object: impl FnOnce(K) -> Result<Object, String>,
+    stats: &MirrorStats,
+) -> Option<Change> {
     let event = match d {
-        Delivery::Event(e) => match e {
-            watcher::Event::Init => watcher::Event::Init,
-            watcher::Event::InitDone => watcher::Event::InitDone,
-            watcher::Event::InitApply(k) => watcher::Event::InitApply(encoded(kind, &k, stats)?),
-            watcher::Event::Apply(k) => watcher::Event::Apply(encoded(kind, &k, stats)?),
-            watcher::Event::Delete(k) => watcher::Event::Delete(encoded(kind, &k, stats)?),
-        },
+        Delivery::Event(e) => map_event(e, |k| {
+            let name = k.name_any();
+            object(k)
+                .inspect_err(|e| skipped(kind, &name, e, stats))
+                .ok()
+        })?,
         Delivery::Undecodable { object, error } => {
             skipped(kind, &object, &error, stats);
             return None;
@@ -81,16 +95,17 @@ fn change<K: Serialize>(kind: Kind, d: Delivery<K>, stats: &MirrorStats) -> Opti
 async fn forward<K>(
     api: Api<DeserializeGuard<K>>,
     kind: Kind,
+    object: impl Fn(K) -> Result<Object, String>,
     (tx, stats): (mpsc::Sender<Change>, Arc<MirrorStats>),
     stop: CancellationToken,
 ) where
-    K: Resource + Clone + Debug + Serialize + DeserializeOwned + Send + 'static,
+    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
     let config = k8s_watch::config(k8s_watch::PAGE)
         .labels(&ours())
         .list_semantic(ListSemantic::MostRecent);
     let deliveries = k8s_watch::guarded_watch(api, config);
-    pump(deliveries, &tx, &stop, |d| change(kind, d, &stats)).await;
+    pump(deliveries, &tx, &stop, |d| change(kind, d, &object, &stats)).await;
 }
 
 /// Sends what `convert` makes of each of `deliveries` to `tx` until `stop`,
@@ -130,27 +145,37 @@ pub fn spawn(
     tokio::spawn(forward::<Service>(
         Api::all(client.clone()),
         Kind::Service,
+        |s| Ok(Object::Service(Box::new(s))),
         (tx.clone(), stats.clone()),
         stop.clone(),
     ));
     tokio::spawn(forward::<EndpointSlice>(
         Api::all(client.clone()),
         Kind::EndpointSlice,
+        |s| Ok(Object::EndpointSlice(s)),
         (tx.clone(), stats.clone()),
         stop.clone(),
     ));
     if let Some(ar) = imports {
+        let version: Arc<str> = Arc::from(ar.version.as_str());
         tokio::spawn(forward::<DynamicObject>(
             Api::all_with(client.clone(), ar),
             Kind::ServiceImport,
+            move |o| {
+                let import = crd::from_dynamic::<ServiceImport>(o).map_err(|e| e.to_string())?;
+                Ok(Object::ServiceImport {
+                    version: version.clone(),
+                    import,
+                })
+            },
             (tx.clone(), stats.clone()),
             stop.clone(),
         ));
     }
 }
 
-/// One watch event of the local ServiceExports, the object as JSON.
-pub type ExportChange = watcher::Event<Value>;
+/// One watch event of the local ServiceExports.
+pub type ExportChange = watcher::Event<ServiceExport>;
 
 /// Starts the watch of every ServiceExport of the local cluster (resource
 /// `ar`), sending its events to `tx` until `stop`. Read only for their
@@ -165,24 +190,19 @@ pub fn spawn_exports(
     tokio::spawn(async move {
         let deliveries = k8s_watch::guarded_watch(api, k8s_watch::config(k8s_watch::PAGE));
         pump(deliveries, &tx, &stop, |d| match d {
-            Delivery::Event(e) => as_json(e),
+            Delivery::Event(e) => map_event(e, typed_export),
             _ => None,
         })
         .await;
     });
 }
 
-/// A ServiceExport event with the object as JSON (`None` if it does not
-/// encode, which a decoded object always does).
-fn as_json(e: watcher::Event<DynamicObject>) -> Option<ExportChange> {
-    let json = |o: DynamicObject| serde_json::to_value(o).ok();
-    Some(match e {
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitDone => watcher::Event::InitDone,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(json(o)?),
-        watcher::Event::Apply(o) => watcher::Event::Apply(json(o)?),
-        watcher::Event::Delete(o) => watcher::Event::Delete(json(o)?),
-    })
+/// A ServiceExport as the typed object (`None`, said, if it is not one).
+fn typed_export(o: DynamicObject) -> Option<ServiceExport> {
+    let name = o.name_any();
+    crd::from_dynamic(o)
+        .inspect_err(|e| warn!(export = %name, error = %e, "ServiceExport skipped: cannot decode"))
+        .ok()
 }
 
 /// Clusters whose Links Linkerd's own service mirror manages: its Lease

@@ -4,8 +4,15 @@
 //! Owns the Link's field rules: which problems make a Link unusable (a fatal
 //! [`LinkError`]) and which only degrade it (a warning, with the Linkerd
 //! default or no probe/port in its place) and the gateway address rules
-//! shared with the clusters file. It does not fetch the Link or its credentials Secret, and
-//! it must not talk to an API.
+//! shared with the clusters file. The Link is read as the typed
+//! [`crate::k8s::crd::Link`]: [`link_from_dynamic`] decodes the watched
+//! object of whatever version is served (its `spec` with the path of a
+//! field that does not decode), [`parse_link`] applies the rules. Its
+//! `metadata` is the typed `ObjectMeta` the watch already decoded, so a
+//! Link whose metadata is malformed (a name or annotation that is not a
+//! string, a bad creationTimestamp) never reaches here: the watch skips it
+//! as undecodable. It does not fetch the Link or its credentials Secret,
+//! and it must not talk to an API.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -13,9 +20,12 @@ use std::sync::Arc;
 use crate::vocab::duration::parse_go_duration;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::api::DynamicObject;
 use serde::Deserialize;
-use serde_json::Value;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+use crate::k8s::crd::{self, LinkProbe, LinkSpec};
 
 use crate::vocab::name::{ClusterNameError, check_cluster_name};
 use crate::vocab::trust::{
@@ -90,53 +100,105 @@ pub enum LinkError {
     },
 }
 
-/// The `spec` fields we read. Unknown fields are allowed because each Linkerd
-/// release may add some (v1alpha3 added `excludedLabels`); fields we do not
-/// read (`targetClusterDomain`, ...) are left out on purpose so that a
-/// malformed one cannot make an otherwise usable Link fatal.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct RawSpec {
-    target_cluster_name: Option<String>,
-    cluster_credentials_secret: Option<String>,
-    gateway_address: Option<String>,
-    gateway_port: Option<String>,
-    gateway_identity: Option<String>,
-    probe_spec: Option<RawProbe>,
-    selector: Option<LabelSelector>,
-    remote_discovery_selector: Option<LabelSelector>,
-    federated_service_selector: Option<LabelSelector>,
+/// A Link as the watch delivers it, of whatever version the local cluster
+/// serves, read into the typed [`crd::Link`] and then by [`parse_link`].
+pub fn link_from_dynamic(obj: &DynamicObject) -> Result<Link, LinkError> {
+    parse_link(&typed(obj)?)
 }
 
-/// `spec.probeSpec`; every scalar is a string in every CRD version.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct RawProbe {
-    path: Option<String>,
-    port: Option<String>,
-    period: Option<String>,
-    timeout: Option<String>,
-    failure_threshold: Option<String>,
+/// The parts of a Link object besides `metadata` that we read.
+#[derive(Deserialize)]
+struct Data {
+    /// `None`: absent.
+    #[serde(default, deserialize_with = "object")]
+    spec: Option<LinkSpec>,
 }
 
-/// Parses a Link object as the API returns it (the whole object, not just
-/// `spec`).
-pub fn parse_link(obj: &Value) -> Result<Link, LinkError> {
-    let meta = obj.get("metadata");
-    let namespace = meta
-        .and_then(|m| m.get("namespace"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let name = match meta.and_then(|m| m.get("name")).and_then(Value::as_str) {
-        Some(n) if !n.is_empty() => n.to_owned(),
-        _ => return Err(LinkError::MissingName { namespace }),
+/// `obj` as the typed Link; the error names the field of `spec` that does
+/// not decode (`spec.gatewayPort`, ...).
+fn typed(obj: &DynamicObject) -> Result<crd::Link, LinkError> {
+    let (namespace, name) = names(&obj.metadata)?;
+    let field = |field: String, reason: String| LinkError::Field {
+        link: format!("{namespace}/{name}"),
+        field,
+        reason,
     };
+    let data: Data = serde_path_to_error::deserialize(&obj.data)
+        .map_err(|e| field(e.path().to_string(), e.into_inner().to_string()))?;
+    let spec = data
+        .spec
+        .ok_or_else(|| field("spec".to_owned(), "missing".to_owned()))?;
+    Ok(crd::Link {
+        metadata: obj.metadata.clone(),
+        spec,
+    })
+}
+
+/// `spec` when it is an object; anything else is an error that says what
+/// it is instead (`expected an object, found a list`).
+fn object<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LinkSpec>, D::Error> {
+    struct Object;
+    fn found<E: de::Error>(what: &str) -> Result<Option<LinkSpec>, E> {
+        Err(E::custom(format!("expected an object, found {what}")))
+    }
+    impl<'de> Visitor<'de> for Object {
+        type Value = Option<LinkSpec>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            LinkSpec::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Self::Value, A::Error> {
+            found("a list")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            found("null")
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            found("null")
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            found("a boolean")
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            found("a number")
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            found("a number")
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            found("a number")
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            found("a string")
+        }
+    }
+    d.deserialize_any(Object)
+}
+
+/// `metadata.namespace` (empty if absent) and `metadata.name`.
+fn names(meta: &ObjectMeta) -> Result<(String, String), LinkError> {
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    match meta.name.as_deref() {
+        Some(n) if !n.is_empty() => Ok((namespace, n.to_owned())),
+        _ => Err(LinkError::MissingName { namespace }),
+    }
+}
+
+/// Reads a typed Link object (the whole object, not just `spec`).
+pub fn parse_link(obj: &crd::Link) -> Result<Link, LinkError> {
+    let meta = &obj.metadata;
+    let (namespace, name) = names(meta)?;
     let link = format!("{namespace}/{name}");
     let mut warnings = Vec::new();
-    let created = created(meta, &mut warnings);
+    // A Link without one (the API always sets it) counts as the newest.
+    let created = meta
+        .creation_timestamp
+        .as_ref()
+        .map_or(i64::MAX, |t| t.0.as_second());
     let claims = claims(meta, &link)?;
-    let spec = raw_spec(obj, &link)?;
+    let spec = obj.spec.clone();
     let field = |field: &str, reason: String| LinkError::Field {
         link: link.clone(),
         field: field.to_owned(),
@@ -183,25 +245,19 @@ pub fn parse_link(obj: &Value) -> Result<Link, LinkError> {
 /// What the Link's annotations let the cluster claim. A bad value makes
 /// the Link unusable rather than ignored: ignored, it would let the
 /// cluster claim more than its Link says.
-fn claims(meta: Option<&Value>, link: &str) -> Result<Claims, LinkError> {
+fn claims(meta: &ObjectMeta, link: &str) -> Result<Claims, LinkError> {
     let annotation = |key: &str| {
-        meta.and_then(|m| m.get("annotations"))
+        meta.annotations
+            .as_ref()
             .and_then(|a| a.get(key))
-            .map(|v| {
-                v.as_str().ok_or_else(|| LinkError::Field {
-                    link: link.to_owned(),
-                    field: format!("metadata.annotations[{key}]"),
-                    reason: format!("expected a string, found {}", json_kind(v)),
-                })
-            })
-            .transpose()
+            .map(String::as_str)
     };
     let field = |key: &str, e: ListError| LinkError::Field {
         link: link.to_owned(),
         field: format!("metadata.annotations[{key}]"),
         reason: e.to_string(),
     };
-    let allowed_addresses = match annotation(ANNOTATION_ALLOWED_ADDRESSES)? {
+    let allowed_addresses = match annotation(ANNOTATION_ALLOWED_ADDRESSES) {
         None => None,
         Some(v) => {
             let nets = parse_cidrs([v]).map_err(|e| field(ANNOTATION_ALLOWED_ADDRESSES, e))?;
@@ -216,7 +272,7 @@ fn claims(meta: Option<&Value>, link: &str) -> Result<Claims, LinkError> {
         }
     };
     let names = |key: &'static str| {
-        annotation(key)?
+        annotation(key)
             .map(|v| parse_namespaces([v]).map_err(|e| field(key, e)))
             .transpose()
     };
@@ -227,48 +283,8 @@ fn claims(meta: Option<&Value>, link: &str) -> Result<Claims, LinkError> {
     })
 }
 
-/// `metadata.creationTimestamp` in seconds; a Link without a valid one
-/// counts as the newest.
-fn created(meta: Option<&Value>, warnings: &mut Vec<String>) -> i64 {
-    match meta.and_then(|m| m.get("creationTimestamp")) {
-        None | Some(Value::Null) => i64::MAX,
-        Some(v) => match Time::deserialize(v) {
-            Ok(t) => t.0.as_second(),
-            Err(e) => {
-                // The API always writes a valid one; a bad one only costs the
-                // Link its place in tie-breaks.
-                warnings.push(format!(
-                    "metadata.creationTimestamp: {e}; treated as newest"
-                ));
-                i64::MAX
-            }
-        },
-    }
-}
-
-/// `spec`, decoded; the error names the field that does not.
-fn raw_spec(obj: &Value, link: &str) -> Result<RawSpec, LinkError> {
-    let field = |field: &str, reason: String| LinkError::Field {
-        link: link.to_owned(),
-        field: field.to_owned(),
-        reason,
-    };
-    let spec_value = match obj.get("spec") {
-        Some(v @ Value::Object(_)) => v,
-        Some(other) => {
-            return Err(field(
-                "spec",
-                format!("expected an object, found {}", json_kind(other)),
-            ));
-        }
-        None => return Err(field("spec", "missing".to_owned())),
-    };
-    serde_path_to_error::deserialize(spec_value)
-        .map_err(|e| field(&format!("spec.{}", e.path()), e.into_inner().to_string()))
-}
-
 /// The Link's three export selectors.
-fn selectors(link: &str, spec: &RawSpec) -> Result<Selectors, LinkError> {
+fn selectors(link: &str, spec: &LinkSpec) -> Result<Selectors, LinkError> {
     let selector = |field: &'static str, sel: Option<&LabelSelector>| {
         Selector::from_k8s(sel).map_err(|source| LinkError::Selector {
             link: link.to_owned(),
@@ -287,18 +303,6 @@ fn selectors(link: &str, spec: &RawSpec) -> Result<Selectors, LinkError> {
             spec.federated_service_selector.as_ref(),
         )?,
     })
-}
-
-/// The JSON type of a value, for messages.
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The CRD's strings have no "unset" other than empty.
@@ -359,7 +363,7 @@ fn parse_port(s: &str) -> Option<u16> {
 /// `probeSpec`. Linkerd runs no probe worker when `path` is empty, and its
 /// worker quietly exits on a bad period; we warn instead and fall back to the
 /// CRD defaults where one exists.
-fn probe(raw: RawProbe, warnings: &mut Vec<String>) -> Option<ProbeSpec> {
+fn probe(raw: LinkProbe, warnings: &mut Vec<String>) -> Option<ProbeSpec> {
     let path = non_empty(raw.path)?;
     let port = match raw.port.as_deref().filter(|p| !p.is_empty()) {
         None => {

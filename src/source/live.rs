@@ -20,18 +20,17 @@ use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::DeserializeGuard;
-use kube::runtime::watcher::Event as WatchEvent;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::SourceMsg;
 use super::cluster::{self, ClusterRun};
 use super::clusters_file::load_clusters_file;
 use super::feed::FeedTx;
-use super::link::{Link, parse_link};
+use super::link::{Link, link_from_dynamic};
 use super::selector::Selectors;
 use super::spec::{GatewaySource, LinkedCluster};
 use super::state::ClusterState;
@@ -39,6 +38,8 @@ use super::status::StatusBoard;
 use crate::k8s::client::{self, BoundedClient};
 use crate::k8s::credentials::check_secret_kubeconfig;
 use crate::k8s::discover;
+use crate::k8s::index::{Index, Outcome, Relist};
+use crate::k8s::retry::{pause, retry_until};
 use crate::k8s::watch::{Delivery, PAGE, config, guarded_watch};
 use crate::model::{Event, Settings};
 use crate::vocab::trust::Claims;
@@ -187,29 +188,40 @@ pub fn secret_kubeconfig(secret: &Secret) -> Result<String, String> {
 type Desired = Option<(Vec<LinkedCluster>, Vec<String>)>;
 
 /// Waits until the local cluster serves the Link CRD, reporting its
-/// absence meanwhile; `None` when shut down.
+/// absence meanwhile (looked for again every [`CRD_RECHECK`]); a group
+/// that cannot be read is asked again with [`retry_until`]'s backoff.
+/// `None` when shut down.
 async fn wait_for_links(
     client: &Client,
     out: &watch::Sender<Desired>,
     shutdown: &CancellationToken,
 ) -> Option<(&'static str, ApiResource)> {
     loop {
-        let retry = match link_resource(client).await {
-            Ok(Some(found)) => return Some(found),
-            Ok(None) => {
-                let p = "the Link CRD (links.multicluster.linkerd.io) is not installed in the local cluster; no linked clusters (looking again every 30 s)".to_owned();
-                warn!("{p}");
-                out.send_replace(Some((Vec::new(), vec![p])));
-                CRD_RECHECK
-            }
-            Err(e) => {
-                warn!(error = %e, "cannot read the Link API group; retrying");
-                Duration::from_secs(2)
-            }
-        };
-        tokio::select! {
-            () = tokio::time::sleep(retry) => {}
-            () = shutdown.cancelled() => return None,
+        let mut failures = 0_u32;
+        let found = retry_until(
+            shutdown,
+            || link_resource(client),
+            |e, _| {
+                if failures == 0 {
+                    warn!(error = %e, "cannot read the Link API group; retrying");
+                } else {
+                    debug!(error = %e, failures, "cannot read the Link API group again");
+                }
+                failures = failures.saturating_add(1);
+            },
+        )
+        .await?;
+        if failures > 0 {
+            info!(failures, "the Link API group answered");
+        }
+        if let Some(found) = found {
+            return Some(found);
+        }
+        let p = "the Link CRD (links.multicluster.linkerd.io) is not installed in the local cluster; no linked clusters (looking again every 30 s)".to_owned();
+        warn!("{p}");
+        out.send_replace(Some((Vec::new(), vec![p])));
+        if !pause(shutdown, CRD_RECHECK).await {
+            return None;
         }
     }
 }
@@ -255,30 +267,25 @@ async fn watch_links(
     let secret_api: Api<DeserializeGuard<Secret>> = Api::namespaced(client, &namespace);
     let mut link_events = std::pin::pin!(guarded_watch(link_api, config(PAGE)));
     let mut secret_events = std::pin::pin!(guarded_watch(secret_api, config(PAGE)));
-    let mut links: NamedCache<Result<Link, String>> = NamedCache::default();
-    let mut secrets: NamedCache<Result<String, String>> = NamedCache::default();
-    let link_name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
-    let link = |o: &DynamicObject| {
-        serde_json::to_value(o)
-            .map_err(|e| e.to_string())
-            .and_then(|v| parse_link(&v).map_err(|e| e.to_string()))
-    };
-    let secret_name = |s: &Secret| s.metadata.name.clone().unwrap_or_default();
+    let mut links = Named::new("Link", |o: &DynamicObject| {
+        link_from_dynamic(o).map_err(|e| e.to_string())
+    });
+    let mut secrets = Named::new("Secret", |s: &Secret| {
+        secret_credentials(s, allow_exec, &board)
+    });
     loop {
         let changed = tokio::select! {
             d = link_events.next() => match d {
-                Some(d) => links.update(d, "Link", link_name, link),
+                Some(d) => links.update(d),
                 None => return,
             },
             d = secret_events.next() => match d {
-                Some(d) => secrets.update(d, "Secret", secret_name, |s| {
-                    secret_credentials(s, allow_exec, &board)
-                }),
+                Some(d) => secrets.update(d),
                 None => return,
             },
             () = shutdown.cancelled() => return,
         };
-        if changed && links.listed && secrets.listed {
+        if changed && links.relist.listed() && secrets.relist.listed() {
             publish(
                 &out,
                 desired_from_links(&local, &links.items, &secrets.items),
@@ -299,64 +306,69 @@ fn publish(out: &watch::Sender<Desired>, desired: (Vec<LinkedCluster>, Vec<Strin
     });
 }
 
-/// One watch's objects by name, converted as they arrive; a list replaces
-/// what was known (objects it does not hold are gone).
-struct NamedCache<V> {
+/// One watch's objects by name (an unnamed one under `""`), converted as
+/// they arrive; a relist replaces what was known ([`Relist`]: objects it
+/// does not bring back are gone).
+struct Named<V, F> {
+    /// What is watched, for the log.
+    what: &'static str,
     items: BTreeMap<String, V>,
-    seen: Option<Vec<String>>,
-    listed: bool,
+    convert: F,
+    relist: Relist<String>,
 }
 
-impl<V> Default for NamedCache<V> {
-    fn default() -> Self {
+impl<V, F> Named<V, F> {
+    fn new(what: &'static str, convert: F) -> Self {
         Self {
+            what,
             items: BTreeMap::new(),
-            seen: None,
-            listed: false,
+            convert,
+            relist: Relist::default(),
         }
     }
 }
 
-impl<V> NamedCache<V> {
+impl<K: kube::Resource, V, F: Fn(&K) -> V> Index<K> for Named<V, F> {
+    type Key = String;
+
+    fn key(&self, obj: &K) -> Option<String> {
+        Some(obj.meta().name.clone().unwrap_or_default())
+    }
+
+    fn apply(&mut self, obj: K) {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        self.items.insert(name, (self.convert)(&obj));
+    }
+
+    fn delete(&mut self, key: &String, _: Option<K>) {
+        self.items.remove(key);
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.items.keys().cloned().collect()
+    }
+}
+
+impl<V, F> Named<V, F> {
     /// Applies one delivery; true when the set may have changed.
-    fn update<K>(
-        &mut self,
-        delivery: Delivery<K>,
-        what: &str,
-        name: impl Fn(&K) -> String,
-        convert: impl Fn(&K) -> V,
-    ) -> bool {
+    fn update<K>(&mut self, delivery: Delivery<K>) -> bool
+    where
+        K: kube::Resource,
+        F: Fn(&K) -> V,
+    {
         match delivery {
-            Delivery::Event(WatchEvent::Init) => {
-                self.seen = Some(Vec::new());
-                false
+            Delivery::Event(e) => {
+                let mut relist = std::mem::take(&mut self.relist);
+                let outcome = relist.handle(self, e);
+                self.relist = relist;
+                outcome != Outcome::Pending
             }
-            Delivery::Event(WatchEvent::InitApply(o)) => {
-                let n = name(&o);
-                if let Some(seen) = self.seen.as_mut() {
-                    seen.push(n.clone());
-                }
-                self.items.insert(n, convert(&o));
-                false
-            }
-            Delivery::Event(WatchEvent::InitDone) => {
-                if let Some(seen) = self.seen.take() {
-                    self.items.retain(|k, _| seen.contains(k));
-                }
-                self.listed = true;
-                true
-            }
-            Delivery::Event(WatchEvent::Apply(o)) => {
-                self.items.insert(name(&o), convert(&o));
-                true
-            }
-            Delivery::Event(WatchEvent::Delete(o)) => self.items.remove(&name(&o)).is_some(),
             Delivery::Failed(e) => {
-                warn!(error = %e, "{what} watch failed; retrying");
+                warn!(error = %e, "{} watch failed; retrying", self.what);
                 false
             }
             Delivery::Undecodable { object, error } => {
-                warn!(%object, %error, "{what} skipped: cannot decode");
+                warn!(%object, %error, "{} skipped: cannot decode", self.what);
                 false
             }
         }

@@ -125,3 +125,44 @@ fn ending_without_a_relist_empties_the_index() {
     assert_eq!(index.log, ["apply a=1", "gone a"]);
     assert!(relist.listed());
 }
+
+/// An index that tells listed objects from watched ones.
+#[derive(Debug, Default)]
+struct Listing(Vec<String>);
+
+impl Index<(&'static str, u32)> for Listing {
+    type Key = String;
+
+    fn key(&self, obj: &(&'static str, u32)) -> Option<String> {
+        Some(obj.0.to_owned())
+    }
+
+    fn apply(&mut self, (name, _): (&'static str, u32)) {
+        self.0.push(format!("watched {name}"));
+    }
+
+    fn apply_listed(&mut self, (name, _): (&'static str, u32)) {
+        self.0.push(format!("listed {name}"));
+    }
+
+    fn delete(&mut self, _: &String, _: Option<(&'static str, u32)>) {}
+
+    fn keys(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+#[test]
+fn a_relist_applies_its_objects_as_listed_and_the_watch_as_watched() {
+    let mut index = Listing::default();
+    let mut relist = Relist::default();
+    for e in [
+        Event::Init,
+        Event::InitApply(("a", 1)),
+        Event::InitDone,
+        Event::Apply(("b", 2)),
+    ] {
+        relist.handle(&mut index, e);
+    }
+    assert_eq!(index.0, ["listed a", "watched b"]);
+}

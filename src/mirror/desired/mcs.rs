@@ -26,21 +26,23 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use k8s_openapi::api::core::v1::Service as ServiceObject;
 
 use super::{
-    Desired, Endpoints, Ep, MAX_SERVICE_NAME, MirrorSettings, Problem, Rank, Slices, Unit,
-    fit_name, metadata, pod_hostname, port_json, ready, render_slices, service_ref, text,
+    Desired, Endpoints, Ep, MAX_SERVICE_NAME, MirrorSettings, Problem, Rank, Slices, Strings, Unit,
+    fit_name, metadata, pod_hostname, ready, render_slices, service_ref, text,
 };
+use crate::k8s::crd::{ImportPort, ServiceImport, ServiceImportSpec};
 use crate::mirror::{
-    CLUSTER_LABEL, DERIVED_PREFIX, Kind, MANAGED_BY, MANAGED_BY_LABEL, ObjectRef, SLICE_MANAGED_BY,
+    CLUSTER_LABEL, DERIVED_PREFIX, Kind, MANAGED_BY, MANAGED_BY_LABEL, Object, ObjectRef,
+    SLICE_MANAGED_BY,
 };
 use crate::model::cluster::ClusterSet;
 use crate::model::entry::mcs::{Member, members, union_ports};
 use crate::model::entry::{BuildContext, federation_eligible};
 use crate::model::objects::{ObjectKey, Port};
 use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
-use crate::vocab::mcs::{MCS_GROUP, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
+use crate::vocab::mcs::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
 use crate::vocab::trust::special;
 
 /// The name of MCS service `svc`'s derived Service, as written.
@@ -54,28 +56,26 @@ pub fn derived_name(svc: &str) -> String {
 /// ([`super::McsSettings::derived_ips`]). A Service not named
 /// `derived-<that service>`, or without an allocated IP yet, gives none.
 pub fn derived_ips<'v>(
-    services: impl IntoIterator<Item = (&'v ObjectRef, &'v Value)>,
+    services: impl IntoIterator<Item = (&'v ObjectRef, &'v ServiceObject)>,
 ) -> BTreeMap<ObjectKey, Vec<IpAddr>> {
     let mut out = BTreeMap::new();
-    let label = format!(
-        "/metadata/labels/{}",
-        MCS_SERVICE_NAME_LABEL.replace('/', "~1")
-    );
     for (key, v) in services {
-        let Some(svc) = v.pointer(&label).and_then(Value::as_str) else {
+        let labels = v.metadata.labels.as_ref();
+        let Some(svc) = labels.and_then(|l| l.get(MCS_SERVICE_NAME_LABEL)) else {
             continue;
         };
         if key.kind != Kind::Service || *key.name != derived_name(svc) {
             continue;
         }
-        let listed = v.pointer("/spec/clusterIPs").and_then(Value::as_array);
-        let one = v.pointer("/spec/clusterIP").map(std::slice::from_ref);
+        let spec = v.spec.as_ref();
+        // `clusterIPs` when the API gave it, even empty; else `clusterIP`.
+        let listed = spec.and_then(|s| s.cluster_ips.as_deref());
+        let one = spec.and_then(|s| s.cluster_ip.as_ref().map(std::slice::from_ref));
         let ips: Vec<IpAddr> = listed
-            .map(Vec::as_slice)
             .or(one)
             .unwrap_or_default()
             .iter()
-            .filter_map(|ip| ip.as_str()?.parse().ok())
+            .filter_map(|ip| ip.parse().ok())
             .collect();
         if !ips.is_empty() {
             out.insert(ObjectKey::new(&key.namespace, svc), ips);
@@ -125,7 +125,7 @@ pub(super) fn mcs_unit(
     if let Some(version) = &settings.mcs.import_version {
         extra.push(service_import(key, &ports, headless, version, settings));
     }
-    let mut labels = Map::new();
+    let mut labels = Strings::new();
     labels.insert(MCS_SERVICE_NAME_LABEL.to_owned(), text(&key.name));
     units.push(Unit {
         rank: Rank {
@@ -142,11 +142,11 @@ pub(super) fn mcs_unit(
         cluster: None,
         parent: None,
         labels,
-        annotations: Map::new(),
+        annotations: Strings::new(),
         ports,
         headless,
-        slice_labels: Map::new(),
-        slice_annotations: Map::new(),
+        slice_labels: Strings::new(),
+        slice_annotations: Strings::new(),
         endpoints: Endpoints::default(),
         extra,
         mcs: true,
@@ -190,7 +190,7 @@ fn member_slices(
                 );
             }
         }
-        let mut labels = Map::new();
+        let mut labels = Strings::new();
         labels.insert(MANAGED_BY_LABEL.to_owned(), text(MANAGED_BY));
         labels.insert(LABEL_SERVICE_NAME.to_owned(), text(name));
         labels.insert(LABEL_SLICE_MANAGED_BY.to_owned(), text(SLICE_MANAGED_BY));
@@ -204,7 +204,7 @@ fn member_slices(
             namespace: &key.namespace,
             cluster: &Some(m.cluster.name.clone()),
             labels: &labels,
-            annotations: &Map::new(),
+            annotations: &Strings::new(),
         };
         render_slices(&slices, endpoints, &mut out);
     }
@@ -220,13 +220,7 @@ fn service_import(
     version: &str,
     settings: &MirrorSettings,
 ) -> Desired {
-    let mut spec = Map::new();
     let kind = if headless { "Headless" } else { "ClusterSetIP" };
-    spec.insert("type".to_owned(), text(kind));
-    spec.insert(
-        "ports".to_owned(),
-        Value::Array(ports.iter().map(port_json).collect()),
-    );
     let ips: &[IpAddr] = match settings.mcs.derived_ips.get(key) {
         Some(ips) if !headless => ips,
         _ => &[],
@@ -235,30 +229,42 @@ fn service_import(
     // server, and the comparison would then see a difference every pass.
     // The local API allocated them, but the rule for what we write holds
     // for every address (`Endpoints::add`).
-    let ips: Vec<Value> = ips
+    let ips: Vec<String> = ips
         .iter()
         .filter(|ip| special(**ip).is_none())
-        .map(|ip| text(&ip.to_string()))
+        .map(IpAddr::to_string)
         .collect();
-    if !ips.is_empty() {
-        spec.insert("ips".to_owned(), Value::Array(ips));
-    }
-    let mut labels = Map::new();
+    let mut labels = Strings::new();
     labels.insert(MANAGED_BY_LABEL.to_owned(), text(MANAGED_BY));
     labels.insert(MCS_SERVICE_NAME_LABEL.to_owned(), text(&key.name));
-    let object = json!({
-        "apiVersion": format!("{MCS_GROUP}/{version}"),
-        "kind": "ServiceImport",
-        "metadata": metadata(&key.name, &key.namespace, labels, Map::new()),
-        "spec": Value::Object(spec),
-    });
+    let import = ServiceImport {
+        metadata: metadata(&key.name, &key.namespace, labels, Strings::new()),
+        spec: ServiceImportSpec {
+            type_: Some(text(kind)),
+            ports: Some(ports.iter().map(import_port).collect()),
+            ips: (!ips.is_empty()).then_some(ips),
+        },
+    };
     Desired {
         key: ObjectRef {
             kind: Kind::ServiceImport,
             namespace: key.namespace.clone(),
             name: key.name.clone(),
         },
-        object,
+        object: Object::ServiceImport {
+            version: Arc::from(version),
+            import,
+        },
         cluster: None,
+    }
+}
+
+/// A ServiceImport port: name, protocol, number, as the derived Service's.
+fn import_port(p: &Port) -> ImportPort {
+    ImportPort {
+        name: p.name.as_deref().map(text),
+        protocol: Some(text(p.protocol.k8s())),
+        app_protocol: None,
+        port: i32::from(p.port),
     }
 }

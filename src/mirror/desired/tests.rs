@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::mirror::fixtures::json as to_json;
 use crate::model::cluster::{Dirty, Event, Health};
 use crate::model::objects::{Gateway, Mirror, Protocol};
 use crate::model::testing::{c, port, service, slice, slice_event, svc_event, up};
@@ -73,7 +74,7 @@ fn check_invariants(case: &str, got: &[Desired]) {
         .collect();
     let mut prev: Option<&ObjectRef> = None;
     for d in got {
-        let o = &d.object;
+        let o = &to_json(&d.object);
         let at = format!("{case}: {}", d.key);
         assert!(prev < Some(&d.key), "{at}: output not sorted by key");
         prev = Some(&d.key);
@@ -167,7 +168,7 @@ fn check(case: Case) {
     check_incremental(&case);
     let (got, problems) = run(&case);
     check_invariants(case.name, &got);
-    let mut got: Vec<Value> = got.into_iter().map(|d| d.object).collect();
+    let mut got: Vec<Value> = got.into_iter().map(|d| to_json(&d.object)).collect();
     got.sort_by_key(sort_key);
     let mut want = case.want;
     want.sort_by_key(sort_key);
@@ -1410,7 +1411,7 @@ fn endpoint_mirrors_rank_after_services() {
         .find(|d| d.key.kind == Kind::Service && &*d.key.name == "db-1-east")
         .expect("db-1-east");
     assert_eq!(
-        db1.object["metadata"]["labels"]["multicluster.linkerd.io/remote-service"],
+        to_json(&db1.object)["metadata"]["labels"]["multicluster.linkerd.io/remote-service"],
         "db-1"
     );
     assert_eq!(problems.len(), 1, "{problems:?}");
@@ -1506,7 +1507,7 @@ fn federated_alias_too_long_is_reported() {
         .find(|d| d.key.kind == Kind::EndpointSlice)
         .expect("a slice");
     assert_eq!(
-        slice.object["endpoints"],
+        to_json(&slice.object)["endpoints"],
         json!([{"addresses": ["10.10.9.9"], "conditions": {"ready": true}}])
     );
     assert_eq!(problems.len(), 1, "{problems:?}");
@@ -1812,9 +1813,9 @@ fn special_addresses_are_never_written_whatever_reached_the_model() {
     let (got, _) = run_events(ev, defaults);
     let mut written: Vec<String> = got
         .iter()
-        .filter(|d| d.object["kind"] == "EndpointSlice")
+        .filter(|d| d.key.kind == Kind::EndpointSlice)
         .flat_map(|d| {
-            d.object["endpoints"]
+            to_json(&d.object)["endpoints"]
                 .as_array()
                 .cloned()
                 .unwrap_or_default()

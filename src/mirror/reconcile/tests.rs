@@ -1,6 +1,7 @@
 use super::*;
 use crate::mirror::Kind;
-use serde_json::json;
+use crate::mirror::fixtures::{edited, object};
+use serde_json::{Value, json};
 
 fn key(name: &str) -> ObjectRef {
     ObjectRef {
@@ -13,24 +14,25 @@ fn key(name: &str) -> ObjectRef {
 fn desired(name: &str, port: u16) -> Desired {
     Desired {
         key: key(name),
-        object: json!({
+        object: object(json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": "prod",
                          "labels": {"app.kubernetes.io/managed-by": "clusterset-dns"}},
             "spec": {"ports": [{"name": "http", "port": port, "protocol": "TCP"}]}
-        }),
+        })),
         cluster: Some("east".into()),
     }
 }
 
 /// What the API would hold after applying `d`: server fields added.
 fn applied(d: &Desired) -> Actual {
-    let mut object = stamped(d).object;
-    object["metadata"]["uid"] = json!(format!("uid-{}", d.key.name));
-    object["metadata"]["resourceVersion"] = json!("7");
-    object["spec"]["clusterIP"] = json!("10.96.0.9");
-    object["spec"]["ports"][0]["targetPort"] = json!(80);
-    object["metadata"]["labels"]["team"] = json!("added-by-someone");
+    let object = edited(&stamped(d).object, |object| {
+        object["metadata"]["uid"] = json!(format!("uid-{}", d.key.name));
+        object["metadata"]["resourceVersion"] = json!("7");
+        object["spec"]["clusterIP"] = json!("10.96.0.9");
+        object["spec"]["ports"][0]["targetPort"] = json!(80);
+        object["metadata"]["labels"]["team"] = json!("added-by-someone");
+    });
     Actual { object }
 }
 
@@ -58,9 +60,13 @@ type PlanCase = (
 #[test]
 fn objects_wait_for_clusters_to_sync() {
     let mut web = applied(&desired("web-east", 80));
-    web.object["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
+    web.object = edited(&web.object, |v| {
+        v["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
+    });
     let mut fed = applied(&desired("db-federated", 80));
-    fed.object["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "clusterset-dns"});
+    fed.object = edited(&fed.object, |v| {
+        v["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "clusterset-dns"});
+    });
     let actual = BTreeMap::from([(key("web-east"), web), (key("db-federated"), fed)]);
     let hold = |unsynced: &[&str], waiting| Hold {
         unsynced: unsynced.iter().map(|c| (*c).into()).collect(),
@@ -141,10 +147,7 @@ fn plan_table() {
         let actual: BTreeMap<ObjectRef, Actual> = have
             .into_iter()
             .map(|a| {
-                let n = a.object["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned();
+                let n = a.object.meta().name.clone().unwrap_or_default();
                 (key(&n), a)
             })
             .collect();
@@ -157,9 +160,11 @@ fn plan_table() {
 #[test]
 fn a_manual_edit_of_our_fields_is_repaired() {
     let web = desired("web-east", 80);
-    let mut edited = applied(&web);
-    edited.object["spec"]["ports"][0]["port"] = json!(81);
-    let actual = BTreeMap::from([(key("web-east"), edited)]);
+    let mut by_hand = applied(&web);
+    by_hand.object = edited(&by_hand.object, |v| {
+        v["spec"]["ports"][0]["port"] = json!(81);
+    });
+    let actual = BTreeMap::from([(key("web-east"), by_hand)]);
     assert_eq!(
         names(&plan(&[web], &actual, &BTreeSet::new(), |_| false)),
         ["apply web-east"]
@@ -169,8 +174,9 @@ fn a_manual_edit_of_our_fields_is_repaired() {
 #[test]
 fn a_field_we_stop_writing_is_applied_away() {
     let mut with_identity = desired("web-east", 80);
-    with_identity.object["metadata"]["annotations"] =
-        json!({"mirror.linkerd.io/remote-gateway-identity": "gw"});
+    with_identity.object = edited(&with_identity.object, |v| {
+        v["metadata"]["annotations"] = json!({"mirror.linkerd.io/remote-gateway-identity": "gw"});
+    });
     let actual = BTreeMap::from([(key("web-east"), applied(&with_identity))]);
     // The annotation is still there, so field comparison alone passes; the
     // applied hash differs.
@@ -188,7 +194,9 @@ fn a_field_we_stop_writing_is_applied_away() {
 #[test]
 fn headless_to_cluster_ip_is_a_new_object() {
     let mut headless = desired("db-east", 80);
-    headless.object["spec"]["clusterIP"] = json!("None");
+    headless.object = edited(&headless.object, |v| {
+        v["spec"]["clusterIP"] = json!("None");
+    });
     let actual = BTreeMap::from([(key("db-east"), applied(&desired("db-east", 80)))]);
     assert_eq!(
         names(&plan(&[headless], &actual, &BTreeSet::new(), |_| false)),
@@ -204,12 +212,12 @@ fn the_slices_of_someone_elses_service_are_not_written() {
             namespace: "prod".into(),
             name: "web-east-v4-0".into(),
         },
-        object: json!({
+        object: object(json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": "web-east-v4-0", "namespace": "prod",
                          "labels": {"kubernetes.io/service-name": "web-east"}},
             "addressType": "IPv4", "endpoints": []
-        }),
+        })),
         cluster: Some("east".into()),
     };
     let unowned = BTreeSet::from([key("web-east")]);
@@ -236,35 +244,83 @@ fn the_slices_of_someone_elses_service_are_not_written() {
 
 #[test]
 fn contains_table() {
-    let cases = [
-        (json!({"a": 1, "b": 2}), json!({"a": 1}), true),
-        (json!({"a": 1}), json!({"a": 2}), false),
-        (json!({"a": 1}), json!({"b": null}), true),
-        (json!({"a": [1, 2]}), json!({"a": [1]}), false),
+    let want = desired("web-east", 80).object;
+    let with_name = |name: &str| {
+        edited(&want, |v| {
+            v["spec"]["ports"][0]["name"] = json!(name);
+        })
+    };
+    // (case, edit of what the API holds, whether it holds what we want)
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit, bool)> = vec![
+        ("the same", Box::new(|_| {}), true),
         (
-            json!({"a": [{"x": 1, "y": 2}]}),
-            json!({"a": [{"x": 1}]}),
+            "server defaults and others' fields added",
+            Box::new(|v| {
+                v["spec"]["clusterIP"] = json!("10.96.0.9");
+                v["spec"]["ports"][0]["targetPort"] = json!(80);
+                v["metadata"]["labels"]["team"] = json!("x");
+                v["metadata"]["annotations"] = json!({"a": "b"});
+            }),
             true,
         ),
-        (json!({}), json!({"a": {}}), false),
+        (
+            "a port of ours changed",
+            Box::new(|v| v["spec"]["ports"][0]["port"] = json!(81)),
+            false,
+        ),
+        (
+            "a port added",
+            Box::new(|v| {
+                if let Some(ports) = v["spec"]["ports"].as_array_mut() {
+                    ports.push(json!({"name": "x", "port": 1}));
+                }
+            }),
+            false,
+        ),
+        (
+            "a label of ours removed",
+            Box::new(|v| v["metadata"]["labels"] = json!({})),
+            false,
+        ),
+        (
+            "a label of ours changed",
+            Box::new(|v| v["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("me")),
+            false,
+        ),
+        ("no spec", Box::new(|v| v["spec"] = Value::Null), false),
     ];
-    for (have, want, expect) in cases {
-        assert_eq!(contains(&have, &want), expect, "{have} ⊇ {want}");
+    for (name, edit, expect) in cases {
+        let have = edited(&want, |v| edit(v));
+        assert_eq!(contains(&have, &want), expect, "{name}");
     }
+    // A field we leave unset is anyone's; a kind is never another's.
+    let unnamed = edited(&want, |v| {
+        v["spec"]["ports"][0]
+            .as_object_mut()
+            .map(|p| p.remove("name"));
+    });
+    assert!(contains(&with_name("other"), &unnamed));
+    assert!(!contains(&with_name("other"), &want));
+    let slice = object(
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                              "metadata": {"name": "web-east", "namespace": "prod"}}),
+    );
+    assert!(!contains(&slice, &want));
 }
 
 #[test]
 fn objects_of_refused_services_are_neither_written_nor_deleted() {
     let slice_of = |service: &str, name: &str| -> Actual {
         Actual {
-            object: json!({
+            object: object(json!({
                 "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                 "metadata": {"name": name, "namespace": "prod", "uid": format!("uid-{name}"),
                              "labels": {"app.kubernetes.io/managed-by": "clusterset-dns",
                                         "kubernetes.io/service-name": service,
                                         "clusterset-dns.io/cluster": "east"}},
                 "endpoints": [{"addresses": ["10.1.0.1"]}]
-            }),
+            })),
         }
     };
     let slice_key = |name: &str| ObjectRef {
@@ -273,9 +329,13 @@ fn objects_of_refused_services_are_neither_written_nor_deleted() {
         name: name.into(),
     };
     let mut web = applied(&desired("web-east", 80));
-    web.object["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
+    web.object = edited(&web.object, |v| {
+        v["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
+    });
     let mut api = applied(&desired("api-east", 80));
-    api.object["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
+    api.object = edited(&api.object, |v| {
+        v["metadata"]["labels"]["clusterset-dns.io/cluster"] = json!("east");
+    });
     let actual = BTreeMap::from([
         (key("web-east"), web),
         (slice_key("web-east-1"), slice_of("web-east", "web-east-1")),
@@ -302,4 +362,28 @@ fn objects_of_refused_services_are_neither_written_nor_deleted() {
             "delete api-east-1 uid-api-east-1"
         ]
     );
+}
+
+#[test]
+fn the_applied_hash_is_of_the_json_body_so_an_upgrade_rewrites_nothing() {
+    // The hash releases before the typed objects wrote: FNV-1a of the body
+    // as JSON text with its keys sorted. The typed object must hash the
+    // same, or every object would be applied again after an upgrade.
+    let body = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web-east", "namespace": "prod",
+                     "labels": {"app.kubernetes.io/managed-by": "clusterset-dns"}},
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}
+    });
+    let text = serde_json::to_string(&body).expect("encodes");
+    let want = format!("{:016x}", fnv1a(text.as_bytes()));
+    let d = desired("web-east", 80);
+    let stamped = stamped(&d);
+    let got = stamped
+        .object
+        .meta()
+        .annotations
+        .as_ref()
+        .expect("annotations");
+    assert_eq!(got.get(HASH_ANNOTATION), Some(&want));
 }

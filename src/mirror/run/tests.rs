@@ -3,9 +3,11 @@
 //! what the controller does and counts for 2xx, 404, 409, 422 and 500.
 
 use super::*;
+use crate::mirror::fixtures::{json, object};
 use crate::mirror::mock::{self, Step};
 use crate::mirror::{Kind, reconcile::stamped};
-use serde_json::json;
+use kube::runtime::watcher::Event;
+use serde_json::{Value, json};
 
 const SERVICES: &str = "/api/v1/namespaces/prod/services";
 const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices";
@@ -41,20 +43,20 @@ fn key(kind: Kind, name: &str) -> ObjectRef {
 fn web() -> Desired {
     stamped(&Desired {
         key: key(Kind::Service, "web-east"),
-        object: json!({
+        object: object(json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "web-east", "namespace": "prod",
                          "labels": {"app.kubernetes.io/managed-by": "clusterset-dns",
                                     "mirror.linkerd.io/cluster-name": "east"}},
             "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}
-        }),
+        })),
         cluster: Some("east".into()),
     })
 }
 
 /// `d` as the API would hold it.
 fn stored(d: &Desired, uid: &str, rv: &str) -> Value {
-    let mut v = d.object.clone();
+    let mut v = json(&d.object);
     v["metadata"]["uid"] = json!(uid);
     v["metadata"]["resourceVersion"] = json!(rv);
     v["spec"]["clusterIP"] = json!("10.96.0.10");
@@ -74,7 +76,7 @@ fn post(d: &Desired) -> Step {
     Step::new("POST", SERVICES)
         .query(&[FM])
         .content_type("application/json")
-        .body(d.object.clone())
+        .body(json(&d.object))
 }
 
 /// The forced server-side apply of `d`, exactly.
@@ -82,7 +84,7 @@ fn apply(d: &Desired) -> Step {
     Step::new("PATCH", &format!("{SERVICES}/web-east"))
         .query(&[FM, ("force", "true")])
         .content_type(APPLY)
-        .body(d.object.clone())
+        .body(json(&d.object))
 }
 
 /// The merge-patch repair to `d`, exactly.
@@ -90,7 +92,7 @@ fn merge(d: &Desired) -> Step {
     Step::new("PATCH", &format!("{SERVICES}/web-east"))
         .query(&[FM])
         .content_type(MERGE)
-        .body(d.object.clone())
+        .body(json(&d.object))
 }
 
 fn counted(pairs: &[(&'static str, &'static str)], changed: bool) -> Done {
@@ -268,16 +270,18 @@ fn slice_key() -> ObjectRef {
 /// A controller whose cache holds our slice `web-east-v4-0` (uid u9, rv 7).
 fn with_slice(client: Client) -> Controller {
     let mut c = controller(client);
-    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+    let slice = object(
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                        "metadata": {"name": "web-east-v4-0", "namespace": "prod",
                                     "uid": "u9", "resourceVersion": "7",
                                     "labels": {"app.kubernetes.io/managed-by": "clusterset-dns"}},
-                       "addressType": "IPv4", "endpoints": []});
+                       "addressType": "IPv4", "endpoints": []}),
+    );
     for kind in [Kind::Service, Kind::EndpointSlice] {
-        c.cache.relist_begin(kind);
-        c.cache.relist_done(kind);
+        c.cache.on_event(kind, Event::Init);
+        c.cache.on_event(kind, Event::InitDone);
     }
-    c.cache.applied(Kind::EndpointSlice, slice);
+    c.cache.on_event(Kind::EndpointSlice, Event::Apply(slice));
     c
 }
 

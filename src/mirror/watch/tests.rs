@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::mirror::mock::{self, Step};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn svc(name: &str, ports: Value) -> Value {
     json!({"metadata": {"name": name, "namespace": "prod", "uid": format!("uid-{name}"),
@@ -42,6 +42,7 @@ async fn an_undecodable_object_is_skipped_and_counted_and_the_list_goes_on() {
     let task = tokio::spawn(forward::<Service>(
         Api::all(client),
         Kind::Service,
+        |s| Ok(Object::Service(Box::new(s))),
         (tx, stats.clone()),
         stop.clone(),
     ));
@@ -51,7 +52,9 @@ async fn an_undecodable_object_is_skipped_and_counted_and_the_list_goes_on() {
         assert_eq!(kind, Kind::Service);
         got.push(match event {
             watcher::Event::Init => "init".to_owned(),
-            watcher::Event::InitApply(v) => format!("item {}", v["metadata"]["name"]),
+            watcher::Event::InitApply(o) => {
+                format!("item {:?}", o.meta().name.as_deref().unwrap_or_default())
+            }
             watcher::Event::InitDone => "done".to_owned(),
             other => format!("unexpected {other:?}"),
         });

@@ -2,7 +2,21 @@ use super::*;
 use crate::source::selector::{Operator, Requirement};
 use crate::vocab::linkerd::{LABEL_EXPORTED, LABEL_FEDERATED};
 use crate::vocab::trust::{parse_cidrs, parse_namespaces};
-use serde_json::json;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
+/// A Link object as the watch delivers it (its metadata decoded), read as
+/// the server reads it.
+fn parse_link(v: &Value) -> Result<Link, LinkError> {
+    let obj: DynamicObject = serde_json::from_value(v.clone()).expect("a Link object");
+    link_from_dynamic(&obj)
+}
+
+/// Whether the watch can decode `v` at all (metadata that does not decode
+/// makes the watch skip the object, logged, before any Link rule).
+fn decodes(v: &Value) -> bool {
+    serde_json::from_value::<DynamicObject>(v.clone()).is_ok()
+}
 
 const IDENTITY: &str =
     "linkerd-gateway.linkerd-multicluster.serviceaccount.identity.linkerd.cluster.local";
@@ -142,10 +156,6 @@ fn claims_from_annotations() {
             json!({"clusterset-dns.io/denied-namespaces": "ok,Not_OK"}),
             "Link linkerd-multicluster/east: metadata.annotations[clusterset-dns.io/denied-namespaces]: \"Not_OK\" is not a namespace name (an RFC 1123 label)",
         ),
-        (
-            json!({"clusterset-dns.io/allowed-namespaces": 7}),
-            "Link linkerd-multicluster/east: metadata.annotations[clusterset-dns.io/allowed-namespaces]: expected a string, found a number",
-        ),
     ];
     for (annotations, want) in cases {
         assert_eq!(
@@ -154,6 +164,10 @@ fn claims_from_annotations() {
             "{annotations}"
         );
     }
+    // An annotation that is not a string: metadata that does not decode.
+    let mut obj = v1alpha3();
+    obj["metadata"]["annotations"] = json!({"clusterset-dns.io/allowed-namespaces": 7});
+    assert!(!decodes(&obj));
 }
 
 #[test]
@@ -450,8 +464,6 @@ fn fatal_errors_table() {
         .remove("name");
     let mut empty_name = v1alpha3();
     empty_name["metadata"]["name"] = json!("");
-    let mut numeric_name = v1alpha3();
-    numeric_name["metadata"]["name"] = json!(7);
     let mut no_spec = v1alpha3();
     no_spec.as_object_mut().expect("object").remove("spec");
     let mut list_spec = v1alpha3();
@@ -463,8 +475,6 @@ fn fatal_errors_table() {
             "Link in namespace \"linkerd-multicluster\": metadata.name",
         ),
         (empty_name, "metadata.name is missing"),
-        (numeric_name, "metadata.name is missing"),
-        (json!("a string"), "metadata.name"),
         (no_spec, "Link linkerd-multicluster/east: spec: missing"),
         (
             list_spec,
@@ -542,16 +552,33 @@ fn fatal_errors_table() {
         let err = parse_link(&obj).expect_err(want).to_string();
         assert!(err.contains(want), "want {want:?} in {err:?}");
     }
+    let mut null_spec = v1alpha3();
+    null_spec["spec"] = Value::Null;
+    let mut string_spec = v1alpha3();
+    string_spec["spec"] = json!("x");
+    for (obj, want) in [
+        (null_spec, "spec: expected an object, found null"),
+        (string_spec, "spec: expected an object, found a string"),
+    ] {
+        let err = parse_link(&obj).expect_err(want).to_string();
+        assert!(err.ends_with(want), "want {want:?} in {err:?}");
+    }
+    // A name that is not a string, or no object at all: the watch cannot
+    // decode it and skips it.
+    let mut numeric_name = v1alpha3();
+    numeric_name["metadata"]["name"] = json!(7);
+    assert!(!decodes(&numeric_name));
+    assert!(!decodes(&json!("a string")));
 }
 
 #[test]
-fn unknown_fields_and_bad_timestamp_are_tolerated() {
+fn unknown_fields_are_tolerated_and_a_bad_timestamp_does_not_decode() {
     let mut obj = with_spec(json!({"someFutureField": {"x": 1}, "targetClusterDomain": 5}));
-    obj["metadata"]["creationTimestamp"] = json!("yesterday");
     let link = parse_link(&obj).expect("parses");
-    assert_eq!(link.created, i64::MAX);
-    assert_eq!(link.warnings.len(), 1, "{:?}", link.warnings);
-    assert!(link.warnings[0].contains("metadata.creationTimestamp"));
+    assert_eq!(link.created, 1_767_323_045);
+    assert!(link.warnings.is_empty(), "{:?}", link.warnings);
+    obj["metadata"]["creationTimestamp"] = json!("yesterday");
+    assert!(!decodes(&obj));
 }
 
 #[test]

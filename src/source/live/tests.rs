@@ -12,7 +12,11 @@ fn link(name: &str, cluster: &str, secret: &str, created: &str) -> (String, Resu
             "remoteDiscoverySelector": {"matchLabels": {"mirror.linkerd.io/exported": "remote-discovery"}}
         }
     });
-    (name.to_owned(), parse_link(&v).map_err(|e| e.to_string()))
+    let obj: DynamicObject = serde_json::from_value(v).expect("a Link object");
+    (
+        name.to_owned(),
+        link_from_dynamic(&obj).map_err(|e| e.to_string()),
+    )
 }
 
 #[test]

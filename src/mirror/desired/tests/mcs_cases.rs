@@ -403,7 +403,10 @@ fn derived_ips_are_read_back_from_our_derived_services() {
         namespace: "data".into(),
         name: name.into(),
     };
-    let label = |mcs: &str, spec: Value| json!({"metadata": {"labels": {"multicluster.kubernetes.io/service-name": mcs}}, "spec": spec});
+    let label = |mcs: &str, spec: Value| -> k8s_openapi::api::core::v1::Service {
+        serde_json::from_value(json!({"metadata": {"labels": {"multicluster.kubernetes.io/service-name": mcs}}, "spec": spec}))
+            .expect("a Service")
+    };
     let objects = [
         (
             svc("derived-db"),
@@ -428,7 +431,7 @@ fn derived_ips_are_read_back_from_our_derived_services() {
         ),
         (
             svc("derived-x"),
-            json!({"spec": {"clusterIP": "10.96.0.8"}}),
+            serde_json::from_value(json!({"spec": {"clusterIP": "10.96.0.8"}})).expect("a Service"),
         ),
     ];
     let got = mcs::derived_ips(objects.iter().map(|(k, v)| (k, v)));

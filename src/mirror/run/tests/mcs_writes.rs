@@ -7,7 +7,7 @@ use super::*;
 use crate::mirror::api::discover_mcs;
 use crate::model::cluster::Dirty;
 use crate::model::testing::{port, service, svc_event, up};
-use kube::api::ApiResource;
+use kube::api::{ApiResource, DynamicObject};
 
 const IMPORTS: &str = "/apis/multicluster.x-k8s.io/v1beta1/namespaces/prod/serviceimports";
 const EXPORTS: &str = "/apis/multicluster.x-k8s.io/v1beta1/namespaces/prod/serviceexports";
@@ -34,20 +34,20 @@ fn mcs_controller(client: Client) -> Controller {
 fn import() -> Desired {
     stamped(&Desired {
         key: key(Kind::ServiceImport, "db"),
-        object: json!({
+        object: object(json!({
             "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
             "metadata": {"name": "db", "namespace": "prod",
                          "labels": {"app.kubernetes.io/managed-by": "clusterset-dns",
                                     "multicluster.kubernetes.io/service-name": "db"}},
             "spec": {"type": "ClusterSetIP", "ips": ["10.96.0.5"],
                      "ports": [{"name": "pg", "port": 5432, "protocol": "TCP"}]}
-        }),
+        })),
         cluster: None,
     })
 }
 
 fn stored_import(d: &Desired, uid: &str, rv: &str) -> Value {
-    let mut v = d.object.clone();
+    let mut v = json(&d.object);
     v["metadata"]["uid"] = json!(uid);
     v["metadata"]["resourceVersion"] = json!(rv);
     v
@@ -63,12 +63,12 @@ async fn service_import_create_apply_and_delete_go_to_the_discovered_resource() 
             Step::new("POST", IMPORTS)
                 .query(&[FM])
                 .content_type("application/json")
-                .body(d.object.clone())
+                .body(json(&d.object))
                 .ok(stored_import(&d, "u1", "5")),
             Step::new("PATCH", &format!("{IMPORTS}/db"))
                 .query(&[FM, ("force", "true")])
                 .content_type(APPLY)
-                .body(d.object.clone())
+                .body(json(&d.object))
                 .ok(stored_import(&d, "u1", "6")),
             Step::new("DELETE", &format!("{IMPORTS}/db"))
                 .content_type("application/json")
@@ -121,12 +121,15 @@ fn exported(c: &mut Controller) {
         set.apply(e, &mut dirty);
     }
     c.set = Some(set);
-    c.on_export(Event::Apply(json!({
+    let export: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
         "metadata": {"name": "db", "namespace": "prod", "uid": "e1", "generation": 2,
                      "resourceVersion": "3"},
         "spec": {}
-    })));
+    }))
+    .expect("an object");
+    let export = crate::k8s::crd::from_dynamic(export).expect("a ServiceExport");
+    c.on_export(Event::Apply(export));
 }
 
 #[tokio::test]
