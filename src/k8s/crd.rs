@@ -100,12 +100,12 @@ pub struct ImportPort {
     derive = "PartialEq",
     derive = "Default"
 )]
-pub struct ServiceExportSpec {}
+pub(crate) struct ServiceExportSpec {}
 
 /// `status` of a [`ServiceExport`].
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct ServiceExportStatus {
+pub(crate) struct ServiceExportStatus {
     /// Conditions, ours (`Valid`, `Conflict`) and other managers'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<ExportCondition>>,
@@ -118,7 +118,7 @@ pub struct ServiceExportStatus {
 /// was.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct ExportCondition {
+pub(crate) struct ExportCondition {
     /// The condition type (`Valid`, `Conflict`, ...).
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,

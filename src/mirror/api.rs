@@ -32,11 +32,11 @@ use crate::k8s::crd::{self, CrdError, ServiceExport};
 use crate::vocab::mcs::{MCS_GROUP, MCS_VERSIONS};
 
 /// `reportingController` of our Events.
-pub const REPORTING_CONTROLLER: &str = "clusterset-dns-mirror";
+pub(crate) const REPORTING_CONTROLLER: &str = "clusterset-dns-mirror";
 
 /// Why a request did not give an object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// The API answered with this status (409, 404, 422...).
     #[error("{code} {reason}: {message}")]
     Status {
@@ -59,7 +59,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// The HTTP status, when the API answered.
-    pub fn code(&self) -> Option<u16> {
+    pub(crate) fn code(&self) -> Option<u16> {
         match self {
             Self::Status { code, .. } => Some(*code),
             Self::Failed(_) | Self::Encode(_) => None,
@@ -150,7 +150,7 @@ async fn delete_as<K: Mirrored>(
 /// The MCS API resources the local cluster serves, as discovery found
 /// them: each at `v1beta1`, else `v1alpha1` (the same schema).
 #[derive(Debug, Clone, Default)]
-pub struct McsApis {
+pub(crate) struct McsApis {
     /// `serviceimports`, if served.
     pub import: Option<ApiResource>,
     /// `serviceexports`, if served.
@@ -159,7 +159,7 @@ pub struct McsApis {
 
 /// Finds the local cluster's ServiceImport and ServiceExport resources
 /// ([`crate::k8s::discover`]). A group that is not served finds neither.
-pub async fn discover_mcs(client: &Client) -> Result<McsApis, ApiError> {
+pub(crate) async fn discover_mcs(client: &Client) -> Result<McsApis, ApiError> {
     use crate::k8s::discover;
     let group = discover::group(client, MCS_GROUP)
         .await
@@ -185,7 +185,7 @@ fn dynamic(
 
 /// The local cluster as the mirror writes it.
 #[derive(Clone)]
-pub struct LocalApi {
+pub(crate) struct LocalApi {
     client: Client,
     recorder: Recorder,
     /// The ServiceImport resource (`None`: not served, or `--mcs` off).
@@ -202,7 +202,7 @@ impl Debug for LocalApi {
 impl LocalApi {
     /// Requests with `client`; Events name `instance` (the Lease identity)
     /// as their reporting instance.
-    pub fn new(client: Client, instance: &str) -> Self {
+    pub(crate) fn new(client: Client, instance: &str) -> Self {
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.to_owned(),
             instance: Some(instance.to_owned()),
@@ -215,7 +215,7 @@ impl LocalApi {
     }
 
     /// ServiceImports are written as `ar` (what [`discover_mcs`] found).
-    pub fn set_imports(&mut self, ar: Option<ApiResource>) {
+    pub(crate) fn set_imports(&mut self, ar: Option<ApiResource>) {
         self.imports = ar;
     }
 
@@ -234,7 +234,7 @@ impl LocalApi {
 
     /// POST: fails with 409 if a same-named object exists, so nobody's
     /// object is ever taken over.
-    pub async fn create(&self, d: &Desired) -> Result<Object, ApiError> {
+    pub(crate) async fn create(&self, d: &Desired) -> Result<Object, ApiError> {
         let params = post_params();
         let key = &d.key;
         Ok(match &d.object {
@@ -255,14 +255,14 @@ impl LocalApi {
 
     /// Server-side apply of the whole desired object as [`FIELD_MANAGER`],
     /// forced: the fields we own are ours even if someone else set them.
-    pub async fn apply(&self, d: &Desired) -> Result<Object, ApiError> {
+    pub(crate) async fn apply(&self, d: &Desired) -> Result<Object, ApiError> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         self.patch(&d.key, &params, How::Apply, &d.object).await
     }
 
     /// Merge patch: replaces the lists in `body` whole, which apply cannot
     /// do for list entries another manager owns.
-    pub async fn merge(&self, key: &ObjectRef, body: &Object) -> Result<Object, ApiError> {
+    pub(crate) async fn merge(&self, key: &ObjectRef, body: &Object) -> Result<Object, ApiError> {
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
@@ -294,7 +294,7 @@ impl LocalApi {
     }
 
     /// The object as it is now.
-    pub async fn get(&self, key: &ObjectRef) -> Result<Object, ApiError> {
+    pub(crate) async fn get(&self, key: &ObjectRef) -> Result<Object, ApiError> {
         Ok(match key.kind {
             Kind::Service => Object::Service(Box::new(
                 api::<Service>(&self.client, key).get(&key.name).await?,
@@ -310,7 +310,7 @@ impl LocalApi {
 
     /// Deletes the object only if it is still the one we listed: the API
     /// answers 409 when its uid or resourceVersion differs.
-    pub async fn delete(
+    pub(crate) async fn delete(
         &self,
         key: &ObjectRef,
         uid: Option<String>,
@@ -338,7 +338,7 @@ impl LocalApi {
     /// `status.conditions` only) to the `/status` of the local
     /// ServiceExport `namespace/name`, resource `ar`, as [`FIELD_MANAGER`]:
     /// only the conditions we own change.
-    pub async fn apply_export_status(
+    pub(crate) async fn apply_export_status(
         &self,
         ar: &ApiResource,
         namespace: &str,
@@ -356,7 +356,11 @@ impl LocalApi {
 
     /// A Warning Event (`events.k8s.io/v1`, reason `NotOwned`) on the
     /// same-named object we leave alone.
-    pub async fn not_owned(&self, key: &ObjectRef, uid: Option<String>) -> Result<(), ApiError> {
+    pub(crate) async fn not_owned(
+        &self,
+        key: &ObjectRef,
+        uid: Option<String>,
+    ) -> Result<(), ApiError> {
         let api_version = match key.kind {
             Kind::Service => "v1",
             Kind::EndpointSlice => "discovery.k8s.io/v1",

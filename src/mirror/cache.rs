@@ -34,7 +34,7 @@ enum Echo {
 
 /// The objects of ours that exist, by key.
 #[derive(Debug)]
-pub struct Cache {
+pub(crate) struct Cache {
     actual: BTreeMap<ObjectRef, Actual>,
     /// The resourceVersion of the last watch event per key, to tell whether
     /// a write response is already known (a no-op write has no echo).
@@ -75,7 +75,7 @@ fn slot(kind: Kind) -> usize {
 }
 
 /// `(namespace, name)` of an object, as its key.
-pub fn object_ref(o: &Object) -> Option<ObjectRef> {
+pub(crate) fn object_ref(o: &Object) -> Option<ObjectRef> {
     let meta = o.meta();
     Some(ObjectRef {
         kind: o.kind(),
@@ -85,7 +85,7 @@ pub fn object_ref(o: &Object) -> Option<ObjectRef> {
 }
 
 /// Whether `o` carries our managed-by label.
-pub fn is_ours(o: &Object) -> bool {
+pub(crate) fn is_ours(o: &Object) -> bool {
     o.label(MANAGED_BY_LABEL) == Some(MANAGED_BY)
 }
 
@@ -136,12 +136,12 @@ impl Index<Object> for OfKind<'_> {
 
 impl Cache {
     /// The objects of ours, by key.
-    pub fn actual(&self) -> &BTreeMap<ObjectRef, Actual> {
+    pub(crate) fn actual(&self) -> &BTreeMap<ObjectRef, Actual> {
         &self.actual
     }
 
     /// The Services whose state changed since the last call.
-    pub fn take_touched_services(&mut self) -> BTreeSet<ObjectRef> {
+    pub(crate) fn take_touched_services(&mut self) -> BTreeSet<ObjectRef> {
         std::mem::take(&mut self.touched_services)
     }
 
@@ -152,7 +152,7 @@ impl Cache {
     }
 
     /// Every watch has listed once: `actual` is complete.
-    pub fn listed(&self) -> bool {
+    pub(crate) fn listed(&self) -> bool {
         self.expected
             .iter()
             .zip(&self.relists)
@@ -160,14 +160,14 @@ impl Cache {
     }
 
     /// `kind` is watched too: `actual` is complete only once it has listed.
-    pub fn expect(&mut self, kind: Kind) {
+    pub(crate) fn expect(&mut self, kind: Kind) {
         self.expected[slot(kind)] = true;
     }
 
     /// One event of the watch of `kind`. Returns whether it is news: a
     /// relist's objects and its end are; an event is unless it is the echo
     /// of our own write or older than it.
-    pub fn on_event(&mut self, kind: Kind, event: Event<Object>) -> bool {
+    pub(crate) fn on_event(&mut self, kind: Kind, event: Event<Object>) -> bool {
         let fixed = match &event {
             Event::Init => Some(false),
             Event::InitApply(_) | Event::InitDone => Some(true),
@@ -265,7 +265,7 @@ impl Cache {
 
     /// A write of ours returned `v` (create, apply, repair, or a GET after
     /// a conflict): it is the newest state of the key.
-    pub fn wrote(&mut self, key: ObjectRef, v: Object) {
+    pub(crate) fn wrote(&mut self, key: ObjectRef, v: Object) {
         let version = v.meta().resource_version.clone();
         match version {
             // Already delivered by the watch (a write that changed nothing
@@ -285,7 +285,7 @@ impl Cache {
     }
 
     /// We deleted (or found already gone) the object `uid` of `key`.
-    pub fn removed(&mut self, key: &ObjectRef, uid: Option<String>) {
+    pub(crate) fn removed(&mut self, key: &ObjectRef, uid: Option<String>) {
         self.touch(key);
         self.actual.remove(key);
         self.watched.remove(key);

@@ -56,15 +56,15 @@ use crate::vocab::name::{FEDERATED, MAX_LABEL, MAX_NAME_TEXT, dashed_ip};
 use crate::vocab::trust::special;
 
 /// Most endpoints in one EndpointSlice (the Kubernetes controller's default).
-pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
+pub(crate) const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 /// Longest Service name: a DNS label, since it becomes one in `cluster.local`.
-pub const MAX_SERVICE_NAME: usize = MAX_LABEL;
+pub(crate) const MAX_SERVICE_NAME: usize = MAX_LABEL;
 /// Longest object name that is a DNS subdomain (EndpointSlices).
-pub const MAX_SUBDOMAIN_NAME: usize = MAX_NAME_TEXT;
+pub(crate) const MAX_SUBDOMAIN_NAME: usize = MAX_NAME_TEXT;
 
 /// Inputs of [`desired`] that are not cluster state.
 #[derive(Debug, Clone)]
-pub struct MirrorSettings {
+pub(crate) struct MirrorSettings {
     /// The local cluster's name (its own services are never mirrored as
     /// `<svc>-<local>`).
     pub local: Arc<str>,
@@ -89,7 +89,7 @@ pub struct MirrorSettings {
 
 /// The inputs of the MCS objects ([`mcs`]).
 #[derive(Debug, Clone)]
-pub struct McsSettings {
+pub(crate) struct McsSettings {
     /// `--mcs`: write derived Services, their slices and ServiceImports.
     pub enabled: bool,
     /// The ServiceImport version the local cluster serves (`v1beta1`, else
@@ -114,9 +114,10 @@ impl Default for McsSettings {
 }
 
 impl MirrorSettings {
+    #[cfg(test)]
     /// Settings with the documented defaults: `cluster.local`, Linkerd flat
     /// compatibility off, no Linkerd-managed cluster, a 30 s grace.
-    pub fn new(local: impl Into<Arc<str>>, now: Instant) -> Self {
+    pub(crate) fn new(local: impl Into<Arc<str>>, now: Instant) -> Self {
         Self {
             local: local.into(),
             cluster_domain: "cluster.local".to_owned(),
@@ -132,7 +133,7 @@ impl MirrorSettings {
 /// Something about the desired objects worth reporting (an Event and a
 /// metric): a shortened name, a lost name collision, a hostname left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// The object it is about (as written, i.e. with its shortened name).
     pub object: ObjectRef,
     /// What happened.
@@ -145,6 +146,8 @@ impl fmt::Display for Problem {
     }
 }
 
+// The whole computation at once: the oracle the incremental one is tested against.
+#[cfg(test)]
 /// Every object the local cluster should hold, sorted by key, and the
 /// problems met computing them.
 ///
@@ -161,7 +164,7 @@ impl fmt::Display for Problem {
 /// When two objects want one name, the one DNS gives the name to keeps it
 /// (docs/architecture.md, decision 7: federated first, then the older Service, then
 /// the cluster name); endpoint mirrors come after every service.
-pub fn desired(set: &ClusterSet, settings: &MirrorSettings) -> (Vec<Desired>, Vec<Problem>) {
+pub(crate) fn desired(set: &ClusterSet, settings: &MirrorSettings) -> (Vec<Desired>, Vec<Problem>) {
     let mut units = Vec::new();
     let mut problems = Vec::new();
     federated_units(set, settings, &mut units, &mut problems);
@@ -191,12 +194,13 @@ pub fn desired(set: &ClusterSet, settings: &MirrorSettings) -> (Vec<Desired>, Ve
     (out.into_values().collect(), problems)
 }
 
+#[cfg(test)]
 /// The mirror Services (namespace, name) that belong to services their
 /// cluster's budget refused: `<svc>-<cluster>`, and `<svc>-federated` when
 /// a refused service is a member. The reconciler leaves them (and their
 /// slices) exactly as they are: nothing is written or deleted because of
 /// the budget.
-pub fn held_by_budget(set: &ClusterSet) -> BTreeSet<(Arc<str>, Arc<str>)> {
+pub(crate) fn held_by_budget(set: &ClusterSet) -> BTreeSet<(Arc<str>, Arc<str>)> {
     let mut held = BTreeSet::new();
     for c in set.iter() {
         for svc in c.services.values().filter(|s| s.refused) {
@@ -643,6 +647,7 @@ fn local_endpoint_mirror<'s>(
 /// cluster-name order.
 type Members<'s> = Vec<(&'s Cluster, &'s Service)>;
 
+#[cfg(test)]
 /// `<svc>-federated` for every service with a federated member.
 fn federated_units(
     set: &ClusterSet,
@@ -872,6 +877,7 @@ fn service_ref(namespace: &str, name: &str) -> ObjectRef {
     }
 }
 
+#[cfg(test)]
 /// Settles names (shortening, collisions) and renders the objects.
 fn finish(
     mut units: Vec<Unit>,
@@ -1093,7 +1099,7 @@ fn slice_endpoint(ep: &Ep) -> SliceEndpoint {
 /// `full` if it fits in `max` characters, else a readable prefix, `-` and
 /// 8 hex digits of its FNV-1a hash: deterministic across runs and releases,
 /// and distinct for distinct long names short of a hash collision.
-pub fn fit_name(full: &str, max: usize) -> String {
+pub(crate) fn fit_name(full: &str, max: usize) -> String {
     if full.len() <= max {
         return full.to_owned();
     }
@@ -1116,9 +1122,9 @@ fn fnv1a32(bytes: &[u8]) -> u32 {
 }
 
 mod incremental;
-pub use incremental::DesiredState;
+pub(crate) use incremental::DesiredState;
 
-pub mod mcs;
+pub(crate) mod mcs;
 
 #[cfg(test)]
 mod tests;

@@ -65,14 +65,14 @@ impl Shared {
 
 /// The model task's end. Dropping it closes the feed.
 #[derive(Debug)]
-pub struct FeedTx(Arc<Shared>);
+pub(crate) struct FeedTx(Arc<Shared>);
 
 /// The controller's end.
 #[derive(Debug)]
 pub struct FeedRx(Arc<Shared>);
 
 /// A connected pair.
-pub fn channel() -> (FeedTx, FeedRx) {
+pub(crate) fn channel() -> (FeedTx, FeedRx) {
     let shared = Arc::new(Shared::default());
     (FeedTx(shared.clone()), FeedRx(shared))
 }
@@ -80,7 +80,7 @@ pub fn channel() -> (FeedTx, FeedRx) {
 impl FeedTx {
     /// Sends the state `set` after `changed`, at `at`; merges with what the
     /// controller has not taken yet.
-    pub fn send(&self, set: ClusterSet, changed: Changed, at: Instant) {
+    pub(crate) fn send(&self, set: ClusterSet, changed: Changed, at: Instant) {
         let mut pending = self.0.lock();
         match pending.as_mut() {
             Some(p) => {

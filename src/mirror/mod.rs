@@ -31,17 +31,17 @@
 //! [`MANAGED_BY_LABEL`] = [`MANAGED_BY`]; nothing without it is ever
 //! modified or deleted.
 
-pub mod api;
-pub mod cache;
-pub mod desired;
-pub mod feed;
+pub(crate) mod api;
+pub(crate) mod cache;
+pub(crate) mod desired;
+pub(crate) mod feed;
 pub mod lease;
-pub mod reconcile;
+pub(crate) mod reconcile;
 pub mod run;
-pub mod stats;
-pub mod status;
-pub mod sweep;
-pub mod watch;
+pub(crate) mod stats;
+pub(crate) mod status;
+pub(crate) mod sweep;
+pub(crate) mod watch;
 
 #[cfg(test)]
 #[path = "tests/fixtures.rs"]

@@ -13,36 +13,36 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{Desired, Object, ObjectRef};
 
 mod owned;
-pub use owned::contains;
+pub(crate) use owned::contains;
 
 /// An object of ours as the API holds it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Actual {
+pub(crate) struct Actual {
     /// The whole object as listed.
     pub object: Object,
 }
 
 impl Actual {
     /// `metadata.uid`.
-    pub fn uid(&self) -> Option<&str> {
+    pub(crate) fn uid(&self) -> Option<&str> {
         self.object.meta().uid.as_deref()
     }
 
     /// The cluster it mirrors ([`super::CLUSTER_LABEL`]); `None` for a
     /// federated object.
-    pub fn cluster(&self) -> Option<&str> {
+    pub(crate) fn cluster(&self) -> Option<&str> {
         self.object.label(super::CLUSTER_LABEL)
     }
 
     /// `metadata.resourceVersion`.
-    pub fn resource_version(&self) -> Option<&str> {
+    pub(crate) fn resource_version(&self) -> Option<&str> {
         self.object.meta().resource_version.as_deref()
     }
 }
 
 /// What [`plan`] asks its `hold` about an object, desired or actual.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Subject<'a> {
+pub(crate) struct Subject<'a> {
     /// The linked cluster it mirrors (`None`: a federated object).
     pub cluster: Option<&'a str>,
     /// Its namespace.
@@ -73,7 +73,7 @@ impl<'a> Subject<'a> {
 
 /// One write.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Op {
+pub(crate) enum Op {
     /// Create a new object (POST: fails if a same-named object exists, so
     /// someone else's object is never taken over).
     Create(Desired),
@@ -93,7 +93,7 @@ pub enum Op {
 
 impl Op {
     /// The object the write is about.
-    pub fn key(&self) -> &ObjectRef {
+    pub(crate) fn key(&self) -> &ObjectRef {
         match self {
             Self::Create(d) | Self::Apply(d) => &d.key,
             Self::Delete { key, .. } => key,
@@ -106,7 +106,7 @@ impl Op {
 /// which objects must be neither written nor deleted for now: those whose
 /// desired state is not known yet because a cluster has not synced, or a
 /// service its cluster's budget refused (see [`Hold`]).
-pub fn plan<'d>(
+pub(crate) fn plan<'d>(
     desired: impl IntoIterator<Item = &'d Desired>,
     actual: &BTreeMap<ObjectRef, Actual>,
     unowned: &BTreeSet<ObjectRef>,
@@ -131,7 +131,7 @@ pub fn plan<'d>(
 /// desired object: the same decisions as [`plan`] for those keys, for a
 /// model batch that changed only them. What exists of ours outside `keys`
 /// is not looked at (a full pass deletes leftovers).
-pub fn plan_some(
+pub(crate) fn plan_some(
     desired: &BTreeMap<ObjectRef, Desired>,
     keys: &BTreeSet<ObjectRef>,
     actual: &BTreeMap<ObjectRef, Actual>,
@@ -220,7 +220,7 @@ fn plan_delete(
 /// not see. The body hashed is the JSON the API is sent, its keys sorted
 /// (`serde_json`'s map), so the hash is the same whatever order a typed
 /// object writes its fields in.
-pub fn stamped(d: &Desired) -> Desired {
+pub(crate) fn stamped(d: &Desired) -> Desired {
     let mut d = d.clone();
     let text = d
         .object
@@ -262,7 +262,7 @@ fn headless(o: &Object) -> bool {
 /// neither written nor deleted: we chose not to hold its endpoints, which
 /// says nothing about what the mirrors should be.
 #[derive(Debug, Default, Clone)]
-pub struct Hold {
+pub(crate) struct Hold {
     /// Clusters that have not synced.
     pub unsynced: BTreeSet<std::sync::Arc<str>>,
     /// Some of them are still within the sync timeout.
@@ -274,7 +274,7 @@ pub struct Hold {
 
 impl Hold {
     /// Whether `object` is left as it is.
-    pub fn holds(&self, object: Subject<'_>) -> bool {
+    pub(crate) fn holds(&self, object: Subject<'_>) -> bool {
         let by_cluster = match object.cluster {
             Some(c) => self.unsynced.contains(c),
             None => self.waiting,
@@ -289,7 +289,7 @@ impl Hold {
 }
 
 /// Annotation with a hash of what we last applied.
-pub const HASH_ANNOTATION: &str = "clusterset-dns.io/applied-hash";
+pub(crate) const HASH_ANNOTATION: &str = "clusterset-dns.io/applied-hash";
 
 #[cfg(test)]
 mod tests;

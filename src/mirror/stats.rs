@@ -20,7 +20,7 @@ const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 /// Writes by (kind, op, outcome); every key is a `&'static str` the
 /// controller names, so the label set is fixed.
-pub type WriteCounts = BTreeMap<(&'static str, &'static str, &'static str), u64>;
+pub(crate) type WriteCounts = BTreeMap<(&'static str, &'static str, &'static str), u64>;
 
 /// The mirror controller's counters.
 #[derive(Debug)]

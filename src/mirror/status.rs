@@ -20,9 +20,9 @@ use crate::model::entry::mcs::conflicts;
 use crate::model::objects::ObjectKey;
 
 /// Condition type: the export is valid.
-pub const VALID: &str = "Valid";
+pub(crate) const VALID: &str = "Valid";
 /// Condition type: the members disagree.
-pub const CONFLICT: &str = "Conflict";
+pub(crate) const CONFLICT: &str = "Conflict";
 
 /// One condition as we want it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +117,11 @@ fn same(have: &ExportCondition, want: &Want) -> bool {
 /// status that changes; `None` when they are already so, or the export has
 /// no name. The body holds the export's name and namespace and its
 /// conditions, nothing else.
-pub fn export_status(set: &ClusterSet, export: &ServiceExport, now: &str) -> Option<ServiceExport> {
+pub(crate) fn export_status(
+    set: &ClusterSet,
+    export: &ServiceExport,
+    now: &str,
+) -> Option<ServiceExport> {
     let meta = &export.metadata;
     let (namespace, name) = (meta.namespace.as_deref()?, meta.name.as_deref()?);
     let key = ObjectKey::new(namespace, name);

@@ -18,7 +18,7 @@ use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// How one look ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Swept {
+pub(crate) enum Swept {
     /// Done: this many deleted. Nothing to do again in this process.
     Done(usize),
     /// The API did not answer (discovery, the list or a delete failed):
@@ -30,7 +30,7 @@ pub enum Swept {
 /// A cluster that serves no ServiceImport has none. Without the right to
 /// list them (the MCS role removed with the flag) it says once how to
 /// delete them by hand.
-pub async fn leftover_imports(client: &Client) -> Swept {
+pub(crate) async fn leftover_imports(client: &Client) -> Swept {
     let ar = match discover_mcs(client).await {
         Ok(apis) => match apis.import {
             Some(ar) => ar,

@@ -37,7 +37,7 @@ use crate::k8s::watch::{self as k8s_watch, Delivery};
 use crate::vocab::linkerd::{LABEL_CLUSTER_NAME, LABEL_MIRRORED};
 
 /// One watch event of one of our kinds.
-pub type Change = (Kind, watcher::Event<Object>);
+pub(crate) type Change = (Kind, watcher::Event<Object>);
 
 fn ours() -> String {
     format!("{MANAGED_BY_LABEL}={MANAGED_BY}")
@@ -135,7 +135,7 @@ async fn pump<D, T>(
 /// and of our ServiceImports when `imports` names their resource, sending
 /// their events to `tx` until `stop`; objects that do not decode are
 /// counted in `stats`.
-pub fn spawn(
+pub(crate) fn spawn(
     client: &Client,
     imports: Option<&ApiResource>,
     tx: &mpsc::Sender<Change>,
@@ -175,12 +175,12 @@ pub fn spawn(
 }
 
 /// One watch event of the local ServiceExports.
-pub type ExportChange = watcher::Event<ServiceExport>;
+pub(crate) type ExportChange = watcher::Event<ServiceExport>;
 
 /// Starts the watch of every ServiceExport of the local cluster (resource
 /// `ar`), sending its events to `tx` until `stop`. Read only for their
 /// status conditions: nothing of theirs but `/status` is ever written.
-pub fn spawn_exports(
+pub(crate) fn spawn_exports(
     client: &Client,
     ar: &ApiResource,
     tx: mpsc::Sender<ExportChange>,
@@ -209,7 +209,10 @@ fn typed_export(o: DynamicObject) -> Option<ServiceExport> {
 /// `service-mirror-write-<link>` is held, or mirror Services of that cluster
 /// exist without our label. Their `<svc>-<cluster>` objects are Linkerd's.
 /// A list that fails counts as "none found" (looked at again next resync).
-pub async fn linkerd_managed(client: &Client, link_namespace: Option<&str>) -> BTreeSet<Arc<str>> {
+pub(crate) async fn linkerd_managed(
+    client: &Client,
+    link_namespace: Option<&str>,
+) -> BTreeSet<Arc<str>> {
     let mut out = BTreeSet::new();
     // Only labels are read: a metadata list cannot fail on a bad spec.
     let services: Api<DeserializeGuard<PartialObjectMeta<Service>>> = Api::all(client.clone());

@@ -57,7 +57,7 @@ struct KeyState {
 
 /// The desired objects, kept per service key.
 #[derive(Debug, Default)]
-pub struct DesiredState {
+pub(crate) struct DesiredState {
     keys: BTreeMap<ObjectKey, KeyState>,
     /// Service name → its claimants, lowest rank first: (rank, key, index
     /// of the candidate in the key).
@@ -72,7 +72,7 @@ pub struct DesiredState {
 
 impl DesiredState {
     /// Every desired object of `set`, from scratch (startup, resync).
-    pub fn build(set: &ClusterSet, settings: &MirrorSettings) -> Self {
+    pub(crate) fn build(set: &ClusterSet, settings: &MirrorSettings) -> Self {
         let mut state = Self::default();
         let keys: BTreeSet<ObjectKey> = set
             .iter()
@@ -86,7 +86,7 @@ impl DesiredState {
     /// share a contested name with them). Returns the objects that may
     /// have changed: each is now desired as [`Self::objects`] says, or no
     /// longer desired.
-    pub fn update(
+    pub(crate) fn update(
         &mut self,
         set: &ClusterSet,
         keys: BTreeSet<ObjectKey>,
@@ -266,7 +266,11 @@ impl DesiredState {
     /// services it names, and for a cluster whose health changed, its
     /// gateway-mode services (gateway readiness), federated and MCS ones
     /// (federation eligibility) — nothing else reads a cluster's health.
-    pub fn keys_of(dirty: &Dirty, before: &ClusterSet, after: &ClusterSet) -> BTreeSet<ObjectKey> {
+    pub(crate) fn keys_of(
+        dirty: &Dirty,
+        before: &ClusterSet,
+        after: &ClusterSet,
+    ) -> BTreeSet<ObjectKey> {
         let mut keys: BTreeSet<ObjectKey> = dirty.services.iter().map(|(_, k)| k.clone()).collect();
         for name in &dirty.health {
             for c in [before, after].into_iter().filter_map(|s| s.get(name)) {
@@ -284,30 +288,31 @@ impl DesiredState {
     }
 
     /// Every desired object, by key.
-    pub fn objects(&self) -> &BTreeMap<ObjectRef, Desired> {
+    pub(crate) fn objects(&self) -> &BTreeMap<ObjectRef, Desired> {
         &self.objects
     }
 
     /// Every problem met, in no particular order.
-    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+    #[cfg(test)]
+    pub(crate) fn problems(&self) -> impl Iterator<Item = &Problem> {
         self.keys
             .values()
             .flat_map(|k| k.problems.iter().chain(&k.settled_problems))
     }
 
     /// How many problems there are.
-    pub fn problem_count(&self) -> usize {
+    pub(crate) fn problem_count(&self) -> usize {
         self.problem_count
     }
 
     /// The problems of the services recomputed since the last call (the
     /// controller reports each once).
-    pub fn take_fresh(&mut self) -> Vec<Problem> {
+    pub(crate) fn take_fresh(&mut self) -> Vec<Problem> {
         std::mem::take(&mut self.fresh)
     }
 
     /// What [`super::held_by_budget`] gives for the same state.
-    pub fn held(&self) -> BTreeSet<(Arc<str>, Arc<str>)> {
+    pub(crate) fn held(&self) -> BTreeSet<(Arc<str>, Arc<str>)> {
         self.refused.keys().cloned().collect()
     }
 }

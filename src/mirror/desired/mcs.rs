@@ -46,7 +46,7 @@ use crate::vocab::mcs::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
 use crate::vocab::trust::special;
 
 /// The name of MCS service `svc`'s derived Service, as written.
-pub fn derived_name(svc: &str) -> String {
+pub(crate) fn derived_name(svc: &str) -> String {
     fit_name(&format!("{DERIVED_PREFIX}{svc}"), MAX_SERVICE_NAME)
 }
 
@@ -55,7 +55,7 @@ pub fn derived_name(svc: &str) -> String {
 /// [`MCS_SERVICE_NAME_LABEL`] names: the ServiceImports' `ips`
 /// ([`super::McsSettings::derived_ips`]). A Service not named
 /// `derived-<that service>`, or without an allocated IP yet, gives none.
-pub fn derived_ips<'v>(
+pub(crate) fn derived_ips<'v>(
     services: impl IntoIterator<Item = (&'v ObjectRef, &'v ServiceObject)>,
 ) -> BTreeMap<ObjectKey, Vec<IpAddr>> {
     let mut out = BTreeMap::new();

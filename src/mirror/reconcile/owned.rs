@@ -21,7 +21,7 @@ use crate::k8s::crd::{ImportPort, ServiceImport};
 use crate::mirror::Object;
 
 /// Whether `have` holds every field `want` sets with the same value.
-pub fn contains(have: &Object, want: &Object) -> bool {
+pub(crate) fn contains(have: &Object, want: &Object) -> bool {
     match (have, want) {
         (Object::Service(h), Object::Service(w)) => service(h, w),
         (Object::EndpointSlice(h), Object::EndpointSlice(w)) => slice(h, w),
