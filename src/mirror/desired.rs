@@ -62,7 +62,7 @@ pub(crate) const MAX_SERVICE_NAME: usize = MAX_LABEL;
 /// Longest object name that is a DNS subdomain (EndpointSlices).
 pub(crate) const MAX_SUBDOMAIN_NAME: usize = MAX_NAME_TEXT;
 
-/// Inputs of [`desired`] that are not cluster state.
+/// Inputs of `desired` that are not cluster state.
 #[derive(Debug, Clone)]
 pub(crate) struct MirrorSettings {
     /// The local cluster's name (its own services are never mirrored as
@@ -98,7 +98,7 @@ pub(crate) struct McsSettings {
     pub import_version: Option<Arc<str>>,
     /// The ClusterIPs the API gave each MCS service's derived Service, by
     /// MCS service (namespace, name), as read back: the ServiceImport's
-    /// `ips`. An input, so that [`desired`] stays pure.
+    /// `ips`. An input, so that `desired` stays pure.
     pub derived_ips: Arc<BTreeMap<ObjectKey, Vec<IpAddr>>>,
 }
 
@@ -721,7 +721,7 @@ fn federated_unit(
 
 /// Every unit of service `key`: its `<svc>-federated`, and its
 /// `<svc>-<cluster>` (with endpoint mirrors) in every remote cluster not
-/// managed by Linkerd. What [`desired`] computes, for one service.
+/// managed by Linkerd. What `desired` computes, for one service.
 fn key_units(
     set: &ClusterSet,
     key: &ObjectKey,
@@ -742,7 +742,7 @@ fn key_units(
 }
 
 /// The mirror Services of service `key` that its clusters' budgets
-/// refused (see [`held_by_budget`]).
+/// refused (see `held_by_budget`).
 fn key_held(set: &ClusterSet, key: &ObjectKey) -> Vec<(Arc<str>, Arc<str>)> {
     let mut held = Vec::new();
     for c in set.iter() {

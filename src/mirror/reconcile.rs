@@ -268,7 +268,7 @@ pub(crate) struct Hold {
     /// Some of them are still within the sync timeout.
     pub waiting: bool,
     /// Mirror Services (namespace, name) of refused services
-    /// ([`super::desired::held_by_budget`]).
+    /// (`super::desired::held_by_budget`).
     pub refused: BTreeSet<(std::sync::Arc<str>, std::sync::Arc<str>)>,
 }
 

@@ -1,5 +1,5 @@
 //! The desired objects kept between model batches and recomputed per
-//! service: what [`super::desired`] gives for the whole set, updated for
+//! service: what `super::desired` gives for the whole set, updated for
 //! the services a batch touched.
 //!
 //! Every object comes from one service key (namespace, name): its
@@ -7,12 +7,12 @@
 //! mirrors. Those depend only on that key's entries in the cluster state
 //! (and on cluster-level gateway and health, which the model reports as the
 //! key's change), except for names: two units may want one name, and the
-//! one [`super::finish`] gives it to wins. So the state keeps, per key, its
+//! one `super::finish` gives it to wins. So the state keeps, per key, its
 //! candidate units already rendered, and per Service name, who claims it;
 //! recomputing a key re-settles only the names it claimed or claims and the
 //! keys that claim those. Without a collision that is the key alone.
 //!
-//! It must not do I/O; the same rules as [`super::desired`], which stays
+//! It must not do I/O; the same rules as `super::desired`, which stays
 //! the reference (tests compare the two after every event).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -311,7 +311,7 @@ impl DesiredState {
         std::mem::take(&mut self.fresh)
     }
 
-    /// What [`super::held_by_budget`] gives for the same state.
+    /// What `super::held_by_budget` gives for the same state.
     pub(crate) fn held(&self) -> BTreeSet<(Arc<str>, Arc<str>)> {
         self.refused.keys().cloned().collect()
     }
