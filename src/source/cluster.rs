@@ -5,7 +5,7 @@
 //!
 //! This module owns what a task watches ([`ClusterRun`]), its queue's
 //! messages, and the task's life: [`run`] restarts the watches in place
-//! when the trust settings change or a silence ends, and [`watch_until`]
+//! when the trust settings change or a silence ends, and `watch_until`
 //! waits on the queue, the sync timeout, the silence deadline, reloaded
 //! settings and the API server's answers. The rest lives in its children,
 //! each by what it owns:

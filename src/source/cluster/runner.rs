@@ -9,7 +9,7 @@
 //! ([`crate::source::state`] does), decide health ([`super::health`]
 //! does), resolve or probe the gateway ([`super::gateway`] does), nor
 //! wait on time: the sync timeout and the silence are
-//! [`super::watch_until`]'s.
+//! `super::watch_until`'s.
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -261,10 +261,10 @@ fn big_head(status: u16) -> Vec<u8> {
     format!("HTTP/1.1 {status} Whatever\r\nX-Filler: {filler}\r\n\r\n").into_bytes()
 }
 
-#[tokio::test]
-async fn http_probe_table() {
+/// What each kind of answer makes of a probe.
+fn http_probe_cases() -> Vec<(&'static str, Reply, Want)> {
     let long_garbage = vec![b'x'; 5000];
-    let cases: Vec<(&str, Reply, Want)> = vec![
+    vec![
         ("200", status(200), Want::Ok),
         ("503", status(503), Want::Status(503)),
         ("302", status(302), Want::Status(302)),
@@ -323,7 +323,12 @@ async fn http_probe_table() {
             ),
             Want::Ok,
         ),
-    ];
+    ]
+}
+
+#[tokio::test]
+async fn http_probe_table() {
+    let cases = http_probe_cases();
     let timeout = Duration::from_millis(200);
     for (name, reply, want) in cases {
         let server = serve(reply).await;

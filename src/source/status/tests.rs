@@ -42,10 +42,6 @@ fn reference(board: &StatusBoard, now: Instant) -> serde_json::Value {
                     .or_insert_with(|| json!({}));
                 entry[reason.label()] = json!(n);
             }
-            let names = |set: &std::collections::BTreeSet<Arc<str>>| {
-                set.iter().map(ToString::to_string).collect::<Vec<_>>()
-            };
-            let c = &r.claims;
             json!({
                 "name": &*name,
                 "local": r.local,
@@ -96,18 +92,26 @@ fn reference(board: &StatusBoard, now: Instant) -> serde_json::Value {
                     "clusterId": m.state.id.as_deref(),
                     "clusterIdProblem": m.state.id_problem,
                 })),
-                "claims": json!({
-                    "allowedAddresses": c.allowed_addresses.as_ref()
-                        .map(|nets| nets.iter().map(ToString::to_string).collect::<Vec<_>>()),
-                    "allowedNamespaces": c.allowed_namespaces.as_ref().map(names),
-                    "deniedNamespaces": names(&c.denied_namespaces),
-                }),
+                "claims": claims_reference(&r.claims),
             })
         })
         .collect();
     json!({
         "clusters": clusters,
         "problems": lock(&board.problems).clone(),
+    })
+}
+
+/// A cluster's claims, as `/debug/clusters` showed them before.
+fn claims_reference(c: &Claims) -> serde_json::Value {
+    let names = |set: &std::collections::BTreeSet<Arc<str>>| {
+        set.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
+    json!({
+        "allowedAddresses": c.allowed_addresses.as_ref()
+            .map(|nets| nets.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        "allowedNamespaces": c.allowed_namespaces.as_ref().map(names),
+        "deniedNamespaces": names(&c.denied_namespaces),
     })
 }
 

@@ -28,37 +28,40 @@ enum Step {
     Answer(u64),
 }
 
-#[test]
-fn broken_since_follows_failures_deliveries_and_silences() {
+const A: Watch = Watch::Services(0);
+const B: Watch = Watch::Slices;
+
+/// A case: its name, its steps, and broken-since after each, as seconds
+/// after the start.
+type Case = (&'static str, &'static [Step], &'static [Option<u64>]);
+
+/// The cases of [`broken_since_follows_failures_deliveries_and_silences`].
+fn broken_since_cases() -> &'static [Case] {
     use Step::*;
-    const A: Watch = Watch::Services(0);
-    const B: Watch = Watch::Slices;
-    let (a, b) = (A, B);
-    // (steps, broken-since after each as seconds after t0, `-` for none)
-    let cases: &[(&str, &[Step], &[Option<u64>])] = &[
+    &[
         (
             "one failure, then a delivery",
-            &[Fail(a, 1), Deliver(a)],
+            &[Fail(A, 1), Deliver(A)],
             &[Some(1), None],
         ),
         (
             "the first failure dates the break; the last delivery ends it",
-            &[Fail(a, 1), Fail(b, 2), Deliver(a), Deliver(b)],
+            &[Fail(A, 1), Fail(B, 2), Deliver(A), Deliver(B)],
             &[Some(1), Some(1), Some(1), None],
         ),
         (
             "a delivery of a watch that never failed changes nothing",
-            &[Fail(a, 1), Deliver(b)],
+            &[Fail(A, 1), Deliver(B)],
             &[Some(1), Some(1)],
         ),
         (
             "a failing watch failing again keeps the first date",
-            &[Fail(a, 1), Fail(a, 5)],
+            &[Fail(A, 1), Fail(A, 5)],
             &[Some(1), Some(1)],
         ),
         (
             "the API server accepting the watch again heals it",
-            &[Fail(a, 1), Fail(b, 2), Accept(&[A]), Accept(&[B])],
+            &[Fail(A, 1), Fail(B, 2), Accept(&[A]), Accept(&[B])],
             &[Some(1), Some(1), Some(1), None],
         ),
         (
@@ -73,7 +76,7 @@ fn broken_since_follows_failures_deliveries_and_silences() {
         ),
         (
             "a failure during a silence: the earlier date wins",
-            &[Answer(3), Check(13), Fail(a, 20)],
+            &[Answer(3), Check(13), Fail(A, 20)],
             &[None, Some(3), Some(3)],
         ),
         (
@@ -81,7 +84,13 @@ fn broken_since_follows_failures_deliveries_and_silences() {
             &[Answer(3), Check(13), Answer(14)],
             &[None, Some(3), Some(3)],
         ),
-    ];
+    ]
+}
+
+#[test]
+fn broken_since_follows_failures_deliveries_and_silences() {
+    use Step::*;
+    let cases = broken_since_cases();
     for (name, steps, want) in cases {
         assert_eq!(steps.len(), want.len(), "{name}: bad case");
         let t0 = Instant::now();
@@ -105,8 +114,11 @@ fn broken_since_follows_failures_deliveries_and_silences() {
                     t.answered(at(s));
                 }
             }
-            assert_eq!(t.broken(), want.map(at), "{name}: step {i} {step:?}");
-            assert_eq!(t.health(true).broken_since, t.broken(), "{name}");
+            assert_eq!(
+                t.health(true).broken_since,
+                want.map(at),
+                "{name}: step {i} {step:?}"
+            );
         }
     }
 }
