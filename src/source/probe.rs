@@ -185,7 +185,7 @@ pub struct ProbeReport {
     pub changed: bool,
     /// Whether this probe succeeded.
     pub success: bool,
-    /// Time to the status line of the address that answered 200.
+    /// Time to the response head of the address that answered 200.
     pub latency: Option<Duration>,
     /// Why the probe failed: each address tried and its error.
     pub error: Option<String>,
