@@ -13,7 +13,9 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tracing::{error, info, warn};
 
-use crate::config::{Config, LiveOptions, LogFormat, MirrorOptions, ServeArgs, ZoneArgs};
+use crate::config::{
+    Config, ConfigError, LiveOptions, LogFormat, MirrorOptions, ServeArgs, ZoneArgs,
+};
 use crate::dns::zonefile;
 use crate::filewatch::FileWatch;
 use crate::k8s::client as k8s_client;
@@ -52,22 +54,62 @@ pub enum Command {
     Dump(ZoneArgs),
 }
 
+/// What a command line asks for, its configuration resolved.
+#[derive(Debug)]
+enum Plan {
+    /// `serve`, or `mirror` (`mirror_only`: the mirror controller alone);
+    /// the arguments stay for configuration reloads.
+    Serve {
+        args: Box<ServeArgs>,
+        config: Box<Config>,
+        mirror_only: bool,
+    },
+    /// `check` a zones directory.
+    Check(Box<Config>),
+    /// `dump` a zones directory.
+    Dump(Box<Config>),
+}
+
+/// The configuration `command` runs under: flags and environment (merged
+/// by clap) over the config file over defaults. Pure but for reading the
+/// config file.
+fn plan(command: Command) -> Result<Plan, ConfigError> {
+    Ok(match command {
+        Command::Serve(args) => Plan::Serve {
+            config: Box::new(Config::resolve(&args)?),
+            args,
+            mirror_only: false,
+        },
+        Command::Mirror(mut args) => {
+            // `mirror` is `serve --mirror` without DNS.
+            args.mirror = true;
+            Plan::Serve {
+                config: Box::new(Config::resolve(&args)?),
+                args,
+                mirror_only: true,
+            }
+        }
+        Command::Check(args) => Plan::Check(Box::new(Config::resolve_zone(&args)?)),
+        Command::Dump(args) => Plan::Dump(Box::new(Config::resolve_zone(&args)?)),
+    })
+}
+
 /// Runs the command line. Logging goes to stderr (`RUST_LOG` sets the level).
 pub fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Serve(args) => serve(&args, false),
-        Command::Mirror(mut args) => {
-            args.mirror = true;
-            serve(&args, true)
-        }
-        Command::Check(args) => {
+    match plan(cli.command)? {
+        Plan::Serve {
+            args,
+            config,
+            mirror_only,
+        } => serve(&args, *config, mirror_only),
+        Plan::Check(config) => {
             init_logging(LogFormat::Text);
-            check(&args)
+            check(&config)
         }
-        Command::Dump(args) => {
+        Plan::Dump(config) => {
             init_logging(LogFormat::Text);
-            dump(&args)
+            dump(&config)
         }
     }
 }
@@ -85,8 +127,7 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn serve(args: &ServeArgs, mirror_only: bool) -> anyhow::Result<ExitCode> {
-    let config = Config::resolve(args)?;
+fn serve(args: &ServeArgs, config: Config, mirror_only: bool) -> anyhow::Result<ExitCode> {
     init_logging(config.log_format);
     if let Some(zones) = &config.zones {
         // A typo in --zones should stop us, not serve an empty zone.
@@ -350,10 +391,9 @@ pub fn load_model(config: &Config) -> anyhow::Result<(DirLoad, Arc<Snapshot>)> {
     Ok((load, model.snapshot()))
 }
 
-fn check(args: &ZoneArgs) -> anyhow::Result<ExitCode> {
-    let config = Config::resolve_zone(args)?;
-    let (load, snap) = load_model(&config)?;
-    print!("{}", check_report(&config, &load, &snap));
+fn check(config: &Config) -> anyhow::Result<ExitCode> {
+    let (load, snap) = load_model(config)?;
+    print!("{}", check_report(config, &load, &snap));
     let errors = load
         .all_problems()
         .filter(|p| p.severity == Severity::Error)
@@ -561,9 +601,8 @@ fn service_line(out: &mut String, objects: &ClusterObjects, key: &ObjectKey, svc
     );
 }
 
-fn dump(args: &ZoneArgs) -> anyhow::Result<ExitCode> {
-    let config = Config::resolve_zone(args)?;
-    let (load, snap) = load_model(&config)?;
+fn dump(config: &Config) -> anyhow::Result<ExitCode> {
+    let (load, snap) = load_model(config)?;
     let mut errors = 0;
     for p in load.all_problems() {
         eprintln!("{p}");
@@ -576,3 +615,6 @@ fn dump(args: &ZoneArgs) -> anyhow::Result<ExitCode> {
         ExitCode::SUCCESS
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -578,3 +578,6 @@ fn apply_round(model: &mut Model, round: Round, propagated: &mut Pending) -> (bo
     changed |= model.apply(events, now);
     (changed, known)
 }
+
+#[cfg(test)]
+mod tests;

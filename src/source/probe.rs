@@ -5,11 +5,17 @@
 //! consecutive failures.
 //!
 //! Owns the published-state machine ([`ProbeState`]), the single HTTP
-//! exchange ([`http_probe`]) and the periodic loop ([`run`]). It must not
-//! resolve gateway hostnames (addresses arrive on a watch channel), touch the
-//! model or DNS answers (it only calls `report`), or speak TLS: Linkerd's
-//! controller goes through its meshed proxy, this probe dials the gateway's
-//! probe port directly, which the gateway serves in plain HTTP.
+//! exchange ([`http_probe`], on hyper's HTTP/1 client connection) and the
+//! periodic loop ([`run`]). It must not resolve gateway hostnames (addresses
+//! arrive on a watch channel), touch the model or DNS answers (it only calls
+//! `report`), or speak TLS: Linkerd's controller goes through its meshed
+//! proxy, this probe dials the gateway's probe port directly, which the
+//! gateway serves in plain HTTP.
+//!
+//! Only the status line decides: hyper reads the response head, and when
+//! it cannot (a head cut short by the server closing, or by the read bound,
+//! or one it refuses), the status line among the bytes read still says what
+//! the gateway meant, as it always did here.
 //!
 //! Two deliberate differences from Linkerd: the first probe runs at start
 //! rather than one period later, so a dead gateway is known sooner; and the
@@ -17,10 +23,18 @@
 //! the caller decides what "not probed yet" means.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -28,8 +42,9 @@ use tracing::{debug, info, warn};
 
 use super::spec::ProbeSpec;
 
-/// Most bytes read while looking for the status line; a real status line is
-/// a few dozen bytes, so anything longer is not HTTP.
+/// Most bytes read of a response; a real status line is a few dozen bytes
+/// and a probe's response head a few hundred, so anything longer is not
+/// the answer of a gateway's probe port.
 pub const MAX_RESPONSE_READ: usize = 4096;
 
 /// Shortest period the loop honours: a zero period would probe in a tight
@@ -44,10 +59,10 @@ const SNIPPET_CHARS: usize = 80;
 pub enum ProbeError {
     /// The TCP connection could not be made (refused, unreachable...).
     #[error("connect: {0}")]
-    Connect(#[source] std::io::Error),
+    Connect(#[source] io::Error),
     /// The connection broke while sending the request or reading the answer.
     #[error("connection failed: {0}")]
-    Io(#[source] std::io::Error),
+    Io(#[source] io::Error),
     /// No status line within the timeout.
     #[error("no answer within the timeout")]
     Timeout,
@@ -170,7 +185,7 @@ pub struct ProbeReport {
     pub changed: bool,
     /// Whether this probe succeeded.
     pub success: bool,
-    /// Time to the status line of the address that answered 200.
+    /// Time to the response head of the address that answered 200.
     pub latency: Option<Duration>,
     /// Why the probe failed: each address tried and its error.
     pub error: Option<String>,
@@ -179,10 +194,10 @@ pub struct ProbeReport {
 }
 
 /// One HTTP/1.1 `GET path` to `addr` with `Host: host`; the whole exchange
-/// (connect, send, status line) is bounded by `timeout`. Only the status line
-/// is read, at most [`MAX_RESPONSE_READ`] bytes, then the connection is
-/// dropped. Success is status 200 only (Linkerd's rule), and returns the time
-/// from the start of the connect to the status line.
+/// (connect, send, response head) is bounded by `timeout`. At most
+/// [`MAX_RESPONSE_READ`] bytes are read, then the connection is dropped.
+/// Success is status 200 only (Linkerd's rule), and returns the time from
+/// the start of the connect to the response head.
 pub async fn http_probe(
     addr: SocketAddr,
     path: &str,
@@ -191,17 +206,18 @@ pub async fn http_probe(
 ) -> Result<Duration, ProbeError> {
     let request = build_request(path, host)?;
     let start = Instant::now();
-    match tokio::time::timeout(timeout, exchange(addr, &request)).await {
+    match tokio::time::timeout(timeout, exchange(addr, request)).await {
         Ok(Ok(())) => Ok(start.elapsed()),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(ProbeError::Timeout),
     }
 }
 
-/// The request bytes, or why `path`/`host` cannot be sent as they are.
-fn build_request(path: &str, host: &str) -> Result<Vec<u8>, ProbeError> {
+/// The request, or why `path`/`host` cannot be sent as they are.
+fn build_request(path: &str, host: &str) -> Result<http::Request<Empty<Bytes>>, ProbeError> {
     // Anything at or below space, or DEL, would end the request line or a
-    // header early; the path and host come from a Link, so refuse them.
+    // header early; the path and host come from a Link, so refuse them
+    // (hyper would refuse some, but the message should name the field).
     let unsafe_byte = |s: &str| s.bytes().any(|b| b <= b' ' || b == 0x7f);
     if !path.starts_with('/') || unsafe_byte(path) {
         return Err(ProbeError::Request(format!(
@@ -213,49 +229,164 @@ fn build_request(path: &str, host: &str) -> Result<Vec<u8>, ProbeError> {
             "host {host:?} must be non-empty and hold no spaces or control characters"
         )));
     }
-    Ok(format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: clusterset-dns-probe\r\nConnection: close\r\n\r\n"
-    )
-    .into_bytes())
+    let host = http::HeaderValue::from_bytes(host.as_bytes())
+        .map_err(|e| ProbeError::Request(format!("host {host:?}: {e}")))?;
+    http::Request::get(path)
+        .header(http::header::HOST, host)
+        .header(http::header::USER_AGENT, "clusterset-dns-probe")
+        // One request per connection: a probe proves the port answers now.
+        .header(http::header::CONNECTION, "close")
+        .body(Empty::new())
+        .map_err(|e| ProbeError::Request(format!("path {path:?}: {e}")))
 }
 
-/// Connect, send, and read until the status line; `Ok` only on 200.
-async fn exchange(addr: SocketAddr, request: &[u8]) -> Result<(), ProbeError> {
-    let mut stream = TcpStream::connect(addr)
+/// The gateway connection as hyper reads it: the response ends after
+/// [`MAX_RESPONSE_READ`] bytes (hyper's own buffer bound is larger), and
+/// the bytes read are kept, to judge a head hyper cannot read.
+struct Bounded {
+    stream: TcpStream,
+    seen: Arc<Mutex<Vec<u8>>>,
+}
+
+fn lock(seen: &Mutex<Vec<u8>>) -> std::sync::MutexGuard<'_, Vec<u8>> {
+    // A panic while holding the lock leaves plain bytes behind; keep going.
+    seen.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl AsyncRead for Bounded {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let room = MAX_RESPONSE_READ
+            .saturating_sub(lock(&this.seen).len())
+            .min(buf.remaining());
+        if room == 0 {
+            // The bound: to hyper, the response ends here.
+            return Poll::Ready(Ok(()));
+        }
+        let mut chunk = [0u8; MAX_RESPONSE_READ];
+        let mut limited = ReadBuf::new(&mut chunk[..room]);
+        ready!(Pin::new(&mut this.stream).poll_read(cx, &mut limited))?;
+        let got = limited.filled();
+        lock(&this.seen).extend_from_slice(got);
+        buf.put_slice(got);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Bounded {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// Connect, send, and read the response head; `Ok` only on 200.
+async fn exchange(
+    addr: SocketAddr,
+    request: http::Request<Empty<Bytes>>,
+) -> Result<(), ProbeError> {
+    let stream = TcpStream::connect(addr)
         .await
         .map_err(ProbeError::Connect)?;
-    stream.write_all(request).await.map_err(ProbeError::Io)?;
-
-    let mut buf = vec![0u8; MAX_RESPONSE_READ];
-    let mut len = 0;
-    // Each pass reads at least one byte or ends, so the buffer size bounds
-    // the loop; the caller's timeout bounds its time.
-    let line_end = loop {
-        if let Some(i) = buf[..len].iter().position(|&b| b == b'\n') {
-            break i;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let io = TokioIo::new(Bounded {
+        stream,
+        seen: seen.clone(),
+    });
+    // Title case, as the probe always sent them: some servers care.
+    let (mut sender, conn) = http1::Builder::new()
+        .title_case_headers(true)
+        .handshake(io)
+        .await
+        .map_err(|e| unanswered(&e))?;
+    // The connection is driven here, not spawned, so the caller's timeout
+    // drops it with the request.
+    tokio::pin!(conn);
+    let response = sender.send_request(request);
+    tokio::pin!(response);
+    let mut conn_done = false;
+    let answered = loop {
+        tokio::select! {
+            biased;
+            r = &mut response => break r,
+            r = &mut conn, if !conn_done => match r {
+                Err(e) => break Err(e),
+                // Ended without an error: the request's end says why.
+                Ok(()) => conn_done = true,
+            },
         }
-        if len == buf.len() {
+    };
+    match answered {
+        Ok(response) => match response.status().as_u16() {
+            200 => Ok(()),
+            status => Err(ProbeError::Status(status)),
+        },
+        Err(e) => http_failure(&e, &lock(&seen)),
+    }
+}
+
+/// The verdict when hyper read no response head: from the status line
+/// among the bytes `seen`, when there are any (the head was cut short,
+/// refused, or over the bound); else what broke the connection. A
+/// connection that broke in the middle of the status line broke.
+fn http_failure(error: &hyper::Error, seen: &[u8]) -> Result<(), ProbeError> {
+    let broke = io_cause(error).is_some() && !seen.contains(&b'\n');
+    if seen.is_empty() || broke {
+        return Err(unanswered(error));
+    }
+    status_of(seen)
+}
+
+/// Why nothing usable came back: the connection's I/O error, or it closed.
+fn unanswered(error: &hyper::Error) -> ProbeError {
+    match io_cause(error) {
+        Some(io) => ProbeError::Io(io::Error::new(io.kind(), io.to_string())),
+        None => ProbeError::BadResponse("connection closed without an answer".to_owned()),
+    }
+}
+
+/// The I/O error behind `error`, if one is.
+fn io_cause(error: &hyper::Error) -> Option<&io::Error> {
+    let mut cause = std::error::Error::source(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            return Some(io);
+        }
+        cause = e.source();
+    }
+    None
+}
+
+/// The verdict of the status line that starts `seen`: `Ok` only on 200. A
+/// server that closes right after an unterminated status line still said
+/// what it meant.
+fn status_of(seen: &[u8]) -> Result<(), ProbeError> {
+    let line = match seen.iter().position(|&b| b == b'\n') {
+        Some(i) => &seen[..i],
+        None if seen.len() >= MAX_RESPONSE_READ => {
             return Err(ProbeError::BadResponse(format!(
                 "no status line in the first {MAX_RESPONSE_READ} bytes: {}",
-                snippet(&buf)
+                snippet(seen)
             )));
         }
-        let n = stream.read(&mut buf[len..]).await.map_err(ProbeError::Io)?;
-        if n == 0 {
-            if len == 0 {
-                return Err(ProbeError::BadResponse(
-                    "connection closed without an answer".to_owned(),
-                ));
-            }
-            // A server that closes right after an unterminated status line
-            // still said what it meant.
-            break len;
-        }
-        len += n;
+        None => seen,
     };
-    let line = buf[..line_end]
-        .strip_suffix(b"\r")
-        .unwrap_or(&buf[..line_end]);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     match parse_status_line(line)? {
         200 => Ok(()),
         status => Err(ProbeError::Status(status)),

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::convert::{Adjustment, Reason};
 use super::state::{BudgetReport, Counts, McsReport};
@@ -125,17 +125,17 @@ impl McsStatus {
         }
     }
 
-    fn json(&self) -> serde_json::Value {
-        json!({
-            "member": self.export_api.is_some(),
-            "status": self.membership(),
-            "serviceExportApi": self.export_api,
-            "serviceImportApi": self.import_api,
-            "clusterPropertyApi": self.property_api,
-            "serviceExports": self.state.exports,
-            "clusterId": self.state.id.as_deref(),
-            "clusterIdProblem": self.state.id_problem,
-        })
+    fn view(&self) -> McsView<'_> {
+        McsView {
+            member: self.export_api.is_some(),
+            status: self.membership(),
+            service_export_api: self.export_api.as_deref(),
+            service_import_api: self.import_api.as_deref(),
+            cluster_property_api: self.property_api.as_deref(),
+            service_exports: self.state.exports,
+            cluster_id: self.state.id.as_deref(),
+            cluster_id_problem: self.state.id_problem.as_deref(),
+        }
     }
 }
 
@@ -459,113 +459,208 @@ impl StatusBoard {
 
     /// `/debug/clusters` as JSON.
     pub fn debug_json(&self) -> serde_json::Value {
-        let now = Instant::now();
-        let clusters: Vec<serde_json::Value> = self
-            .snapshot()
-            .into_iter()
-            .map(|(name, r)| {
-                let stale = r.stale_since();
-                json!({
-                    "name": &*name,
-                    "local": r.local,
-                    "origin": r.origin,
-                    "state": r.phase().label(),
-                    "unreachableSeconds": r.silent_since.map(|t| secs(now.saturating_duration_since(t))),
-                    "synced": r.synced,
-                    "gaveUpWaitingForSync": r.gave_up,
-                    "secondsSinceStart": secs(now.saturating_duration_since(r.started)),
-                    "staleSeconds": stale.map(|b| secs(now.saturating_duration_since(b))),
-                    "lastError": r.last_error,
-                    "secondsSinceLastEvent": r.last_event.map(|t| secs(now.saturating_duration_since(t))),
-                    "watchRestarts": r.watch_restarts,
-                    "skippedObjects": r.skipped_objects,
-                    "adjustedObjects": adjusted_json(&r.adjusted),
-                    "services": r.counts.services,
-                    "mirrorServices": r.counts.mirrors,
-                    "endpointSlices": r.counts.slices,
-                    "endpoints": r.counts.endpoints,
-                    "gatewayAddresses": r.gateway.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                    "gatewayProbe": r.probe.as_ref().map(|p| json!({
-                        "alive": p.alive,
-                        "consecutiveFailures": p.consecutive_failures,
-                        "successes": p.successes,
-                        "failures": p.failures,
-                        "lastLatencySeconds": p.last_latency.map(secs),
-                        "lastError": p.last_error,
-                    })),
-                    "secondsSinceApiAnswered": r.api.as_ref().and_then(|a| a.last_answered()).map(|t| secs(now.saturating_duration_since(t))),
-                    "apiRequestsInFlight": r.api.as_ref().map(|a| a.in_flight()),
-                    "apiMaxInFlight": r.api.as_ref().map(|a| a.max_in_flight()),
-                    "problem": r.problem,
-                    "fileProblems": r.files,
-                    "budget": r.budget.as_ref().map(|b| json!({
-                        "maxServices": b.budget.max_services,
-                        "maxEndpoints": b.budget.max_endpoints,
-                        "refusedServices": b.refused.services,
-                        "refusedEndpoints": b.refused.endpoints,
-                        "refused": b.refused_services.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                    })),
-                    "mcs": r.mcs.as_ref().map(McsStatus::json),
-                    "claims": claims_json(&r.claims),
-                })
-            })
-            .collect();
-        json!({
-            "clusters": clusters,
-            "problems": lock(&self.problems).clone(),
-        })
+        self.debug_json_at(Instant::now())
+    }
+
+    /// `/debug/clusters` with its ages counted to `now`.
+    fn debug_json_at(&self, now: Instant) -> serde_json::Value {
+        let clusters = self.snapshot();
+        let view = DebugView {
+            clusters: clusters
+                .iter()
+                .map(|(name, r)| ClusterView::of(name, r, now))
+                .collect(),
+            problems: lock(&self.problems).clone(),
+        };
+        // Plain structs, strings and numbers with string keys: nothing in
+        // them can fail to serialize.
+        serde_json::to_value(view).unwrap_or_default()
     }
 }
 
+// `/debug/clusters`, as users and tests read it: the field names below are
+// an interface, renamed to camelCase; every field is always present, `null`
+// when it does not apply.
+
+/// The whole page.
+#[derive(Debug, Serialize)]
+struct DebugView<'a> {
+    clusters: Vec<ClusterView<'a>>,
+    problems: Vec<String>,
+}
+
+/// One cluster's entry.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterView<'a> {
+    name: &'a str,
+    local: bool,
+    origin: &'a str,
+    state: &'static str,
+    unreachable_seconds: Option<f64>,
+    synced: bool,
+    #[serde(rename = "gaveUpWaitingForSync")]
+    gave_up: bool,
+    seconds_since_start: f64,
+    stale_seconds: Option<f64>,
+    last_error: Option<&'a str>,
+    seconds_since_last_event: Option<f64>,
+    watch_restarts: u64,
+    skipped_objects: u64,
+    adjusted_objects: BTreeMap<&'static str, BTreeMap<&'static str, u64>>,
+    services: usize,
+    mirror_services: usize,
+    endpoint_slices: usize,
+    endpoints: usize,
+    gateway_addresses: Vec<String>,
+    gateway_probe: Option<ProbeView<'a>>,
+    seconds_since_api_answered: Option<f64>,
+    api_requests_in_flight: Option<usize>,
+    api_max_in_flight: Option<usize>,
+    problem: Option<&'a str>,
+    file_problems: Option<&'a [String]>,
+    budget: Option<BudgetView>,
+    mcs: Option<McsView<'a>>,
+    claims: ClaimsView,
+}
+
+/// The gateway probe.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProbeView<'a> {
+    alive: Option<bool>,
+    consecutive_failures: u32,
+    successes: u64,
+    failures: u64,
+    last_latency_seconds: Option<f64>,
+    last_error: Option<&'a str>,
+}
+
+/// The budget and what it refuses.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BudgetView {
+    max_services: usize,
+    max_endpoints: usize,
+    refused_services: usize,
+    refused_endpoints: usize,
+    refused: Vec<String>,
+}
+
+/// The MCS membership.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct McsView<'a> {
+    member: bool,
+    status: &'static str,
+    service_export_api: Option<&'a str>,
+    service_import_api: Option<&'a str>,
+    cluster_property_api: Option<&'a str>,
+    service_exports: usize,
+    cluster_id: Option<&'a str>,
+    cluster_id_problem: Option<&'a str>,
+}
+
 /// A cluster's claims: `null` where it is not bounded.
-fn claims_json(c: &Claims) -> serde_json::Value {
-    let names = |set: &std::collections::BTreeSet<Arc<str>>| {
-        set.iter().map(ToString::to_string).collect::<Vec<_>>()
-    };
-    json!({
-        "allowedAddresses": c.allowed_addresses.as_ref()
-            .map(|nets| nets.iter().map(ToString::to_string).collect::<Vec<_>>()),
-        "allowedNamespaces": c.allowed_namespaces.as_ref().map(names),
-        "deniedNamespaces": names(&c.denied_namespaces),
-    })
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClaimsView {
+    allowed_addresses: Option<Vec<String>>,
+    allowed_namespaces: Option<Vec<String>>,
+    denied_namespaces: Vec<String>,
+}
+
+impl<'a> ClusterView<'a> {
+    /// Cluster `name`'s entry from its report `r`, ages counted to `now`.
+    fn of(name: &'a str, r: &'a ClusterReport, now: Instant) -> Self {
+        let age = |t: Instant| secs(now.saturating_duration_since(t));
+        let api = r.api.as_deref();
+        Self {
+            name,
+            local: r.local,
+            origin: &r.origin,
+            state: r.phase().label(),
+            unreachable_seconds: r.silent_since.map(age),
+            synced: r.synced,
+            gave_up: r.gave_up,
+            seconds_since_start: age(r.started),
+            stale_seconds: r.stale_since().map(age),
+            last_error: r.last_error.as_deref(),
+            seconds_since_last_event: r.last_event.map(age),
+            watch_restarts: r.watch_restarts,
+            skipped_objects: r.skipped_objects,
+            adjusted_objects: adjusted_view(&r.adjusted),
+            services: r.counts.services,
+            mirror_services: r.counts.mirrors,
+            endpoint_slices: r.counts.slices,
+            endpoints: r.counts.endpoints,
+            gateway_addresses: r.gateway.iter().map(ToString::to_string).collect(),
+            gateway_probe: r.probe.as_ref().map(ProbeView::of),
+            seconds_since_api_answered: api.and_then(ApiStats::last_answered).map(age),
+            api_requests_in_flight: api.map(ApiStats::in_flight),
+            api_max_in_flight: api.map(ApiStats::max_in_flight),
+            problem: r.problem.as_deref(),
+            file_problems: r.files.as_deref(),
+            budget: r.budget.as_ref().map(BudgetView::of),
+            mcs: r.mcs.as_ref().map(McsStatus::view),
+            claims: ClaimsView::of(&r.claims),
+        }
+    }
+}
+
+impl<'a> ProbeView<'a> {
+    fn of(p: &'a ProbeStatus) -> Self {
+        Self {
+            alive: p.alive,
+            consecutive_failures: p.consecutive_failures,
+            successes: p.successes,
+            failures: p.failures,
+            last_latency_seconds: p.last_latency.map(secs),
+            last_error: p.last_error.as_deref(),
+        }
+    }
+}
+
+impl BudgetView {
+    fn of(b: &BudgetReport) -> Self {
+        Self {
+            max_services: b.budget.max_services,
+            max_endpoints: b.budget.max_endpoints,
+            refused_services: b.refused.services,
+            refused_endpoints: b.refused.endpoints,
+            refused: b.refused_services.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+impl ClaimsView {
+    fn of(c: &Claims) -> Self {
+        let names = |set: &std::collections::BTreeSet<Arc<str>>| {
+            set.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        Self {
+            allowed_addresses: c
+                .allowed_addresses
+                .as_ref()
+                .map(|nets| nets.iter().map(ToString::to_string).collect()),
+            allowed_namespaces: c.allowed_namespaces.as_ref().map(names),
+            denied_namespaces: names(&c.denied_namespaces),
+        }
+    }
 }
 
 /// `{"skipped": {"<reason>": n, ...}, "clamped": {...}}`, each action
 /// present only when something was counted under it.
-fn adjusted_json(counts: &AdjustedCounts) -> serde_json::Value {
-    let mut by_action = serde_json::Map::new();
+fn adjusted_view(counts: &AdjustedCounts) -> BTreeMap<&'static str, BTreeMap<&'static str, u64>> {
+    let mut by_action: BTreeMap<&'static str, BTreeMap<&'static str, u64>> = BTreeMap::new();
     for ((adjustment, reason), n) in counts {
-        let entry = by_action
+        by_action
             .entry(adjustment.label())
-            .or_insert_with(|| json!({}));
-        entry[reason.label()] = json!(n);
+            .or_default()
+            .insert(reason.label(), *n);
     }
-    serde_json::Value::Object(by_action)
+    by_action
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn skipped_kinds_from_any_document_fall_into_a_fixed_set() {
-        let counters = SourceCounters::default();
-        counters.skipped("v2 Service", 1);
-        counters.skipped("discovery.k8s.io/v1beta1 EndpointSlice", 2);
-        counters.skipped("v1 List", 1);
-        counters.skipped("apps/v1 Deployment", 3);
-        counters.skipped("v1 Foo\"} 1\nevil_metric{x=\"y", 1);
-        for i in 0..300 {
-            counters.skipped(&format!("v1 Bogus{i}"), 1);
-        }
-        assert_eq!(
-            counters.read().skipped,
-            vec![
-                (SkippedKind::Service, 1),
-                (SkippedKind::EndpointSlice, 2),
-                (SkippedKind::List, 1),
-                (SkippedKind::Other, 304),
-            ]
-        );
-    }
-}
+mod tests;

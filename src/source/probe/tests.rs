@@ -4,6 +4,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -254,10 +255,16 @@ enum Want {
     Timeout,
 }
 
-#[tokio::test]
-async fn http_probe_table() {
+/// A response whose head is larger than [`MAX_RESPONSE_READ`].
+fn big_head(status: u16) -> Vec<u8> {
+    let filler = "a".repeat(MAX_RESPONSE_READ + 1000);
+    format!("HTTP/1.1 {status} Whatever\r\nX-Filler: {filler}\r\n\r\n").into_bytes()
+}
+
+/// What each kind of answer makes of a probe.
+fn http_probe_cases() -> Vec<(&'static str, Reply, Want)> {
     let long_garbage = vec![b'x'; 5000];
-    let cases: Vec<(&str, Reply, Want)> = vec![
+    vec![
         ("200", status(200), Want::Ok),
         ("503", status(503), Want::Status(503)),
         ("302", status(302), Want::Status(302)),
@@ -287,7 +294,41 @@ async fn http_probe_table() {
             Want::Bad("first 4096 bytes"),
         ),
         ("silent", Reply::Silent, Want::Timeout),
-    ];
+        // hyper reads no head in these; the status line still decides.
+        (
+            "200 with a head over the read bound",
+            Reply::Raw(big_head(200)),
+            Want::Ok,
+        ),
+        (
+            "503 with a head over the read bound",
+            Reply::Raw(big_head(503)),
+            Want::Status(503),
+        ),
+        (
+            "200 with a header hyper refuses",
+            Reply::Raw(b"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n".to_vec()),
+            Want::Ok,
+        ),
+        (
+            "a four-digit status",
+            Reply::Raw(b"HTTP/1.1 2000 OK\r\n\r\n".to_vec()),
+            Want::Bad("not an HTTP status line"),
+        ),
+        (
+            "200 with headers and a body",
+            Reply::Raw(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nready"
+                    .to_vec(),
+            ),
+            Want::Ok,
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn http_probe_table() {
+    let cases = http_probe_cases();
     let timeout = Duration::from_millis(200);
     for (name, reply, want) in cases {
         let server = serve(reply).await;
