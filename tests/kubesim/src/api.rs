@@ -163,9 +163,7 @@ fn json_response(code: u16, body: Bytes, warnings: &[String]) -> Response<Body> 
         HeaderValue::from_static("application/json"),
     );
     for w in warnings {
-        if let Ok(v) =
-            HeaderValue::from_str(&format!("299 - {}", serde_json::Value::String(w.clone())))
-        {
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", Value::String(w.clone()))) {
             resp.headers_mut().append(header::WARNING, v);
         }
     }
@@ -195,9 +193,8 @@ fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) -> Option<&
     let item = t.name.is_some();
     let watch = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
     Some(match (method.as_str(), item) {
-        ("GET", true) if watch => "watch",
+        ("GET", _) if watch => "watch",
         ("GET", true) => "get",
-        ("GET", false) if watch => "watch",
         ("GET", false) => "list",
         ("POST", false) => "create",
         ("PUT", true) => "update",
@@ -649,14 +646,13 @@ impl Req {
             ReadAt::Exact(c.rv)
         } else {
             match (rv, rv_match) {
-                ("", "") => ReadAt::Latest,
+                ("", "") | ("0", "" | "NotOlderThan") => ReadAt::Latest,
                 ("", _) => {
                     return Err(ApiError::bad_request(
                         "resourceVersionMatch is forbidden unless resourceVersion is provided",
                     ));
                 }
                 (_, "Exact") => ReadAt::Exact(parse_rv(rv)?),
-                ("0", "" | "NotOlderThan") => ReadAt::Latest,
                 (_, "" | "NotOlderThan") => {
                     let want = parse_rv(rv)?;
                     let have = self.cluster.store().resource_version();
@@ -690,7 +686,7 @@ impl Req {
         let mut selected = Vec::new();
         let mut remaining = 0usize;
         let mut more = false;
-        for obj in items.iter() {
+        for obj in &items {
             if !after.is_empty() && key_of(obj) <= after {
                 continue;
             }
@@ -1366,9 +1362,8 @@ impl Watch {
         let now = self.selected(&c.object);
         let before = c.prev.as_ref().is_some_and(|p| self.selected(p));
         let ty = match c.kind {
-            EventType::Added if now => EventType::Added,
             EventType::Modified if now && before => EventType::Modified,
-            EventType::Modified if now => EventType::Added,
+            EventType::Added | EventType::Modified if now => EventType::Added,
             EventType::Modified if before => EventType::Deleted,
             EventType::Deleted if before || now => EventType::Deleted,
             _ => return true,
@@ -1379,7 +1374,7 @@ impl Watch {
     async fn run(
         self,
         cluster: Arc<Cluster>,
-        start: crate::store::WatchStart,
+        start: store::WatchStart,
         bookmarks: bool,
         initial_end: bool,
         timeout: Duration,

@@ -108,6 +108,17 @@ pub struct Sim {
     dir: PathBuf,
 }
 
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.clusters.iter().map(|c| c.name.as_str()).collect();
+        f.debug_struct("Sim")
+            .field("clusters", &names)
+            .field("control", &self.control)
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
 impl Sim {
     /// A cluster by name.
     pub fn cluster(&self, name: &str) -> Option<&Arc<Cluster>> {

@@ -695,7 +695,7 @@ fn sanitize(s: &str) -> String {
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| s.to_string()).collect()
+    items.iter().map(ToString::to_string).collect()
 }
 
 fn namespace_of(meta: &metav1::ObjectMeta) -> String {

@@ -1947,7 +1947,7 @@ fn remove_items(v: &Value, set: &Set, spath: &str, schema: &Schema) -> Value {
                 }
                 match set.children.get(&pe) {
                     Some(sub) if !sub.is_empty() => {
-                        out.push(remove_items(item, sub, spath, schema))
+                        out.push(remove_items(item, sub, spath, schema));
                     }
                     _ => out.push(item.clone()),
                 }

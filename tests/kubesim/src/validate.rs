@@ -663,9 +663,8 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
 fn classified_ip(ty: &str, text: &str) -> Option<IpAddr> {
     let ip = text.parse::<IpAddr>().ok()?;
     match (ty, ip) {
-        ("IPv4", _) => Some(ip),
         ("IPv6", IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_some() => None,
-        ("IPv6", _) => Some(ip),
+        ("IPv4" | "IPv6", _) => Some(ip),
         _ => None,
     }
 }

@@ -198,7 +198,7 @@ fn fixture() -> Policy {
 fn user(name: &str, groups: &[&str]) -> UserInfo {
     UserInfo {
         name: name.to_string(),
-        groups: groups.iter().map(|g| g.to_string()).collect(),
+        groups: groups.iter().map(ToString::to_string).collect(),
     }
 }
 

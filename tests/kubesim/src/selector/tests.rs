@@ -226,7 +226,7 @@ fn label_selector_from_k8s() {
         values: if values.is_empty() {
             None
         } else {
-            Some(values.iter().map(|v| v.to_string()).collect())
+            Some(values.iter().map(ToString::to_string).collect())
         },
     };
     let object = labels(json!({"app": "web", "tier": "frontend"}));

@@ -1178,10 +1178,6 @@ fn names() {
         (long63.as_str(), true),
         (long64.as_str(), false),
     ] {
-        assert_eq!(
-            crate::kubemsg::dns1123_label_errors(s).is_empty(),
-            ok,
-            "{s:?}"
-        );
+        assert_eq!(kubemsg::dns1123_label_errors(s).is_empty(), ok, "{s:?}");
     }
 }
