@@ -19,6 +19,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(clippy::too_many_lines)] // the house rule; threshold in the root clippy.toml
+
 pub mod api;
 pub mod cluster;
 pub mod control;
