@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
 use crate::kubemsg::go_string_slice;
-use crate::resources::{NAMESPACES, RESOURCES, SERVICES};
+use crate::resources::{NAMESPACES, RESOURCES, ResourceDef, SERVICES};
 use crate::status::{ApiError, cause};
 
 /// A stored object in its storage version. It is kept as its JSON encoding (shared by every
@@ -259,6 +259,71 @@ fn node_ports_of(v: Option<&Value>) -> Vec<u64> {
         .collect()
 }
 
+/// Refuses an update of an object being deleted that adds finalizers to the `old` ones, as
+/// kube-apiserver does.
+fn no_new_finalizers(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    let before = finalizers(old);
+    let mut added: Vec<String> = finalizers(new)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    // kube prints the sorted set with Go's `%#v`.
+    added.sort();
+    added.dedup();
+    Err(ApiError::invalid(
+        def.group,
+        def.kind,
+        name,
+        vec![cause(
+            "FieldValueForbidden",
+            "metadata.finalizers",
+            format!(
+                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {}",
+                go_string_slice(&added)
+            ),
+        )],
+    ))
+}
+
+/// The server-owned metadata an update cannot change, carried from `old` into `v`: uid and
+/// creation time, the pending deletion (`deleting`, its timestamp) or none, and the generation,
+/// bumped when the spec changed.
+fn keep_server_fields(def: &ResourceDef, v: &mut Value, old: &Value, deleting: Option<&Value>) {
+    for field in ["uid", "creationTimestamp"] {
+        set_meta(v, field, old["metadata"][field].clone());
+    }
+    match deleting {
+        Some(ts) => {
+            set_meta(v, "deletionTimestamp", ts.clone());
+            set_meta(v, "deletionGracePeriodSeconds", json!(0));
+        }
+        None => {
+            remove_meta(v, "deletionTimestamp");
+            remove_meta(v, "deletionGracePeriodSeconds");
+        }
+    }
+    if def.generation {
+        let generation = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let bumped = if spec_part(v) != spec_part(old) {
+            generation + 1
+        } else {
+            generation
+        };
+        set_meta(v, "generation", json!(bumped));
+    }
+}
+
 /// Everything but metadata and status: what a generation counts.
 fn spec_part(v: &Value) -> Value {
     let mut c = v.clone();
@@ -473,58 +538,12 @@ impl Store {
         }
         let deleting = old_value.pointer("/metadata/deletionTimestamp").cloned();
         if deleting.is_some() {
-            let before = finalizers(&old_value);
-            let mut added: Vec<String> = finalizers(&v)
-                .into_iter()
-                .filter(|f| !before.contains(f))
-                .collect();
-            if !added.is_empty() {
-                // kube prints the sorted set with Go's `%#v`.
-                added.sort();
-                added.dedup();
-                return Err(ApiError::invalid(
-                    def.group,
-                    def.kind,
-                    &name,
-                    vec![cause(
-                        "FieldValueForbidden",
-                        "metadata.finalizers",
-                        format!(
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {}",
-                            go_string_slice(&added)
-                        ),
-                    )],
-                ));
-            }
+            no_new_finalizers(def, &name, &old_value, &v)?;
         }
         if res == SERVICES {
             self.allocate(&mut v, Some(&old_value))?;
         }
-        for field in ["uid", "creationTimestamp"] {
-            set_meta(&mut v, field, old_value["metadata"][field].clone());
-        }
-        match &deleting {
-            Some(ts) => {
-                set_meta(&mut v, "deletionTimestamp", ts.clone());
-                set_meta(&mut v, "deletionGracePeriodSeconds", json!(0));
-            }
-            None => {
-                remove_meta(&mut v, "deletionTimestamp");
-                remove_meta(&mut v, "deletionGracePeriodSeconds");
-            }
-        }
-        if def.generation {
-            let generation = old_value
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            let bumped = if spec_part(&v) != spec_part(&old_value) {
-                generation + 1
-            } else {
-                generation
-            };
-            set_meta(&mut v, "generation", json!(bumped));
-        }
+        keep_server_fields(def, &mut v, &old_value, deleting.as_ref());
         // kube-apiserver skips the write when nothing changed: no new resourceVersion, no event.
         set_meta(
             &mut v,
