@@ -1135,54 +1135,10 @@ impl Req {
 
     fn apply(mut self) -> Result<Response<Body>, ApiError> {
         let def = self.def();
-        let manager = match self.param("fieldManager") {
-            Some(m) if !m.is_empty() => m.to_owned(),
-            _ => {
-                return Err(ApiError::invalid(
-                    "meta.k8s.io",
-                    "PatchOptions",
-                    "",
-                    vec![Cause {
-                        kind: "FieldValueRequired".into(),
-                        message: "Required value: is required for apply patch".into(),
-                        field: "fieldManager".into(),
-                    }],
-                ));
-            }
-        };
+        let manager = self.field_manager()?;
         let force = matches!(self.param("force"), Some("true" | "1"));
-        let config = self.body_value()?;
-        if !config.is_object() {
-            return Err(ApiError::bad_request(
-                "error decoding YAML: the applied configuration is not an object",
-            ));
-        }
-        let mut config = self.decode(config)?;
-        self.check_identity(&mut config, true)?;
-        if let Some(Value::Object(m)) = config.get_mut("metadata") {
-            m.remove("managedFields");
-            m.remove("resourceVersion");
-        }
+        let config = self.applied_config()?;
         let status_sub = self.t.sub.as_deref() == Some("status");
-        if def.has_status(&self.t.version)
-            && let Value::Object(m) = &mut config
-        {
-            if status_sub {
-                m.retain(|k, _| {
-                    matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
-                });
-            } else {
-                m.remove("status");
-            }
-        }
-        // Associative-list keys with defaults must be present before merging (protocol on Service ports).
-        if self.t.res == SERVICES
-            && let Some(Value::Array(ports)) = config.pointer_mut("/spec/ports")
-        {
-            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                p.entry("protocol").or_insert(json!("TCP"));
-            }
-        }
         let old = self.cluster.store().get(self.t.res, self.ns(), self.name());
         if old.is_none() && status_sub {
             return Err(ApiError::not_found(def.group, def.plural, self.name()));
@@ -1225,6 +1181,63 @@ impl Req {
                 Ok(self.respond(200, &obj))
             }
         }
+    }
+
+    /// The `fieldManager` of an apply, which kube requires.
+    fn field_manager(&self) -> Result<String, ApiError> {
+        match self.param("fieldManager") {
+            Some(m) if !m.is_empty() => Ok(m.to_owned()),
+            _ => Err(ApiError::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                vec![Cause {
+                    kind: "FieldValueRequired".into(),
+                    message: "Required value: is required for apply patch".into(),
+                    field: "fieldManager".into(),
+                }],
+            )),
+        }
+    }
+
+    /// The configuration an apply sends, as server-side apply merges it: decoded and checked
+    /// against the URL, without the fields a client cannot own (managedFields,
+    /// resourceVersion), cut to the status on the status subresource and without it elsewhere,
+    /// and with the defaulted keys of associative lists filled in.
+    fn applied_config(&mut self) -> Result<Value, ApiError> {
+        let config = self.body_value()?;
+        if !config.is_object() {
+            return Err(ApiError::bad_request(
+                "error decoding YAML: the applied configuration is not an object",
+            ));
+        }
+        let mut config = self.decode(config)?;
+        self.check_identity(&mut config, true)?;
+        if let Some(Value::Object(m)) = config.get_mut("metadata") {
+            m.remove("managedFields");
+            m.remove("resourceVersion");
+        }
+        let status_sub = self.t.sub.as_deref() == Some("status");
+        if self.def().has_status(&self.t.version)
+            && let Value::Object(m) = &mut config
+        {
+            if status_sub {
+                m.retain(|k, _| {
+                    matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
+                });
+            } else {
+                m.remove("status");
+            }
+        }
+        // Associative-list keys with defaults must be present before merging (protocol on Service ports).
+        if self.t.res == SERVICES
+            && let Some(Value::Array(ports)) = config.pointer_mut("/spec/ports")
+        {
+            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                p.entry("protocol").or_insert(json!("TCP"));
+            }
+        }
+        Ok(config)
     }
 
     fn delete_options(&self) -> Result<(Option<String>, Option<String>), ApiError> {
