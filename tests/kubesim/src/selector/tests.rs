@@ -84,6 +84,7 @@ fn label_selector_is_empty() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of (selector, error) cases
 fn label_selector_errors() {
     let too_long = "a".repeat(64);
     let long_key = format!("{too_long}=x");

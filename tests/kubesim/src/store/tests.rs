@@ -179,6 +179,7 @@ fn assert_created(s: &Store, case: &str, res: usize, obj: &Obj, id: &str, genera
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of create cases
 fn create_sets_server_fields_and_refuses_bad_creates() {
     let cms = configmaps();
     let mut forged = cm("default", "forged", "x");
@@ -568,6 +569,7 @@ fn watch_start_yields_initial_state_backlog_and_live_changes() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of update cases
 fn update_checks_preconditions_and_skips_no_op_writes() {
     let cms = configmaps();
     let mut s = store();
@@ -718,6 +720,7 @@ fn marked_for_deletion(case: &str, how: &'static str, o: &Obj) -> (&'static str,
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of delete/update steps
 fn finalizers_hold_a_deleted_object_until_removed() {
     enum Step {
         Delete,
@@ -982,6 +985,7 @@ fn a_namespace_with_finalizers_terminates_until_they_are_removed() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of ClusterIP allocation steps
 fn cluster_ips_come_from_the_service_cidr() {
     use ServiceOp::{Create, Delete, Update};
     let port = || json!([{"port": 80}]);
@@ -1100,6 +1104,7 @@ type V6Case = (
 );
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of IPv6 ClusterIP cases
 fn requested_ipv6_cluster_ips_come_from_the_ipv6_service_cidrs() {
     let port = || json!([{"port": 80}]);
     let v6 = |ip: &str| json!({"clusterIP": ip, "clusterIPs": [ip], "ipFamilies": ["IPv6"], "ports": port()});
@@ -1227,6 +1232,7 @@ fn ipv6_cluster_ips_need_an_ipv6_service_cidr() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of node port allocation steps
 fn node_ports_are_allocated_kept_and_released() {
     use ServiceOp::{Create, Delete, Update};
     let node_port = |ports: Value| json!({"type": "NodePort", "ports": ports});
