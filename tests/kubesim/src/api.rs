@@ -163,9 +163,7 @@ fn json_response(code: u16, body: Bytes, warnings: &[String]) -> Response<Body> 
         HeaderValue::from_static("application/json"),
     );
     for w in warnings {
-        if let Ok(v) =
-            HeaderValue::from_str(&format!("299 - {}", serde_json::Value::String(w.clone())))
-        {
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", Value::String(w.clone()))) {
             resp.headers_mut().append(header::WARNING, v);
         }
     }
@@ -195,9 +193,8 @@ fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) -> Option<&
     let item = t.name.is_some();
     let watch = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
     Some(match (method.as_str(), item) {
-        ("GET", true) if watch => "watch",
+        ("GET", _) if watch => "watch",
         ("GET", true) => "get",
-        ("GET", false) if watch => "watch",
         ("GET", false) => "list",
         ("POST", false) => "create",
         ("PUT", true) => "update",
@@ -292,72 +289,30 @@ async fn serve(
     body: Incoming,
     query: HashMap<String, String>,
 ) -> Response<Body> {
-    let attrs = match &route {
-        Route::Resource(_) => Attributes::Resource {
-            verb: audit.verb.clone(),
-            api_group: audit.group.clone(),
-            resource: audit.resource.clone(),
-            subresource: (!audit.subresource.is_empty()).then(|| audit.subresource.clone()),
-            namespace: (!audit.namespace.is_empty()).then(|| audit.namespace.clone()),
-            name: (!audit.name.is_empty()).then(|| audit.name.clone()),
-        },
-        _ => Attributes::NonResource {
-            verb: audit.verb.clone(),
-            path: audit.resource.clone(),
-        },
-    };
+    let attrs = attributes(&route, audit);
     if let Some(policy) = cluster.policy()
         && matches!(policy.authorize(user, &attrs), Decision::Deny)
     {
         return error_response(&ApiError::forbidden(policy.forbidden_message(user, &attrs)));
     }
-    let latency = cluster.faults.latency();
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
-    match cluster.faults.take_failure() {
-        Some(Failure::Internal) => {
-            return error_response(&ApiError::internal("kubesim: injected failure"));
-        }
-        Some(Failure::TooMany(after)) => {
-            return error_response(&ApiError::too_many_requests(after));
-        }
-        None => {}
+    if let Some(injected) = injected_faults(cluster).await {
+        return error_response(&injected);
     }
     let t = match route {
         Route::Doc(doc) => return value_response(200, &doc, &[]),
         Route::Missing => return error_response(&ApiError::no_route()),
         Route::Resource(t) => t,
     };
-    let bytes = if matches!(
-        parts.method,
-        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    ) {
-        match Limited::new(body, MAX_BODY).collect().await {
-            Ok(c) => c.to_bytes(),
-            Err(_) => {
-                return error_response(&ApiError::too_large(MAX_BODY));
-            }
-        }
-    } else {
-        Bytes::new()
+    let bytes = match read_body(&parts.method, body).await {
+        Ok(bytes) => bytes,
+        Err(e) => return error_response(&e),
     };
     let req = Req {
         cluster: cluster.clone(),
         t,
         query,
-        content_type: parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("application/json")
-            .to_owned(),
-        user_agent: parts
-            .headers
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned(),
+        content_type: header_or(&parts, header::CONTENT_TYPE, "application/json"),
+        user_agent: header_or(&parts, header::USER_AGENT, ""),
         body: bytes,
         warnings: Vec::new(),
     };
@@ -373,6 +328,63 @@ async fn serve(
         _ => Err(ApiError::method_not_allowed(parts.method.as_str())),
     };
     result.unwrap_or_else(|e| error_response(&e))
+}
+
+/// What RBAC decides on for a request: its verb, resource and names, or its path when it is
+/// not for a resource (discovery, `/version`, a missing route).
+fn attributes(route: &Route, audit: &AuditEntry) -> Attributes {
+    match route {
+        Route::Resource(_) => Attributes::Resource {
+            verb: audit.verb.clone(),
+            api_group: audit.group.clone(),
+            resource: audit.resource.clone(),
+            subresource: (!audit.subresource.is_empty()).then(|| audit.subresource.clone()),
+            namespace: (!audit.namespace.is_empty()).then(|| audit.namespace.clone()),
+            name: (!audit.name.is_empty()).then(|| audit.name.clone()),
+        },
+        _ => Attributes::NonResource {
+            verb: audit.verb.clone(),
+            path: audit.resource.clone(),
+        },
+    }
+}
+
+/// Applies the cluster's injected faults to one authorized request: waits out the latency,
+/// then answers the injected failure, if one is due.
+async fn injected_faults(cluster: &Cluster) -> Option<ApiError> {
+    let latency = cluster.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    match cluster.faults.take_failure()? {
+        Failure::Internal => Some(ApiError::internal("kubesim: injected failure")),
+        Failure::TooMany(after) => Some(ApiError::too_many_requests(after)),
+    }
+}
+
+/// The body of a write (POST, PUT, PATCH, DELETE), refused past [`MAX_BODY`]; empty for
+/// reads, whose body is not read.
+async fn read_body(method: &Method, body: Incoming) -> Result<Bytes, ApiError> {
+    if !matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    ) {
+        return Ok(Bytes::new());
+    }
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(_) => Err(ApiError::too_large(MAX_BODY)),
+    }
+}
+
+/// A request header as text, or `default` when it is missing or not visible ASCII.
+fn header_or(parts: &http::request::Parts, name: header::HeaderName, default: &str) -> String {
+    parts
+        .headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or(default)
+        .to_owned()
 }
 
 /// Field manager and user agent of the writes the control endpoint makes.
@@ -572,6 +584,38 @@ struct ContinueToken {
     start: String,
 }
 
+/// The key a list is ordered by, which a continue token resumes after.
+fn list_key(o: &Obj) -> String {
+    store::key(o.namespace(), o.name())
+}
+
+/// One page of a list: the `items` after the key `after` (all when empty) that the selectors
+/// match, at most `limit` of them (all when 0); and how many more match past the page.
+fn select_page(
+    items: &[Arc<Obj>],
+    after: &str,
+    limit: usize,
+    label: &LabelSelector,
+    field: &FieldSelector,
+) -> (Vec<Arc<Obj>>, usize) {
+    let mut selected = Vec::new();
+    let mut remaining = 0usize;
+    for obj in items {
+        if !after.is_empty() && list_key(obj).as_str() <= after {
+            continue;
+        }
+        if !matches(obj, None, label, field) {
+            continue;
+        }
+        if limit > 0 && selected.len() == limit {
+            remaining += 1;
+            continue;
+        }
+        selected.push(obj.clone());
+    }
+    (selected, remaining)
+}
+
 fn parse_rv(s: &str) -> Result<u64, ApiError> {
     s.parse()
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))
@@ -621,7 +665,6 @@ impl Req {
         if self.t.sub.is_some() {
             return Err(ApiError::no_route());
         }
-        let def = self.def();
         let (label, field) = selectors(self.t.res, &self.query)?;
         let limit: usize = match self.param("limit") {
             Some(l) if !l.is_empty() => l
@@ -629,49 +672,7 @@ impl Req {
                 .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
             _ => 0,
         };
-        let rv = self.param("resourceVersion").unwrap_or("");
-        let rv_match = self.param("resourceVersionMatch").unwrap_or("");
-        let mut start = String::new();
-        let at = if let Some(token) = self.param("continue").filter(|c| !c.is_empty()) {
-            if !rv.is_empty() {
-                return Err(ApiError::bad_request(
-                    "specifying resource version is not allowed when using continue",
-                ));
-            }
-            let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(token.trim_end_matches('='))
-                .map_err(|_| {
-                    ApiError::bad_request("continue key is not valid: illegal base64 data")
-                })?;
-            let c: ContinueToken = serde_json::from_slice(&raw)
-                .map_err(|e| ApiError::bad_request(format!("continue key is not valid: {e}")))?;
-            start = c.start;
-            ReadAt::Exact(c.rv)
-        } else {
-            match (rv, rv_match) {
-                ("", "") => ReadAt::Latest,
-                ("", _) => {
-                    return Err(ApiError::bad_request(
-                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                    ));
-                }
-                (_, "Exact") => ReadAt::Exact(parse_rv(rv)?),
-                ("0", "" | "NotOlderThan") => ReadAt::Latest,
-                (_, "" | "NotOlderThan") => {
-                    let want = parse_rv(rv)?;
-                    let have = self.cluster.store().resource_version();
-                    if want > have {
-                        return Err(ApiError::too_large_resource_version(want, have));
-                    }
-                    ReadAt::Latest
-                }
-                (_, other) => {
-                    return Err(ApiError::bad_request(format!(
-                        "resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
-                    )));
-                }
-            }
-        };
+        let (at, start) = self.list_read_point()?;
         let (list_rv, items) = match self
             .cluster
             .store()
@@ -685,31 +686,16 @@ impl Req {
             }
             Err(e) => return Err(e),
         };
-        let key_of = |o: &Obj| store::key(o.namespace(), o.name());
-        let after = start.trim_end_matches('\0').to_owned();
-        let mut selected = Vec::new();
-        let mut remaining = 0usize;
-        let mut more = false;
-        for obj in items.iter() {
-            if !after.is_empty() && key_of(obj) <= after {
-                continue;
-            }
-            if !matches(obj, None, &label, &field) {
-                continue;
-            }
-            if limit > 0 && selected.len() == limit {
-                more = true;
-                remaining += 1;
-                continue;
-            }
-            selected.push(obj.clone());
-        }
+        let after = start.trim_end_matches('\0');
+        let (selected, remaining) = select_page(&items, after, limit, &label, &field);
         let mut meta = json!({"resourceVersion": list_rv.to_string()});
-        if more && let Some(last) = selected.last() {
+        if remaining > 0
+            && let Some(last) = selected.last()
+        {
             let token = ContinueToken {
                 v: "meta.k8s.io/v1".into(),
                 rv: list_rv,
-                start: format!("{}\0", key_of(last)),
+                start: format!("{}\0", list_key(last)),
             };
             let raw = serde_json::to_vec(&token).unwrap_or_default();
             meta["continue"] = json!(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw));
@@ -717,19 +703,72 @@ impl Req {
                 meta["remainingItemCount"] = json!(remaining);
             }
         }
-        let head = json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(&self.t.version), "metadata": meta});
+        Ok(json_response(200, self.encode_list(meta, &selected), &[]))
+    }
+
+    /// Where a list reads, from its `continue` token or its `resourceVersion` and
+    /// `resourceVersionMatch`, with kube-apiserver's refusals of the combinations it refuses;
+    /// and the key the page starts after (from the token, else empty).
+    fn list_read_point(&self) -> Result<(ReadAt, String), ApiError> {
+        let rv = self.param("resourceVersion").unwrap_or("");
+        let rv_match = self.param("resourceVersionMatch").unwrap_or("");
+        if let Some(token) = self.param("continue").filter(|c| !c.is_empty()) {
+            if !rv.is_empty() {
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+            let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(token.trim_end_matches('='))
+                .map_err(|_| {
+                    ApiError::bad_request("continue key is not valid: illegal base64 data")
+                })?;
+            let c: ContinueToken = serde_json::from_slice(&raw)
+                .map_err(|e| ApiError::bad_request(format!("continue key is not valid: {e}")))?;
+            return Ok((ReadAt::Exact(c.rv), c.start));
+        }
+        let at = match (rv, rv_match) {
+            ("", "") | ("0", "" | "NotOlderThan") => ReadAt::Latest,
+            ("", _) => {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            (_, "Exact") => ReadAt::Exact(parse_rv(rv)?),
+            (_, "" | "NotOlderThan") => {
+                let want = parse_rv(rv)?;
+                let have = self.cluster.store().resource_version();
+                if want > have {
+                    return Err(ApiError::too_large_resource_version(want, have));
+                }
+                ReadAt::Latest
+            }
+            (_, other) => {
+                return Err(ApiError::bad_request(format!(
+                    "resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
+                )));
+            }
+        };
+        Ok((at, String::new()))
+    }
+
+    /// A `<Kind>List` with `metadata` and the `items`, each encoded in the request's version,
+    /// written without decoding the stored objects again.
+    fn encode_list(&self, metadata: Value, items: &[Arc<Obj>]) -> Bytes {
+        let def = self.def();
+        let head = json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(&self.t.version), "metadata": metadata});
         let mut out = BytesMut::new();
         let head = serde_json::to_vec(&head).unwrap_or_default();
         out.extend_from_slice(&head[..head.len() - 1]);
         out.extend_from_slice(b",\"items\":[");
-        for (i, obj) in selected.iter().enumerate() {
+        for (i, obj) in items.iter().enumerate() {
             if i > 0 {
                 out.extend_from_slice(b",");
             }
             out.extend_from_slice(&encode_as(self.t.res, &self.t.version, obj));
         }
         out.extend_from_slice(b"]}");
-        Ok(json_response(200, out.freeze(), &[]))
+        out.freeze()
     }
 
     fn watch(&self) -> Result<Response<Body>, ApiError> {
@@ -1096,54 +1135,10 @@ impl Req {
 
     fn apply(mut self) -> Result<Response<Body>, ApiError> {
         let def = self.def();
-        let manager = match self.param("fieldManager") {
-            Some(m) if !m.is_empty() => m.to_owned(),
-            _ => {
-                return Err(ApiError::invalid(
-                    "meta.k8s.io",
-                    "PatchOptions",
-                    "",
-                    vec![Cause {
-                        kind: "FieldValueRequired".into(),
-                        message: "Required value: is required for apply patch".into(),
-                        field: "fieldManager".into(),
-                    }],
-                ));
-            }
-        };
+        let manager = self.field_manager()?;
         let force = matches!(self.param("force"), Some("true" | "1"));
-        let config = self.body_value()?;
-        if !config.is_object() {
-            return Err(ApiError::bad_request(
-                "error decoding YAML: the applied configuration is not an object",
-            ));
-        }
-        let mut config = self.decode(config)?;
-        self.check_identity(&mut config, true)?;
-        if let Some(Value::Object(m)) = config.get_mut("metadata") {
-            m.remove("managedFields");
-            m.remove("resourceVersion");
-        }
+        let config = self.applied_config()?;
         let status_sub = self.t.sub.as_deref() == Some("status");
-        if def.has_status(&self.t.version)
-            && let Value::Object(m) = &mut config
-        {
-            if status_sub {
-                m.retain(|k, _| {
-                    matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
-                });
-            } else {
-                m.remove("status");
-            }
-        }
-        // Associative-list keys with defaults must be present before merging (protocol on Service ports).
-        if self.t.res == SERVICES
-            && let Some(Value::Array(ports)) = config.pointer_mut("/spec/ports")
-        {
-            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                p.entry("protocol").or_insert(json!("TCP"));
-            }
-        }
         let old = self.cluster.store().get(self.t.res, self.ns(), self.name());
         if old.is_none() && status_sub {
             return Err(ApiError::not_found(def.group, def.plural, self.name()));
@@ -1186,6 +1181,63 @@ impl Req {
                 Ok(self.respond(200, &obj))
             }
         }
+    }
+
+    /// The `fieldManager` of an apply, which kube requires.
+    fn field_manager(&self) -> Result<String, ApiError> {
+        match self.param("fieldManager") {
+            Some(m) if !m.is_empty() => Ok(m.to_owned()),
+            _ => Err(ApiError::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                vec![Cause {
+                    kind: "FieldValueRequired".into(),
+                    message: "Required value: is required for apply patch".into(),
+                    field: "fieldManager".into(),
+                }],
+            )),
+        }
+    }
+
+    /// The configuration an apply sends, as server-side apply merges it: decoded and checked
+    /// against the URL, without the fields a client cannot own (managedFields,
+    /// resourceVersion), cut to the status on the status subresource and without it elsewhere,
+    /// and with the defaulted keys of associative lists filled in.
+    fn applied_config(&mut self) -> Result<Value, ApiError> {
+        let config = self.body_value()?;
+        if !config.is_object() {
+            return Err(ApiError::bad_request(
+                "error decoding YAML: the applied configuration is not an object",
+            ));
+        }
+        let mut config = self.decode(config)?;
+        self.check_identity(&mut config, true)?;
+        if let Some(Value::Object(m)) = config.get_mut("metadata") {
+            m.remove("managedFields");
+            m.remove("resourceVersion");
+        }
+        let status_sub = self.t.sub.as_deref() == Some("status");
+        if self.def().has_status(&self.t.version)
+            && let Value::Object(m) = &mut config
+        {
+            if status_sub {
+                m.retain(|k, _| {
+                    matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
+                });
+            } else {
+                m.remove("status");
+            }
+        }
+        // Associative-list keys with defaults must be present before merging (protocol on Service ports).
+        if self.t.res == SERVICES
+            && let Some(Value::Array(ports)) = config.pointer_mut("/spec/ports")
+        {
+            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                p.entry("protocol").or_insert(json!("TCP"));
+            }
+        }
+        Ok(config)
     }
 
     fn delete_options(&self) -> Result<(Option<String>, Option<String>), ApiError> {
@@ -1366,9 +1418,8 @@ impl Watch {
         let now = self.selected(&c.object);
         let before = c.prev.as_ref().is_some_and(|p| self.selected(p));
         let ty = match c.kind {
-            EventType::Added if now => EventType::Added,
             EventType::Modified if now && before => EventType::Modified,
-            EventType::Modified if now => EventType::Added,
+            EventType::Added | EventType::Modified if now => EventType::Added,
             EventType::Modified if before => EventType::Deleted,
             EventType::Deleted if before || now => EventType::Deleted,
             _ => return true,
@@ -1379,7 +1430,7 @@ impl Watch {
     async fn run(
         self,
         cluster: Arc<Cluster>,
-        start: crate::store::WatchStart,
+        start: store::WatchStart,
         bookmarks: bool,
         initial_end: bool,
         timeout: Duration,

@@ -151,6 +151,19 @@ pub struct Cluster {
     installed: Mutex<BTreeSet<String>>,
 }
 
+/// Names the cluster and where it serves; leaves out the store (possibly large) and the
+/// bearer tokens (secrets).
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.name)
+            .field("addr", &self.addr)
+            .field("tls", &self.tls.is_some())
+            .field("kubeconfig", &self.kubeconfig)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Errors starting or restarting a cluster.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -186,7 +199,7 @@ fn new_token() -> String {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a lock is a kubesim bug; keep serving the data as it is.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Cluster {

@@ -95,14 +95,6 @@ async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<F
         .map(str::to_owned)
         .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-    let bad = |msg: String| reply(StatusCode::BAD_REQUEST, json!({"error": msg}));
-    let num = |k: &str| -> Result<u64, String> {
-        query
-            .get(k)
-            .ok_or(format!("missing query parameter {k}"))?
-            .parse()
-            .map_err(|_| format!("{k} is not a number"))
-    };
     let method = req.method().clone();
     match (&method, segs.as_slice()) {
         (&Method::GET, ["clusters"]) => reply(
@@ -119,88 +111,119 @@ async fn handle(clusters: &[Arc<Cluster>], req: Request<Incoming>) -> Response<F
                     json!({"error": format!("no cluster {name}")}),
                 );
             };
-            match (method, *action) {
-                (&Method::POST, "stop") => {
-                    c.stop();
-                    reply(StatusCode::OK, describe(c))
-                }
-                (&Method::POST, "start") => match c.restart().await {
-                    Ok(()) => reply(StatusCode::OK, describe(c)),
-                    Err(e) => reply(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        json!({"error": e.to_string()}),
-                    ),
-                },
-                (&Method::POST, "drop-watches") => {
-                    c.drop_watches();
-                    reply(StatusCode::OK, describe(c))
-                }
-                (&Method::POST, "expire-history") => {
-                    c.expire_history();
-                    reply(StatusCode::OK, describe(c))
-                }
-                (&Method::POST, "latency") => match num("ms") {
-                    Ok(ms) => {
-                        c.set_latency(Duration::from_millis(ms));
-                        reply(StatusCode::OK, json!({"latencyMs": ms}))
-                    }
-                    Err(e) => bad(e),
-                },
-                (&Method::POST, "fail") => {
-                    let count = match num("count") {
-                        Ok(n) => u32::try_from(n).unwrap_or(u32::MAX),
-                        Err(e) => return bad(e),
-                    };
-                    match query.get("code").map(String::as_str).unwrap_or("500") {
-                        "500" => c.fail_next(count),
-                        "429" => c.throttle_next(
-                            count,
-                            num("retryAfter").map_or(1, |n| u32::try_from(n).unwrap_or(1)),
-                        ),
-                        other => return bad(format!("code must be 500 or 429, not {other}")),
-                    }
-                    reply(StatusCode::OK, json!({"failNext": count}))
-                }
-                (&Method::POST, "rotate-token") => match c.rotate_admin_token() {
-                    Ok(_) => reply(StatusCode::OK, describe(c)),
-                    Err(e) => reply(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        json!({"error": e.to_string()}),
-                    ),
-                },
-                (&Method::POST, "tokens") => {
-                    let Some((ns, sa)) =
-                        query.get("serviceAccount").and_then(|s| s.split_once('/'))
-                    else {
-                        return bad("serviceAccount=<namespace>/<name> is required".into());
-                    };
-                    let token = c.issue_service_account_token(ns, sa);
-                    let user = format!("system:serviceaccount:{ns}:{sa}");
-                    reply(
-                        StatusCode::OK,
-                        json!({"user": user, "token": token, "kubeconfig": c.kubeconfig_for(&user, &token)}),
-                    )
-                }
-                (&Method::GET, "counters") => {
-                    let list: Vec<Value> = c
-                        .counters()
-                        .into_iter()
-                        .map(|((verb, resource), count)| json!({"verb": verb, "resource": resource, "count": count}))
-                        .collect();
-                    reply(StatusCode::OK, Value::Array(list))
-                }
-                (&Method::GET, "audit") => reply(StatusCode::OK, json!(c.audit())),
-                _ => reply(
-                    StatusCode::NOT_FOUND,
-                    json!({"error": format!("no action {action} for {method}")}),
-                ),
-            }
+            cluster_action(c, method, action, &query).await
         }
         _ => reply(
             StatusCode::NOT_FOUND,
             json!({"error": "see the kubesim control module docs for routes"}),
         ),
     }
+}
+
+/// A 400 whose body says what is wrong with the request.
+fn bad_request(msg: String) -> Response<Full<Bytes>> {
+    reply(StatusCode::BAD_REQUEST, json!({"error": msg}))
+}
+
+/// The number in query parameter `k`, or why there is none.
+fn query_number(query: &HashMap<String, String>, k: &str) -> Result<u64, String> {
+    query
+        .get(k)
+        .ok_or(format!("missing query parameter {k}"))?
+        .parse()
+        .map_err(|_| format!("{k} is not a number"))
+}
+
+/// The per-cluster routes, `/clusters/<c>/<action>`: stop and start, watch and history faults,
+/// latency and failures, tokens, counters and the audit log.
+async fn cluster_action(
+    c: &Arc<Cluster>,
+    method: &Method,
+    action: &str,
+    query: &HashMap<String, String>,
+) -> Response<Full<Bytes>> {
+    match (method, action) {
+        (&Method::POST, "stop") => {
+            c.stop();
+            reply(StatusCode::OK, describe(c))
+        }
+        (&Method::POST, "start") => match c.restart().await {
+            Ok(()) => reply(StatusCode::OK, describe(c)),
+            Err(e) => reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({"error": e.to_string()}),
+            ),
+        },
+        (&Method::POST, "drop-watches") => {
+            c.drop_watches();
+            reply(StatusCode::OK, describe(c))
+        }
+        (&Method::POST, "expire-history") => {
+            c.expire_history();
+            reply(StatusCode::OK, describe(c))
+        }
+        (&Method::POST, "latency") => match query_number(query, "ms") {
+            Ok(ms) => {
+                c.set_latency(Duration::from_millis(ms));
+                reply(StatusCode::OK, json!({"latencyMs": ms}))
+            }
+            Err(e) => bad_request(e),
+        },
+        (&Method::POST, "fail") => inject_failures(c, query),
+        (&Method::POST, "rotate-token") => match c.rotate_admin_token() {
+            Ok(_) => reply(StatusCode::OK, describe(c)),
+            Err(e) => reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({"error": e.to_string()}),
+            ),
+        },
+        (&Method::POST, "tokens") => issue_token(c, query),
+        (&Method::GET, "counters") => {
+            let list: Vec<Value> = c
+                .counters()
+                .into_iter()
+                .map(|((verb, resource), count)| json!({"verb": verb, "resource": resource, "count": count}))
+                .collect();
+            reply(StatusCode::OK, Value::Array(list))
+        }
+        (&Method::GET, "audit") => reply(StatusCode::OK, json!(c.audit())),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            json!({"error": format!("no action {action} for {method}")}),
+        ),
+    }
+}
+
+/// `POST /clusters/<c>/fail?count=N[&code=500|429][&retryAfter=S]`: the next `count` requests
+/// fail with a 500, or a 429 with that Retry-After.
+fn inject_failures(c: &Cluster, query: &HashMap<String, String>) -> Response<Full<Bytes>> {
+    let count = match query_number(query, "count") {
+        Ok(n) => u32::try_from(n).unwrap_or(u32::MAX),
+        Err(e) => return bad_request(e),
+    };
+    match query.get("code").map(String::as_str).unwrap_or("500") {
+        "500" => c.fail_next(count),
+        "429" => c.throttle_next(
+            count,
+            query_number(query, "retryAfter").map_or(1, |n| u32::try_from(n).unwrap_or(1)),
+        ),
+        other => return bad_request(format!("code must be 500 or 429, not {other}")),
+    }
+    reply(StatusCode::OK, json!({"failNext": count}))
+}
+
+/// `POST /clusters/<c>/tokens?serviceAccount=<namespace>/<name>`: a bearer token for that
+/// service account, with a kubeconfig that uses it.
+fn issue_token(c: &Cluster, query: &HashMap<String, String>) -> Response<Full<Bytes>> {
+    let Some((ns, sa)) = query.get("serviceAccount").and_then(|s| s.split_once('/')) else {
+        return bad_request("serviceAccount=<namespace>/<name> is required".into());
+    };
+    let token = c.issue_service_account_token(ns, sa);
+    let user = format!("system:serviceaccount:{ns}:{sa}");
+    reply(
+        StatusCode::OK,
+        json!({"user": user, "token": token, "kubeconfig": c.kubeconfig_for(&user, &token)}),
+    )
 }
 
 /// The object routes: `POST /clusters/<c>/objects` and

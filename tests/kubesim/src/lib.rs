@@ -19,6 +19,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(clippy::too_many_lines)] // the house rule; threshold in the root clippy.toml
+
 pub mod api;
 pub mod cluster;
 pub mod control;
@@ -106,6 +108,17 @@ pub struct Sim {
     clusters: Vec<Arc<Cluster>>,
     control: Option<SocketAddr>,
     dir: PathBuf,
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.clusters.iter().map(|c| c.name.as_str()).collect();
+        f.debug_struct("Sim")
+            .field("clusters", &names)
+            .field("control", &self.control)
+            .field("dir", &self.dir)
+            .finish()
+    }
 }
 
 impl Sim {

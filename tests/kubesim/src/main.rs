@@ -1,5 +1,7 @@
 //! `kubesim`: serve several test Kubernetes clusters on loopback until killed.
 
+#![warn(clippy::too_many_lines)] // the house rule; threshold in the root clippy.toml
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;

@@ -147,7 +147,7 @@ fn strategic(
             }
             Value::Array(items) => match (merge_key(&child), t.get_mut(k)) {
                 (Some(mk), Some(Value::Array(existing))) => {
-                    merge_list(existing, items, mk, &child, merge_key)
+                    merge_list(existing, items, mk, &child, merge_key);
                 }
                 _ => {
                     let kept: Vec<Value> = items

@@ -695,7 +695,7 @@ fn sanitize(s: &str) -> String {
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| s.to_string()).collect()
+    items.iter().map(ToString::to_string).collect()
 }
 
 fn namespace_of(meta: &metav1::ObjectMeta) -> String {
@@ -757,22 +757,7 @@ fn decode(doc: &Value, prefix: &str, document: usize, out: &mut Vec<Object>) -> 
     if let (Some(item_kind), Some(Value::Array(items))) =
         (kind.strip_suffix("List"), object.get("items"))
     {
-        for (i, item) in items.iter().enumerate() {
-            let mut item = item.clone();
-            // Items of a typed list (e.g. RoleList) may omit their own apiVersion and kind.
-            if let Value::Object(fields) = &mut item
-                && RBAC_KINDS.contains(&item_kind)
-            {
-                fields
-                    .entry("apiVersion")
-                    .or_insert_with(|| Value::String(api_version.to_string()));
-                fields
-                    .entry("kind")
-                    .or_insert_with(|| Value::String(item_kind.to_string()));
-            }
-            decode(&item, &format!("{prefix}items[{i}]: "), document, out)?;
-        }
-        return Ok(());
+        return decode_list(api_version, item_kind, items, prefix, document, out);
     }
 
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -800,10 +785,58 @@ fn decode(doc: &Value, prefix: &str, document: usize, out: &mut Vec<Object>) -> 
         ));
     }
 
+    let (name, errors, decoded) = decode_v1(kind, doc, prefix, document)?;
+    if !errors.is_empty() {
+        return Err(format!(
+            "{prefix}{kind}.{RBAC_GROUP} {} is invalid: {}",
+            go_quote(name.as_deref().unwrap_or("")),
+            aggregate(errors)
+        ));
+    }
+    out.push(decoded);
+    Ok(())
+}
+
+/// Decodes the items of a `List` or of a typed list (`RoleList`: `item_kind` is `Role`) in
+/// document `document`, each with `items[i]` in its errors.
+fn decode_list(
+    api_version: &str,
+    item_kind: &str,
+    items: &[Value],
+    prefix: &str,
+    document: usize,
+    out: &mut Vec<Object>,
+) -> Result<(), String> {
+    for (i, item) in items.iter().enumerate() {
+        let mut item = item.clone();
+        // Items of a typed list (e.g. RoleList) may omit their own apiVersion and kind.
+        if let Value::Object(fields) = &mut item
+            && RBAC_KINDS.contains(&item_kind)
+        {
+            fields
+                .entry("apiVersion")
+                .or_insert_with(|| Value::String(api_version.to_string()));
+            fields
+                .entry("kind")
+                .or_insert_with(|| Value::String(item_kind.to_string()));
+        }
+        decode(&item, &format!("{prefix}items[{i}]: "), document, out)?;
+    }
+    Ok(())
+}
+
+/// Decodes an rbac.authorization.k8s.io/v1 object of `kind` (one of [`RBAC_KINDS`]), with
+/// kube's defaults: its name, what validation finds wrong with it, and the object.
+fn decode_v1(
+    kind: &str,
+    doc: &Value,
+    prefix: &str,
+    document: usize,
+) -> Result<(Option<String>, Vec<String>, Object), String> {
     let cannot_handle = |e: serde_json::Error| {
         format!("{prefix}{kind} in version \"v1\" cannot be handled as a {kind}: {e}")
     };
-    let (name, errors, decoded) = match kind {
+    Ok(match kind {
         "ClusterRole" => {
             let role: rbacv1::ClusterRole =
                 serde_json::from_value(doc.clone()).map_err(cannot_handle)?;
@@ -858,16 +891,7 @@ fn decode(doc: &Value, prefix: &str, document: usize, out: &mut Vec<Object>) -> 
                 Object::RoleBinding(binding),
             )
         }
-    };
-    if !errors.is_empty() {
-        return Err(format!(
-            "{prefix}{kind}.{RBAC_GROUP} {} is invalid: {}",
-            go_quote(name.as_deref().unwrap_or("")),
-            aggregate(errors)
-        ));
-    }
-    out.push(decoded);
-    Ok(())
+    })
 }
 
 fn default_namespace(meta: &mut metav1::ObjectMeta) {

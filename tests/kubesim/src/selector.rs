@@ -92,7 +92,7 @@ impl Requirement {
                     "values",
                     &go_string_slice(&values),
                     "exact-match compatibility requires one single value",
-                ))
+                ));
             }
             Operator::Exists | Operator::DoesNotExist if !values.is_empty() => errs.push(invalid(
                 "values",

@@ -230,6 +230,36 @@ pub fn apply(
     now: &str,
     schema: &Schema,
 ) -> Result<Value, SsaError> {
+    check_config(config)?;
+    let empty = Value::Object(Map::new());
+    let live_full = live.unwrap_or(&empty);
+    let mut managed = decode_managed_fields(live_full.pointer("/metadata/managedFields"))
+        .map_err(|e| SsaError::Invalid(format!("failed to decode managed fields: {e}")))?;
+    let live_obj = typed_live_object(config, live_full, schema)?;
+
+    let merged = merge(Some(&live_obj), Some(config), "", schema);
+    let applied = to_field_set(config, schema);
+    let (me, last_set) = claim_applied(&mut managed, manager, subresource, api_version, applied);
+
+    let pruned = prune(&merged, &managed, &last_set, schema);
+    let cmp = compare_objects(&live_obj, &pruned, schema);
+    take_changed_fields(&mut managed, me, &cmp, force)?;
+    managed[me].set = managed[me].set.difference(&strip_set());
+    // SMD reports "no change" by comparing values, so the timestamp only moves on real changes.
+    if !value_eq(&live_obj, &pruned) {
+        managed[me].time = Some(now.to_owned());
+    }
+    managed.retain(|e| !e.set.is_empty());
+
+    let mut out = pruned;
+    strip_nulls(&mut out);
+    set_managed_fields(&mut out, &managed);
+    Ok(keep_timestamps_on_noop(live, out))
+}
+
+/// Refuses what an applied configuration cannot be: other than a JSON object, or carrying
+/// managedFields.
+fn check_config(config: &Value) -> Result<(), SsaError> {
     let Value::Object(_) = config else {
         return Err(SsaError::Invalid(
             "the applied configuration must be a JSON object".into(),
@@ -243,11 +273,16 @@ pub fn apply(
             "metadata.managedFields must be nil".into(),
         ));
     }
-    let empty = Value::Object(Map::new());
-    let live_full = live.unwrap_or(&empty);
-    let mut managed = decode_managed_fields(live_full.pointer("/metadata/managedFields"))
-        .map_err(|e| SsaError::Invalid(format!("failed to decode managed fields: {e}")))?;
+    Ok(())
+}
 
+/// Checks `config` and the live object against `schema`, as SMD does when it makes typed
+/// objects of them, and answers the live object without its managedFields.
+fn typed_live_object(
+    config: &Value,
+    live_full: &Value,
+    schema: &Schema,
+) -> Result<Value, SsaError> {
     let errs = validate(config, schema, false);
     if !errs.is_empty() {
         return Err(SsaError::Invalid(format!(
@@ -265,8 +300,19 @@ pub fn apply(
             format_validation(&errs)
         )));
     }
+    Ok(live_obj)
+}
 
-    let merged = merge(Some(&live_obj), Some(config), "", schema);
+/// Makes `applied` the field set of `manager`'s Apply entry for `subresource` (creating the
+/// entry if it has none), at `api_version`. Answers the entry's index and the set it had
+/// before (empty for a new entry), which pruning needs.
+fn claim_applied(
+    managed: &mut Vec<Entry>,
+    manager: &str,
+    subresource: Option<&str>,
+    api_version: &str,
+    applied: Set,
+) -> (usize, Set) {
     let key = EntryKey {
         manager: manager_name(manager),
         operation: Operation::Apply,
@@ -275,7 +321,6 @@ pub fn apply(
     };
     let previous = managed.iter().position(|e| e.key() == key);
     let last_set = previous.map(|i| managed[i].set.clone()).unwrap_or_default();
-    let applied = to_field_set(config, schema);
     let me = match previous {
         Some(i) => {
             managed[i].set = applied;
@@ -294,9 +339,18 @@ pub fn apply(
             managed.len() - 1
         }
     };
+    (me, last_set)
+}
 
-    let pruned = prune(&merged, &managed, &last_set, schema);
-    let cmp = compare_objects(&live_obj, &pruned, schema);
+/// Settles the other managers' ownership after the apply by entry `me` changed what `cmp`
+/// says: fields it modified or added that others own are conflicts (an error unless `force`,
+/// when they leave the other owners), and removed fields leave every other entry.
+fn take_changed_fields(
+    managed: &mut [Entry],
+    me: usize,
+    cmp: &Comparison,
+    force: bool,
+) -> Result<(), SsaError> {
     let changed = cmp.modified.union(&cmp.added);
     let mut conflicts: Vec<(String, &Entry, Set)> = Vec::new();
     for (i, entry) in managed.iter().enumerate() {
@@ -321,17 +375,7 @@ pub fn apply(
         }
         entry.set = entry.set.difference(&cmp.removed);
     }
-    managed[me].set = managed[me].set.difference(&strip_set());
-    // SMD reports "no change" by comparing values, so the timestamp only moves on real changes.
-    if !value_eq(&live_obj, &pruned) {
-        managed[me].time = Some(now.to_owned());
-    }
-    managed.retain(|e| !e.set.is_empty());
-
-    let mut out = pruned;
-    strip_nulls(&mut out);
-    set_managed_fields(&mut out, &managed);
-    Ok(keep_timestamps_on_noop(live, out))
+    Ok(())
 }
 
 /// Records a non-apply write (create, update/PUT, merge/JSON/strategic patch) by `manager`.
@@ -1947,7 +1991,7 @@ fn remove_items(v: &Value, set: &Set, spath: &str, schema: &Schema) -> Value {
                 }
                 match set.children.get(&pe) {
                     Some(sub) if !sub.is_empty() => {
-                        out.push(remove_items(item, sub, spath, schema))
+                        out.push(remove_items(item, sub, spath, schema));
                     }
                     _ => out.push(item.clone()),
                 }

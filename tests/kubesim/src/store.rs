@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
 use crate::kubemsg::go_string_slice;
-use crate::resources::{NAMESPACES, RESOURCES, SERVICES};
+use crate::resources::{NAMESPACES, RESOURCES, ResourceDef, SERVICES};
 use crate::status::{ApiError, cause};
 
 /// A stored object in its storage version. It is kept as its JSON encoding (shared by every
@@ -259,6 +259,71 @@ fn node_ports_of(v: Option<&Value>) -> Vec<u64> {
         .collect()
 }
 
+/// Refuses an update of an object being deleted that adds finalizers to the `old` ones, as
+/// kube-apiserver does.
+fn no_new_finalizers(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    let before = finalizers(old);
+    let mut added: Vec<String> = finalizers(new)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    // kube prints the sorted set with Go's `%#v`.
+    added.sort();
+    added.dedup();
+    Err(ApiError::invalid(
+        def.group,
+        def.kind,
+        name,
+        vec![cause(
+            "FieldValueForbidden",
+            "metadata.finalizers",
+            format!(
+                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {}",
+                go_string_slice(&added)
+            ),
+        )],
+    ))
+}
+
+/// The server-owned metadata an update cannot change, carried from `old` into `v`: uid and
+/// creation time, the pending deletion (`deleting`, its timestamp) or none, and the generation,
+/// bumped when the spec changed.
+fn keep_server_fields(def: &ResourceDef, v: &mut Value, old: &Value, deleting: Option<&Value>) {
+    for field in ["uid", "creationTimestamp"] {
+        set_meta(v, field, old["metadata"][field].clone());
+    }
+    match deleting {
+        Some(ts) => {
+            set_meta(v, "deletionTimestamp", ts.clone());
+            set_meta(v, "deletionGracePeriodSeconds", json!(0));
+        }
+        None => {
+            remove_meta(v, "deletionTimestamp");
+            remove_meta(v, "deletionGracePeriodSeconds");
+        }
+    }
+    if def.generation {
+        let generation = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let bumped = if spec_part(v) != spec_part(old) {
+            generation + 1
+        } else {
+            generation
+        };
+        set_meta(v, "generation", json!(bumped));
+    }
+}
+
 /// Everything but metadata and status: what a generation counts.
 fn spec_part(v: &Value) -> Value {
     let mut c = v.clone();
@@ -473,58 +538,12 @@ impl Store {
         }
         let deleting = old_value.pointer("/metadata/deletionTimestamp").cloned();
         if deleting.is_some() {
-            let before = finalizers(&old_value);
-            let mut added: Vec<String> = finalizers(&v)
-                .into_iter()
-                .filter(|f| !before.contains(f))
-                .collect();
-            if !added.is_empty() {
-                // kube prints the sorted set with Go's `%#v`.
-                added.sort();
-                added.dedup();
-                return Err(ApiError::invalid(
-                    def.group,
-                    def.kind,
-                    &name,
-                    vec![cause(
-                        "FieldValueForbidden",
-                        "metadata.finalizers",
-                        format!(
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {}",
-                            go_string_slice(&added)
-                        ),
-                    )],
-                ));
-            }
+            no_new_finalizers(def, &name, &old_value, &v)?;
         }
         if res == SERVICES {
             self.allocate(&mut v, Some(&old_value))?;
         }
-        for field in ["uid", "creationTimestamp"] {
-            set_meta(&mut v, field, old_value["metadata"][field].clone());
-        }
-        match &deleting {
-            Some(ts) => {
-                set_meta(&mut v, "deletionTimestamp", ts.clone());
-                set_meta(&mut v, "deletionGracePeriodSeconds", json!(0));
-            }
-            None => {
-                remove_meta(&mut v, "deletionTimestamp");
-                remove_meta(&mut v, "deletionGracePeriodSeconds");
-            }
-        }
-        if def.generation {
-            let generation = old_value
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            let bumped = if spec_part(&v) != spec_part(&old_value) {
-                generation + 1
-            } else {
-                generation
-            };
-            set_meta(&mut v, "generation", json!(bumped));
-        }
+        keep_server_fields(def, &mut v, &old_value, deleting.as_ref());
         // kube-apiserver skips the write when nothing changed: no new resourceVersion, no event.
         set_meta(
             &mut v,
@@ -746,68 +765,12 @@ impl Store {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
-        let mut ip = v
+        let requested = v
             .pointer("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
-        if ip.is_empty() && !old_ip.is_empty() {
-            ip = old_ip.clone();
-        }
-        // An address this call takes, given back if the node ports cannot be had.
-        let mut fresh_ip: Option<IpAddr> = None;
-        if ip.is_empty() {
-            let addr = self.next_free_ip().ok_or_else(|| {
-                ApiError::internal("failed to allocate a serviceIP: range is full")
-            })?;
-            self.ips.insert(u32::from(addr));
-            fresh_ip = Some(IpAddr::V4(addr));
-            ip = addr.to_string();
-        } else if ip != "None" && ip != old_ip {
-            // Every refusal of a requested address is a 422 on the Service.
-            let refuse = |field: &str, message: String| {
-                ApiError::invalid(
-                    "",
-                    "Service",
-                    &name,
-                    vec![cause("FieldValueInvalid", field, message)],
-                )
-            };
-            let addr: IpAddr = ip.parse().map_err(|_| {
-                refuse(
-                    "spec.clusterIPs[0]",
-                    format!(
-                        "Invalid value: \"{ip}\": must be empty, 'None', or a valid IP address"
-                    ),
-                )
-            })?;
-            if let IpAddr::V6(_) = addr
-                && self.cidrs6.is_empty()
-            {
-                return Err(refuse(
-                    "spec.ipFamilies[0]",
-                    "Invalid value: \"IPv6\": not configured on this cluster".to_owned(),
-                ));
-            }
-            if !self.in_range(addr) {
-                return Err(refuse(
-                    "spec.clusterIPs",
-                    format!(
-                        "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
-                        self.ranges_of(addr)
-                    ),
-                ));
-            }
-            if !self.take_ip(addr) {
-                return Err(refuse(
-                    "spec.clusterIPs",
-                    format!(
-                        "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
-                    ),
-                ));
-            }
-            fresh_ip = Some(addr);
-        }
+        let (ip, fresh_ip) = self.allocate_cluster_ip(&name, requested, &old_ip)?;
         // The family of the address kept (a headless Service keeps IPv4, as kubesim's
         // allocator is IPv4: kube would take the first configured family).
         let family = match ip.parse::<IpAddr>() {
@@ -823,71 +786,17 @@ impl Store {
         }
         let old_node_ports = node_ports_of(old);
         if ty == "NodePort" || ty == "LoadBalancer" {
-            let old_ports = old
-                .and_then(|o| o.pointer("/spec/ports"))
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let mut taken = Vec::new();
-            if let Some(Value::Array(ports)) = spec.get_mut("ports") {
-                for (i, p) in ports.iter_mut().enumerate() {
-                    if let Some(np) = p.get("nodePort").and_then(Value::as_u64) {
-                        // A requested port: this Service's own, or free and in range.
-                        let problem = if old_node_ports.contains(&np) {
-                            None
-                        } else if !(30000..=32767).contains(&np) {
-                            Some(
-                                "provided port is not in the valid range. The range of valid ports is 30000-32767",
-                            )
-                        } else if self.node_ports.contains(&(np as u16)) {
-                            Some("provided port is already allocated")
-                        } else {
-                            None
-                        };
-                        if let Some(why) = problem {
-                            if let Some(a) = fresh_ip {
-                                self.free_ip(a);
-                            }
-                            return Err(ApiError::invalid(
-                                "",
-                                "Service",
-                                &name,
-                                vec![cause(
-                                    "FieldValueInvalid",
-                                    format!("spec.ports[{i}].nodePort"),
-                                    format!("Invalid value: {np}: {why}"),
-                                )],
-                            ));
-                        }
-                        taken.push(np as u16);
-                        continue;
+            let taken = self.allocate_node_ports(&name, spec, old, &old_node_ports);
+            match taken {
+                Ok(taken) => self.node_ports.extend(taken),
+                Err(e) => {
+                    // The address this call took goes back: the Service is not written.
+                    if let Some(a) = fresh_ip {
+                        self.free_ip(a);
                     }
-                    let same = old_ports.iter().find(|o| {
-                        o.get("port") == p.get("port") && o.get("protocol") == p.get("protocol")
-                    });
-                    let np = match same.and_then(|o| o.get("nodePort")).and_then(Value::as_u64) {
-                        Some(np) => np as u16,
-                        None => {
-                            let free = (30000u16..=32767)
-                                .find(|n| !self.node_ports.contains(n) && !taken.contains(n));
-                            match free {
-                                Some(n) => n,
-                                None => {
-                                    if let Some(a) = fresh_ip {
-                                        self.free_ip(a);
-                                    }
-                                    return Err(ApiError::internal(
-                                        "failed to allocate a nodePort: range is full",
-                                    ));
-                                }
-                            }
-                        }
-                    };
-                    taken.push(np);
-                    p["nodePort"] = json!(np);
+                    return Err(e);
                 }
             }
-            self.node_ports.extend(taken);
         }
         // Node ports the updated Service no longer uses go back to the pool.
         let kept = node_ports_of(Some(v));
@@ -903,6 +812,141 @@ impl Store {
             self.free_ip(o);
         }
         Ok(())
+    }
+
+    /// The ClusterIP a Service gets from its `requested` one (empty, `None` or an address) and
+    /// its `old_ip` on update: the old one when none is requested, else a free one from the
+    /// IPv4 range, else the requested one if it is in range and free. Also answers the address
+    /// this call took (to be given back if the Service is not written after all).
+    fn allocate_cluster_ip(
+        &mut self,
+        name: &str,
+        requested: String,
+        old_ip: &str,
+    ) -> Result<(String, Option<IpAddr>), ApiError> {
+        let mut ip = requested;
+        if ip.is_empty() && !old_ip.is_empty() {
+            old_ip.clone_into(&mut ip);
+        }
+        if ip.is_empty() {
+            let addr = self.next_free_ip().ok_or_else(|| {
+                ApiError::internal("failed to allocate a serviceIP: range is full")
+            })?;
+            self.ips.insert(u32::from(addr));
+            return Ok((addr.to_string(), Some(IpAddr::V4(addr))));
+        }
+        if ip == "None" || ip == old_ip {
+            return Ok((ip, None));
+        }
+        // Every refusal of a requested address is a 422 on the Service.
+        let refuse = |field: &str, message: String| {
+            ApiError::invalid(
+                "",
+                "Service",
+                name,
+                vec![cause("FieldValueInvalid", field, message)],
+            )
+        };
+        let addr: IpAddr = ip.parse().map_err(|_| {
+            refuse(
+                "spec.clusterIPs[0]",
+                format!("Invalid value: \"{ip}\": must be empty, 'None', or a valid IP address"),
+            )
+        })?;
+        if let IpAddr::V6(_) = addr
+            && self.cidrs6.is_empty()
+        {
+            return Err(refuse(
+                "spec.ipFamilies[0]",
+                "Invalid value: \"IPv6\": not configured on this cluster".to_owned(),
+            ));
+        }
+        if !self.in_range(addr) {
+            return Err(refuse(
+                "spec.clusterIPs",
+                format!(
+                    "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
+                    self.ranges_of(addr)
+                ),
+            ));
+        }
+        if !self.take_ip(addr) {
+            return Err(refuse(
+                "spec.clusterIPs",
+                format!(
+                    "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
+                ),
+            ));
+        }
+        Ok((ip, Some(addr)))
+    }
+
+    /// Fills in the node port of each port of a NodePort or LoadBalancer Service `spec`: a
+    /// requested one is checked (this Service's own, or free and in range), a missing one is the
+    /// old port's with the same port and protocol, else the first free one. Answers the ports
+    /// to mark allocated; marks none itself, so an error leaves the pool as it was.
+    fn allocate_node_ports(
+        &self,
+        name: &str,
+        spec: &mut Value,
+        old: Option<&Value>,
+        old_node_ports: &[u64],
+    ) -> Result<Vec<u16>, ApiError> {
+        let old_ports = old
+            .and_then(|o| o.pointer("/spec/ports"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut taken = Vec::new();
+        let Some(Value::Array(ports)) = spec.get_mut("ports") else {
+            return Ok(taken);
+        };
+        for (i, p) in ports.iter_mut().enumerate() {
+            if let Some(np) = p.get("nodePort").and_then(Value::as_u64) {
+                if let Some(why) = self.requested_node_port_problem(np, old_node_ports) {
+                    return Err(ApiError::invalid(
+                        "",
+                        "Service",
+                        name,
+                        vec![cause(
+                            "FieldValueInvalid",
+                            format!("spec.ports[{i}].nodePort"),
+                            format!("Invalid value: {np}: {why}"),
+                        )],
+                    ));
+                }
+                taken.push(np as u16);
+                continue;
+            }
+            let same = old_ports
+                .iter()
+                .find(|o| o.get("port") == p.get("port") && o.get("protocol") == p.get("protocol"));
+            let np = match same.and_then(|o| o.get("nodePort")).and_then(Value::as_u64) {
+                Some(np) => np as u16,
+                None => (30000u16..=32767)
+                    .find(|n| !self.node_ports.contains(n) && !taken.contains(n))
+                    .ok_or_else(|| {
+                        ApiError::internal("failed to allocate a nodePort: range is full")
+                    })?,
+            };
+            taken.push(np);
+            p["nodePort"] = json!(np);
+        }
+        Ok(taken)
+    }
+
+    /// Why a requested node port cannot be had, if it cannot: it is neither this Service's own
+    /// (`old_node_ports`) nor free and in range.
+    fn requested_node_port_problem(&self, np: u64, old_node_ports: &[u64]) -> Option<&'static str> {
+        if old_node_ports.contains(&np) {
+            None
+        } else if !(30000..=32767).contains(&np) {
+            Some("provided port is not in the valid range. The range of valid ports is 30000-32767")
+        } else if self.node_ports.contains(&(np as u16)) {
+            Some("provided port is already allocated")
+        } else {
+            None
+        }
     }
 
     /// Whether `addr` lies in the service range of its family.

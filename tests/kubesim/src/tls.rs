@@ -38,6 +38,15 @@ pub struct Authority {
     pub ca_pem: String,
 }
 
+/// Shows the CA certificate, never its private key.
+impl std::fmt::Debug for Authority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authority")
+            .field("ca_pem", &self.ca_pem)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Authority {
     /// Generates a fresh CA.
     pub fn generate() -> Result<Authority, TlsError> {

@@ -442,80 +442,7 @@ fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
             ));
         }
     } else {
-        let ports = spec
-            .get("ports")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if ports.is_empty() && cluster_ip != "None" {
-            causes.push(cause("FieldValueRequired", "spec.ports", "Required value"));
-        }
-        let mut names = Vec::new();
-        let mut keys = Vec::new();
-        for (i, p) in ports.iter().enumerate() {
-            let at = |f: &str| format!("spec.ports[{i}].{f}");
-            let port_name = p.get("name").and_then(Value::as_str).unwrap_or("");
-            if ports.len() > 1 && port_name.is_empty() {
-                causes.push(cause("FieldValueRequired", at("name"), "Required value"));
-            } else if !port_name.is_empty() {
-                for msg in kubemsg::dns1123_label_errors(port_name) {
-                    causes.push(cause(
-                        "FieldValueInvalid",
-                        at("name"),
-                        format!("Invalid value: {}: {msg}", kubemsg::go_quote(port_name)),
-                    ));
-                }
-                if names.contains(&port_name) {
-                    causes.push(cause(
-                        "FieldValueDuplicate",
-                        at("name"),
-                        format!("Duplicate value: \"{port_name}\""),
-                    ));
-                }
-                names.push(port_name);
-            }
-            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
-            if !(1..=65535).contains(&port) {
-                causes.push(cause(
-                    "FieldValueInvalid",
-                    at("port"),
-                    format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
-                ));
-            }
-            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-            if !["TCP", "UDP", "SCTP"].contains(&proto) {
-                causes.push(cause(
-                    "FieldValueNotSupported",
-                    at("protocol"),
-                    format!("Unsupported value: \"{proto}\": supported values: \"SCTP\", \"TCP\", \"UDP\""),
-                ));
-            }
-            if keys.contains(&(port, proto)) {
-                // kube's key is a ServicePort with only Protocol and Port set, printed with `%#v`.
-                causes.push(cause(
-                    "FieldValueDuplicate",
-                    format!("spec.ports[{i}]"),
-                    format!("Duplicate value: core.ServicePort{{Name:\"\", Protocol:\"{proto}\", AppProtocol:(*string)(nil), Port:{port}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}"),
-                ));
-            }
-            keys.push((port, proto));
-            match p.get("targetPort") {
-                Some(Value::Number(n)) => {
-                    let t = n.as_i64().unwrap_or(0);
-                    if !(1..=65535).contains(&t) {
-                        causes.push(cause(
-                            "FieldValueInvalid",
-                            at("targetPort"),
-                            format!("Invalid value: {t}: must be between 1 and 65535, inclusive"),
-                        ));
-                    }
-                }
-                Some(Value::String(s)) if !is_iana_svc_name(s) => {
-                    causes.push(cause("FieldValueInvalid", at("targetPort"), format!("Invalid value: \"{s}\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")));
-                }
-                _ => {}
-            }
-        }
+        validate_service_ports(&spec, cluster_ip, causes);
     }
     if let Some(old) = old {
         let old_ip = old
@@ -529,6 +456,93 @@ fn validate_service(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
                 format!("Invalid value: []string{{\"{cluster_ip}\"}}: may not change once set"),
             ));
         }
+    }
+}
+
+/// The ports of a Service that is not ExternalName: required unless headless, each named
+/// (when there are several) with a unique DNS label, a valid port, protocol and target port,
+/// and no two with the same port and protocol.
+fn validate_service_ports(spec: &Value, cluster_ip: &str, causes: &mut Vec<Cause>) {
+    let ports = spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if ports.is_empty() && cluster_ip != "None" {
+        causes.push(cause("FieldValueRequired", "spec.ports", "Required value"));
+    }
+    let mut names = Vec::new();
+    let mut keys = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let at = |f: &str| format!("spec.ports[{i}].{f}");
+        let port_name = p.get("name").and_then(Value::as_str).unwrap_or("");
+        if ports.len() > 1 && port_name.is_empty() {
+            causes.push(cause("FieldValueRequired", at("name"), "Required value"));
+        } else if !port_name.is_empty() {
+            for msg in kubemsg::dns1123_label_errors(port_name) {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    at("name"),
+                    format!("Invalid value: {}: {msg}", kubemsg::go_quote(port_name)),
+                ));
+            }
+            if names.contains(&port_name) {
+                causes.push(cause(
+                    "FieldValueDuplicate",
+                    at("name"),
+                    format!("Duplicate value: \"{port_name}\""),
+                ));
+            }
+            names.push(port_name);
+        }
+        let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+        if !(1..=65535).contains(&port) {
+            causes.push(cause(
+                "FieldValueInvalid",
+                at("port"),
+                format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
+            ));
+        }
+        let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+        if !["TCP", "UDP", "SCTP"].contains(&proto) {
+            causes.push(cause(
+                "FieldValueNotSupported",
+                at("protocol"),
+                format!(
+                    "Unsupported value: \"{proto}\": supported values: \"SCTP\", \"TCP\", \"UDP\""
+                ),
+            ));
+        }
+        if keys.contains(&(port, proto)) {
+            // kube's key is a ServicePort with only Protocol and Port set, printed with `%#v`.
+            causes.push(cause(
+                "FieldValueDuplicate",
+                format!("spec.ports[{i}]"),
+                format!("Duplicate value: core.ServicePort{{Name:\"\", Protocol:\"{proto}\", AppProtocol:(*string)(nil), Port:{port}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}"),
+            ));
+        }
+        keys.push((port, proto));
+        validate_target_port(p.get("targetPort"), &at("targetPort"), causes);
+    }
+}
+
+/// A Service port's `targetPort` (at `field`): a number in 1..=65535 or an IANA service name.
+fn validate_target_port(target_port: Option<&Value>, field: &str, causes: &mut Vec<Cause>) {
+    match target_port {
+        Some(Value::Number(n)) => {
+            let t = n.as_i64().unwrap_or(0);
+            if !(1..=65535).contains(&t) {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    field,
+                    format!("Invalid value: {t}: must be between 1 and 65535, inclusive"),
+                ));
+            }
+        }
+        Some(Value::String(s)) if !is_iana_svc_name(s) => {
+            causes.push(cause("FieldValueInvalid", field, format!("Invalid value: \"{s}\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")));
+        }
+        _ => {}
     }
 }
 
@@ -572,6 +586,44 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
             |_| true
         }
     };
+    validate_slice_endpoints(object, ty, check, causes);
+    let ports = object
+        .get("ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, p) in ports.iter().enumerate() {
+        if let Some(port) = p.get("port").and_then(Value::as_i64)
+            && !(1..=65535).contains(&port)
+        {
+            causes.push(cause(
+                "FieldValueInvalid",
+                format!("ports[{i}].port"),
+                format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
+            ));
+        }
+    }
+    if let Some(old) = old {
+        let old_ty = old.get("addressType").and_then(Value::as_str).unwrap_or("");
+        if old_ty != ty {
+            causes.push(cause(
+                "FieldValueInvalid",
+                "addressType",
+                format!("Invalid value: \"{ty}\": field is immutable"),
+            ));
+        }
+    }
+}
+
+/// The endpoints of a slice of address type `ty`: at most 1000, each with 1 to 100
+/// addresses, every address valid for the type (`check`) and not refused by kube's
+/// `ValidateEndpointIP`.
+fn validate_slice_endpoints(
+    object: &Value,
+    ty: &str,
+    check: fn(&str) -> bool,
+    causes: &mut Vec<Cause>,
+) {
     let endpoints = object
         .get("endpoints")
         .and_then(Value::as_array)
@@ -625,32 +677,6 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
             }
         }
     }
-    let ports = object
-        .get("ports")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for (i, p) in ports.iter().enumerate() {
-        if let Some(port) = p.get("port").and_then(Value::as_i64)
-            && !(1..=65535).contains(&port)
-        {
-            causes.push(cause(
-                "FieldValueInvalid",
-                format!("ports[{i}].port"),
-                format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
-            ));
-        }
-    }
-    if let Some(old) = old {
-        let old_ty = old.get("addressType").and_then(Value::as_str).unwrap_or("");
-        if old_ty != ty {
-            causes.push(cause(
-                "FieldValueInvalid",
-                "addressType",
-                format!("Invalid value: \"{ty}\": field is immutable"),
-            ));
-        }
-    }
 }
 
 /// The address kube classifies with `ValidateEndpointIP` in a slice of type `ty`, if any.
@@ -663,9 +689,8 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
 fn classified_ip(ty: &str, text: &str) -> Option<IpAddr> {
     let ip = text.parse::<IpAddr>().ok()?;
     match (ty, ip) {
-        ("IPv4", _) => Some(ip),
         ("IPv6", IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_some() => None,
-        ("IPv6", _) => Some(ip),
+        ("IPv4" | "IPv6", _) => Some(ip),
         _ => None,
     }
 }

@@ -128,6 +128,7 @@ impl Drop for Netns {
 }
 
 /// Sends `sig` to `pid`; whether it was delivered (a process already gone is no error here).
+#[allow(unsafe_code)]
 pub(crate) fn signal(pid: libc::pid_t, sig: libc::c_int) -> bool {
     // SAFETY: kill(2) takes two integers and touches no memory of ours.
     unsafe { libc::kill(pid, sig) == 0 }
@@ -167,6 +168,7 @@ impl Lab {
     /// retransmitting for minutes, and must not do so through the default route.
     pub fn new() -> Result<Option<Lab>, NetlabError> {
         // SAFETY: geteuid(2) cannot fail and touches no memory.
+        #[allow(unsafe_code)]
         let root = unsafe { libc::geteuid() } == 0;
         let tools = find_tool("ip").zip(find_tool("nft"));
         let Some((ip, nft)) = tools.filter(|_| root) else {
@@ -276,6 +278,7 @@ impl AllocationLock {
             })?;
         // SAFETY: flock(2) on a descriptor that `file` owns and keeps open; it blocks until
         // the other holder is done.
+        #[allow(unsafe_code)]
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
         if rc != 0 {
             return Err(NetlabError::Io {

@@ -27,6 +27,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(clippy::too_many_lines)] // the house rule; threshold in the root clippy.toml
+
 pub mod fault;
 pub mod lab;
 pub mod relay;

@@ -38,7 +38,7 @@ impl Fixture {
     /// Sends one request; returns the status code and the JSON body (Null if not JSON).
     async fn call(&self, method: &str, path: &str, ct: &str, body: Option<&Value>) -> (u16, Value) {
         let cluster = self.sim.cluster("east").expect("configured");
-        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let body = body.map(ToString::to_string).unwrap_or_default();
         let request = format!(
             "{method} {path} HTTP/1.1\r\nHost: kubesim\r\nAuthorization: Bearer {}\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             cluster.admin_token(),

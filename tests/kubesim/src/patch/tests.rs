@@ -101,6 +101,7 @@ fn content_types() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of JSON Patch cases
 fn json_patch() {
     check(
         PatchType::Json,
@@ -351,6 +352,7 @@ fn strategic_merge_of_service_ports_by_port() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of strategic-merge cases
 fn strategic_merge_of_metadata_and_status() {
     check(
         PatchType::Strategic,

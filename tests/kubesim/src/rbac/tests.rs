@@ -198,7 +198,7 @@ fn fixture() -> Policy {
 fn user(name: &str, groups: &[&str]) -> UserInfo {
     UserInfo {
         name: name.to_string(),
-        groups: groups.iter().map(|g| g.to_string()).collect(),
+        groups: groups.iter().map(ToString::to_string).collect(),
     }
 }
 
@@ -248,6 +248,7 @@ fn builtin(document: usize, role: &str, rule: usize) -> Decision {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of (user, request, decision) cases
 fn authorize_decisions() {
     let policy = fixture();
     let builder = user("system:serviceaccount:team:builder", &[]);
@@ -536,6 +537,7 @@ fn authorize_decisions() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of (user, request, message) cases
 fn forbidden_messages() {
     let sa = user("system:serviceaccount:a:b", &[]);
     let u = user("u", &[]);
@@ -812,6 +814,7 @@ rules:
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of (manifest, error) cases
 fn add_yaml_errors() {
     const CR: &str = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n";
     const CRB: &str =

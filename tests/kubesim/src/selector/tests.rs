@@ -84,6 +84,7 @@ fn label_selector_is_empty() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of (selector, error) cases
 fn label_selector_errors() {
     let too_long = "a".repeat(64);
     let long_key = format!("{too_long}=x");
@@ -226,7 +227,7 @@ fn label_selector_from_k8s() {
         values: if values.is_empty() {
             None
         } else {
-            Some(values.iter().map(|v| v.to_string()).collect())
+            Some(values.iter().map(ToString::to_string).collect())
         },
     };
     let object = labels(json!({"app": "web", "tier": "frontend"}));

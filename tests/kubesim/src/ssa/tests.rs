@@ -238,6 +238,7 @@ struct Scenario {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of apply scenarios
 fn apply_scenarios() {
     let port = |p: u16, target: u16| json!({"port": p, "protocol": "TCP", "targetPort": target});
     let cases = vec![
@@ -723,6 +724,7 @@ fn apply_scenarios() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of update scenarios and their steps
 fn update_scenarios() {
     // As kubesim's create handler stores a Service: status reset to an empty load balancer.
     let created = service_with(json!({"status": {"loadBalancer": {}}}));
@@ -995,6 +997,7 @@ fn update_scenarios() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of apply error cases
 fn apply_errors() {
     // (manager, field, how messages name the owner)
     let conflicts = |message: &str, list: &[(&str, &str, &str)]| SsaError::Conflicts {

@@ -100,6 +100,27 @@ fn drain(rx: &mut broadcast::Receiver<Arc<Change>>) -> Vec<String> {
     out
 }
 
+/// A write to the Service `default/<name>` in a table of allocation cases.
+enum ServiceOp {
+    Create(&'static str, Value),
+    Update(&'static str, Value),
+    Delete(&'static str),
+}
+
+/// Makes the write `op`; answers the object written (or deleted, or marked for deletion).
+fn run_service_op(s: &mut Store, op: ServiceOp) -> Result<Arc<Obj>, ApiError> {
+    match op {
+        ServiceOp::Create(name, spec) => s.create(SERVICES, svc("default", name, spec)),
+        ServiceOp::Update(name, spec) => s.update(SERVICES, svc("default", name, spec)),
+        ServiceOp::Delete(name) => {
+            s.delete(SERVICES, "default", name, None, None)
+                .map(|d| match d {
+                    Deleted::Gone(o) | Deleted::Pending(o) => o,
+                })
+        }
+    }
+}
+
 fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -132,7 +153,33 @@ fn a_new_store_has_the_built_in_objects() {
     );
 }
 
+/// Checks a created object: shown as `id` (ns/name@rv=data), with `generation`, the server
+/// fields set (a uid, a creation time), no deletion fields, and stored.
+fn assert_created(s: &Store, case: &str, res: usize, obj: &Obj, id: &str, generation: Option<i64>) {
+    assert_eq!(show(obj), id, "{case}");
+    let meta = &obj.value()["metadata"];
+    assert_eq!(
+        meta.get("generation").and_then(Value::as_i64),
+        generation,
+        "{case}"
+    );
+    assert_eq!(meta["uid"].as_str().map(str::len), Some(36), "{case}: uid");
+    let ts = meta["creationTimestamp"].as_str().unwrap();
+    assert!(
+        ts.len() == 20 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T',
+        "{case}: creationTimestamp {ts}"
+    );
+    assert!(meta.get("deletionTimestamp").is_none(), "{case}");
+    assert!(meta.get("deletionGracePeriodSeconds").is_none(), "{case}");
+    assert_eq!(
+        s.get(res, obj.namespace(), obj.name()).as_deref().map(show),
+        Some(id.to_owned()),
+        "{case}: stored"
+    );
+}
+
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of create cases
 fn create_sets_server_fields_and_refuses_bad_creates() {
     let cms = configmaps();
     let mut forged = cm("default", "forged", "x");
@@ -213,26 +260,7 @@ fn create_sets_server_fields_and_refuses_bad_creates() {
         let got = s.create(res, body).map_err(failure);
         match (got, want) {
             (Ok(obj), Ok((id, generation))) => {
-                assert_eq!(show(&obj), id, "{case}");
-                let meta = &obj.value()["metadata"];
-                assert_eq!(
-                    meta.get("generation").and_then(Value::as_i64),
-                    generation,
-                    "{case}"
-                );
-                assert_eq!(meta["uid"].as_str().map(str::len), Some(36), "{case}: uid");
-                let ts = meta["creationTimestamp"].as_str().unwrap();
-                assert!(
-                    ts.len() == 20 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T',
-                    "{case}: creationTimestamp {ts}"
-                );
-                assert!(meta.get("deletionTimestamp").is_none(), "{case}");
-                assert!(meta.get("deletionGracePeriodSeconds").is_none(), "{case}");
-                assert_eq!(
-                    s.get(res, obj.namespace(), obj.name()).as_deref().map(show),
-                    Some(id.to_owned()),
-                    "{case}: stored"
-                );
+                assert_created(&s, case, res, &obj, id, generation);
             }
             (got, want) => assert_eq!(
                 got.map(|o| show(&o)),
@@ -442,8 +470,9 @@ fn expire_history_makes_every_earlier_resource_version_410() {
     assert_eq!(backlog, ["ADDED configmaps default/b@9=v1"]);
 }
 
-#[test]
-fn watch_start_yields_initial_state_backlog_and_live_changes() {
+/// A store with five writes after the built-in objects, at resourceVersions 6 to 10: ConfigMap
+/// default/a (v1, then v2 at 8), Service default/web, Namespace shop and ConfigMap shop/c.
+fn store_with_history_to_watch() -> Store {
     let cms = configmaps();
     let mut s = store();
     s.create(cms, cm("default", "a", "v1")).unwrap(); // 6
@@ -455,6 +484,13 @@ fn watch_start_yields_initial_state_backlog_and_live_changes() {
     s.update(cms, cm("default", "a", "v2")).unwrap(); // 8
     s.create(NAMESPACES, namespace("shop", &[])).unwrap(); // 9
     s.create(cms, cm("shop", "c", "v1")).unwrap(); // 10
+    s
+}
+
+#[test]
+fn watch_start_yields_initial_state_backlog_and_live_changes() {
+    let cms = configmaps();
+    let mut s = store_with_history_to_watch();
 
     // (from, initial) -> (initial objects, backlog, position) or the Status
     type Want = Result<(Vec<&'static str>, Vec<&'static str>, u64), Failure>;
@@ -533,6 +569,7 @@ fn watch_start_yields_initial_state_backlog_and_live_changes() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of update cases
 fn update_checks_preconditions_and_skips_no_op_writes() {
     let cms = configmaps();
     let mut s = store();
@@ -663,7 +700,27 @@ fn generation_counts_spec_changes_only() {
     }
 }
 
+/// Checks that `o` is marked for deletion (the deletion fields stay whatever the client sends,
+/// once marked); answers `how` it was written, its resourceVersion and its generation.
+fn marked_for_deletion(case: &str, how: &'static str, o: &Obj) -> (&'static str, u64, i64) {
+    assert!(
+        o.value()["metadata"]["deletionTimestamp"].is_string(),
+        "{case}: deletionTimestamp"
+    );
+    assert_eq!(
+        o.value()["metadata"]["deletionGracePeriodSeconds"],
+        0,
+        "{case}"
+    );
+    (
+        how,
+        o.resource_version(),
+        o.value()["metadata"]["generation"].as_i64().unwrap(),
+    )
+}
+
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of delete/update steps
 fn finalizers_hold_a_deleted_object_until_removed() {
     enum Step {
         Delete,
@@ -739,23 +796,9 @@ fn finalizers_hold_a_deleted_object_until_removed() {
                 }),
             Step::Update(v) => s.update(ENDPOINTSLICES, v).map(|o| ("Updated", o)),
         };
-        let got = got.map_err(failure).map(|(how, o)| {
-            // Once marked, the deletion fields stay whatever the client sends.
-            assert!(
-                o.value()["metadata"]["deletionTimestamp"].is_string(),
-                "{case}: deletionTimestamp"
-            );
-            assert_eq!(
-                o.value()["metadata"]["deletionGracePeriodSeconds"],
-                0,
-                "{case}"
-            );
-            (
-                how,
-                o.resource_version(),
-                o.value()["metadata"]["generation"].as_i64().unwrap(),
-            )
-        });
+        let got = got
+            .map_err(failure)
+            .map(|(how, o)| marked_for_deletion(case, how, &o));
         assert_eq!(got, want, "{case}");
         assert_eq!(drain(&mut rx), strs(&events), "{case}: events");
         assert_eq!(
@@ -942,13 +985,9 @@ fn a_namespace_with_finalizers_terminates_until_they_are_removed() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of ClusterIP allocation steps
 fn cluster_ips_come_from_the_service_cidr() {
-    enum Op {
-        Create(&'static str, Value),
-        Update(&'static str, Value),
-        Delete(&'static str),
-    }
-    use Op::{Create, Delete, Update};
+    use ServiceOp::{Create, Delete, Update};
     let port = || json!([{"port": 80}]);
     let with_ip = |ip: &str| json!({"clusterIP": ip, "ports": port()});
     // A /29: 10.96.0.1 to 10.96.0.6 are usable, and kubernetes has .1.
@@ -959,7 +998,7 @@ fn cluster_ips_come_from_the_service_cidr() {
     );
 
     // (case, operation, Ok(clusterIP, "" for none) or the Status)
-    let cases: Vec<(&str, Op, Result<&str, Failure>)> = vec![
+    let cases: Vec<(&str, ServiceOp, Result<&str, Failure>)> = vec![
         (
             "the next free address",
             Create("a", json!({"ports": port()})),
@@ -1041,15 +1080,7 @@ fn cluster_ips_come_from_the_service_cidr() {
         ),
     ];
     for (case, op, want) in cases {
-        let got = match op {
-            Create(name, spec) => s.create(SERVICES, svc("default", name, spec)),
-            Update(name, spec) => s.update(SERVICES, svc("default", name, spec)),
-            Delete(name) => s
-                .delete(SERVICES, "default", name, None, None)
-                .map(|d| match d {
-                    Deleted::Gone(o) | Deleted::Pending(o) => o,
-                }),
-        };
+        let got = run_service_op(&mut s, op);
         let got = got.map_err(failure).map(|o| {
             let spec = &o.value()["spec"];
             let ip = spec["clusterIP"].as_str().unwrap_or("").to_owned();
@@ -1073,6 +1104,7 @@ type V6Case = (
 );
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of IPv6 ClusterIP cases
 fn requested_ipv6_cluster_ips_come_from_the_ipv6_service_cidrs() {
     let port = || json!([{"port": 80}]);
     let v6 = |ip: &str| json!({"clusterIP": ip, "clusterIPs": [ip], "ipFamilies": ["IPv6"], "ports": port()});
@@ -1171,7 +1203,11 @@ fn requested_ipv6_cluster_ips_come_from_the_ipv6_service_cidrs() {
         (family(&updated).0, family(&updated).2),
         ("fd00:96::10".to_owned(), json!(["IPv6"]))
     );
+}
 
+#[test]
+fn ipv6_cluster_ips_need_an_ipv6_service_cidr() {
+    let v6 = |ip: &str| json!({"clusterIP": ip, "clusterIPs": [ip], "ipFamilies": ["IPv6"], "ports": [{"port": 80}]});
     // A cluster without IPv6 ranges refuses IPv6 ClusterIPs; the default has one.
     let mut v4_only = Store::new(&StoreConfig {
         service_cidrs_v6: Vec::new(),
@@ -1192,22 +1228,18 @@ fn requested_ipv6_cluster_ips_come_from_the_ipv6_service_cidrs() {
     let o = default
         .create(SERVICES, svc("default", "a", v6("fd00:96::10")))
         .unwrap();
-    assert_eq!(family(&o).2, json!(["IPv6"]));
+    assert_eq!(o.value()["spec"]["ipFamilies"], json!(["IPv6"]));
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of node port allocation steps
 fn node_ports_are_allocated_kept_and_released() {
-    enum Op {
-        Create(&'static str, Value),
-        Update(&'static str, Value),
-        Delete(&'static str),
-    }
-    use Op::{Create, Delete, Update};
+    use ServiceOp::{Create, Delete, Update};
     let node_port = |ports: Value| json!({"type": "NodePort", "ports": ports});
 
     // (case, operation, Ok((clusterIP, nodePorts)) or the Status)
     type Want = Result<(&'static str, Vec<u64>), Failure>;
-    let cases: Vec<(&str, Op, Want)> = vec![
+    let cases: Vec<(&str, ServiceOp, Want)> = vec![
         (
             "a NodePort Service",
             Create("a", node_port(json!([{"port": 80}]))),
@@ -1309,15 +1341,7 @@ fn node_ports_are_allocated_kept_and_released() {
     ];
     let mut s = store();
     for (case, op, want) in cases {
-        let got = match op {
-            Create(name, spec) => s.create(SERVICES, svc("default", name, spec)),
-            Update(name, spec) => s.update(SERVICES, svc("default", name, spec)),
-            Delete(name) => s
-                .delete(SERVICES, "default", name, None, None)
-                .map(|d| match d {
-                    Deleted::Gone(o) | Deleted::Pending(o) => o,
-                }),
-        };
+        let got = run_service_op(&mut s, op);
         let got = got.map_err(failure).map(|o| {
             let spec = &o.value()["spec"];
             let ports: Vec<u64> = spec["ports"]

@@ -62,6 +62,7 @@ fn link(version: &str) -> Value {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of refused bodies
 fn decode_refuses_bodies_it_cannot_read() {
     let cases: Vec<(&str, usize, &str, Value, Failure)> = vec![
         (
@@ -171,6 +172,7 @@ fn decode_refuses_bodies_it_cannot_read() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of (body, unknown fields) cases
 fn decode_reports_fields_the_schema_does_not_have() {
     let cases: Vec<(&str, usize, &str, Value, Vec<&str>)> = vec![
         (
@@ -333,6 +335,7 @@ fn links_are_pruned_to_their_version() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of (object, defaulted) cases
 fn defaults() {
     let cases: Vec<(&str, usize, Value, Value)> = vec![
         (
@@ -439,6 +442,7 @@ fn defaults() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of Service validation cases
 fn service_validation() {
     let dns1035 = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
     let label = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
@@ -700,6 +704,7 @@ fn service_updates_keep_the_cluster_ip() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of EndpointSlice validation cases
 fn endpoint_slice_validation() {
     let slice = |ty: Option<&str>, endpoints: Value, ports: Value| {
         let mut v = json!({"metadata": {"name": "web-x"}, "endpoints": endpoints, "ports": ports});
@@ -864,23 +869,22 @@ fn endpoint_slice_validation() {
     for (case, object, want) in cases {
         assert_eq!(validated(ENDPOINTSLICES, &object, None), want, "{case}");
     }
+}
 
-    // addressType is immutable.
-    let old = slice(Some("IPv4"), one("10.0.0.1"), p80.clone());
+#[test]
+fn endpoint_slice_address_type_is_immutable() {
+    let slice = |ty: &str, address: &str| {
+        json!({"metadata": {"name": "web-x"}, "addressType": ty,
+               "endpoints": [{"addresses": [address]}],
+               "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]})
+    };
+    let old = slice("IPv4", "10.0.0.1");
     assert_eq!(
-        validated(
-            ENDPOINTSLICES,
-            &slice(Some("IPv4"), one("10.0.0.2"), p80.clone()),
-            Some(&old)
-        ),
+        validated(ENDPOINTSLICES, &slice("IPv4", "10.0.0.2"), Some(&old)),
         Ok(())
     );
     assert_eq!(
-        validated(
-            ENDPOINTSLICES,
-            &slice(Some("IPv6"), one("fd00::2"), p80),
-            Some(&old)
-        ),
+        validated(ENDPOINTSLICES, &slice("IPv6", "fd00::2"), Some(&old)),
         invalid(
             "EndpointSlice.discovery.k8s.io",
             "web-x",
@@ -967,6 +971,7 @@ fn endpoint_slice_addresses_kube_refuses() {
 
 /// Where the refusal lands among other addresses and causes, and that every write path sees it.
 #[test]
+#[allow(clippy::too_many_lines)] // the body is the table of refused-address cases
 fn endpoint_slice_refused_addresses_in_context() {
     let slice = |ty: &str, endpoints: Value| json!({"metadata": {"name": "web-x"}, "addressType": ty, "endpoints": endpoints});
     let cases: Vec<(&str, Value, Checked)> = vec![
@@ -1178,10 +1183,6 @@ fn names() {
         (long63.as_str(), true),
         (long64.as_str(), false),
     ] {
-        assert_eq!(
-            crate::kubemsg::dns1123_label_errors(s).is_empty(),
-            ok,
-            "{s:?}"
-        );
+        assert_eq!(kubemsg::dns1123_label_errors(s).is_empty(), ok, "{s:?}");
     }
 }
