@@ -290,7 +290,7 @@ impl Local {
     }
 
     /// [`Local::new`] whose first query gets rotation `rotation`.
-    pub fn starting_at(slots: usize, rotation: usize) -> Self {
+    pub(crate) fn starting_at(slots: usize, rotation: usize) -> Self {
         let slots = if slots == 0 {
             0
         } else {
@@ -303,7 +303,7 @@ impl Local {
     }
 
     /// The rotation for the next query; successive queries rotate RRsets.
-    pub fn next_rotation(&mut self) -> usize {
+    pub(crate) fn next_rotation(&mut self) -> usize {
         let r = self.rotation;
         self.rotation = r.wrapping_add(1);
         r

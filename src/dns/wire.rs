@@ -409,7 +409,7 @@ fn skip_record(buf: &[u8], at: usize) -> Option<usize> {
 
 /// The owner name of a record in an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Owner {
+pub(crate) enum Owner {
     /// The question name, exactly as the client spelled it.
     Query,
     /// Another name, lower-case dotted text without the trailing dot.
@@ -418,7 +418,7 @@ pub enum Owner {
 
 /// SOA record data (RFC 1035 §3.3.13).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Soa {
+pub(crate) struct Soa {
     /// Primary name server.
     pub mname: String,
     /// Responsible mailbox.
@@ -437,7 +437,7 @@ pub struct Soa {
 
 /// Record data of the types this server answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RData {
+pub(crate) enum RData {
     /// IPv4 address.
     A(Ipv4Addr),
     /// IPv6 address.
@@ -465,7 +465,7 @@ pub enum RData {
 
 impl RData {
     /// The record type code.
-    pub fn rtype(&self) -> u16 {
+    pub(crate) fn rtype(&self) -> u16 {
         match self {
             Self::A(_) => rtype::A,
             Self::Aaaa(_) => rtype::AAAA,
@@ -478,7 +478,7 @@ impl RData {
     }
 
     /// The type's mnemonic (`AAAA`), as zone files and dig print it.
-    pub fn mnemonic(&self) -> &'static str {
+    pub(crate) fn mnemonic(&self) -> &'static str {
         match self {
             Self::A(_) => "A",
             Self::Aaaa(_) => "AAAA",
@@ -493,7 +493,7 @@ impl RData {
 
 /// One resource record of class IN.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
+pub(crate) struct Record {
     /// Owner name.
     pub owner: Owner,
     /// Time to live in seconds.

@@ -16,7 +16,7 @@ use crate::model::{Origin, Snapshot};
 
 /// Renders a record as one zone-file line. `query` is the owner to print for
 /// [`Owner::Query`] (absolute names end with a dot).
-pub fn record_text(query: &str, r: &Record) -> String {
+pub(crate) fn record_text(query: &str, r: &Record) -> String {
     let owner = match &r.owner {
         Owner::Query => query.to_owned(),
         Owner::Name(n) => format!("{n}."),

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 /// Why an object did not cross between its typed and dynamic forms.
 #[derive(Debug, thiserror::Error)]
-pub enum CrdError {
+pub(crate) enum CrdError {
     /// The typed object did not encode, or the dynamic one did not decode
     /// as the typed one.
     #[error("{kind}: {source}")]
@@ -56,7 +56,7 @@ pub enum CrdError {
     derive = "Default"
 )]
 #[serde(rename_all = "camelCase")]
-pub struct ServiceImportSpec {
+pub(crate) struct ServiceImportSpec {
     /// `ClusterSetIP` or `Headless`.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
@@ -71,7 +71,7 @@ pub struct ServiceImportSpec {
 /// One port of a [`ServiceImportSpec`] (the MCS API's `ServicePort`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct ImportPort {
+pub(crate) struct ImportPort {
     /// The port's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -154,7 +154,7 @@ pub(crate) struct ExportCondition {
     schema = "disabled"
 )]
 #[serde(default, rename_all = "camelCase")]
-pub struct LinkSpec {
+pub(crate) struct LinkSpec {
     /// The linked cluster's name.
     pub target_cluster_name: Option<String>,
     /// The Secret (in the Link's namespace) holding its kubeconfig.
@@ -179,7 +179,7 @@ pub struct LinkSpec {
 /// version.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(default, rename_all = "camelCase")]
-pub struct LinkProbe {
+pub(crate) struct LinkProbe {
     /// The probe's HTTP path.
     pub path: Option<String>,
     /// The probe's port.

@@ -17,7 +17,7 @@ use crate::model::{ClusterSet, Dirty};
 
 /// What changed between the state the controller last took and this one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Changed {
+pub(crate) enum Changed {
     /// Unknown: everything is recomputed.
     All,
     /// The services and cluster healths the model's batches touched.
@@ -26,7 +26,7 @@ pub enum Changed {
 
 impl Changed {
     /// Adds `later` to what changed.
-    pub fn merge(&mut self, later: Self) {
+    pub(crate) fn merge(&mut self, later: Self) {
         match (&mut *self, later) {
             (Self::All, _) => {}
             (Self::Some(_), Self::All) => *self = Self::All,
@@ -40,7 +40,7 @@ impl Changed {
 
 /// A state for the controller.
 #[derive(Debug, Clone)]
-pub struct Update {
+pub(crate) struct Update {
     /// The cluster state.
     pub set: ClusterSet,
     /// What changed since the state taken before.
@@ -69,7 +69,7 @@ pub(crate) struct FeedTx(Arc<Shared>);
 
 /// The controller's end.
 #[derive(Debug)]
-pub struct FeedRx(Arc<Shared>);
+pub(crate) struct FeedRx(Arc<Shared>);
 
 /// A connected pair.
 pub(crate) fn channel() -> (FeedTx, FeedRx) {
@@ -112,7 +112,7 @@ impl Drop for FeedTx {
 impl FeedRx {
     /// Waits until an update is pending (without taking it). `false` once
     /// the sender is gone and nothing is pending.
-    pub async fn changed(&self) -> bool {
+    pub(crate) async fn changed(&self) -> bool {
         loop {
             // Registered before looking, so a send in between still wakes us.
             let notified = self.0.notify.notified();
@@ -127,7 +127,7 @@ impl FeedRx {
     }
 
     /// Takes the pending update, if any.
-    pub fn take(&self) -> Option<Update> {
+    pub(crate) fn take(&self) -> Option<Update> {
         self.0.lock().take()
     }
 }

@@ -60,25 +60,25 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::k8s::crd::{self, CrdError, ServiceImport};
 
 /// Ownership label on every object we write.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub(crate) const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Its value.
-pub const MANAGED_BY: &str = "clusterset-dns";
+pub(crate) const MANAGED_BY: &str = "clusterset-dns";
 /// `endpointslice.kubernetes.io/managed-by` on our EndpointSlices.
-pub const SLICE_MANAGED_BY: &str = "clusterset-dns.io/mirror";
+pub(crate) const SLICE_MANAGED_BY: &str = "clusterset-dns.io/mirror";
 /// The server-side apply field manager.
-pub const FIELD_MANAGER: &str = "clusterset-dns";
+pub(crate) const FIELD_MANAGER: &str = "clusterset-dns";
 /// Annotation holding the full name of an object whose name was shortened.
-pub const FULL_NAME_ANNOTATION: &str = "clusterset-dns.io/full-name";
+pub(crate) const FULL_NAME_ANNOTATION: &str = "clusterset-dns.io/full-name";
 /// Label naming the linked cluster an object mirrors (absent on federated
 /// objects, which belong to every member).
-pub const CLUSTER_LABEL: &str = "clusterset-dns.io/cluster";
+pub(crate) const CLUSTER_LABEL: &str = "clusterset-dns.io/cluster";
 /// Prefix of the derived Service of an MCS service: `derived-<svc>`, the
 /// selector-less Service whose ClusterIP is the ServiceImport's clusterset IP.
-pub const DERIVED_PREFIX: &str = "derived-";
+pub(crate) const DERIVED_PREFIX: &str = "derived-";
 
 /// Kind of a mirror object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `v1 Service`.
     Service,
     /// `discovery.k8s.io/v1 EndpointSlice`.
@@ -90,7 +90,7 @@ pub enum Kind {
 
 impl Kind {
     /// The `kind` field.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Service => "Service",
             Self::EndpointSlice => "EndpointSlice",
@@ -101,7 +101,7 @@ impl Kind {
 
 /// Which object: kind, namespace, name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectRef {
+pub(crate) struct ObjectRef {
     /// Kind.
     pub kind: Kind,
     /// Namespace.
@@ -119,7 +119,7 @@ impl fmt::Display for ObjectRef {
 /// One mirror object, typed: as we want it (only the fields we own set)
 /// or as the API holds it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Object {
+pub(crate) enum Object {
     /// A Service (boxed: it is the largest by far).
     Service(Box<Service>),
     /// An EndpointSlice.
@@ -136,7 +136,7 @@ pub enum Object {
 
 impl Object {
     /// Its kind.
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self {
             Self::Service(_) => Kind::Service,
             Self::EndpointSlice(_) => Kind::EndpointSlice,
@@ -145,7 +145,7 @@ impl Object {
     }
 
     /// Its `metadata`.
-    pub fn meta(&self) -> &ObjectMeta {
+    pub(crate) fn meta(&self) -> &ObjectMeta {
         match self {
             Self::Service(s) => &s.metadata,
             Self::EndpointSlice(s) => &s.metadata,
@@ -154,7 +154,7 @@ impl Object {
     }
 
     /// Its `metadata`, to change.
-    pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+    pub(crate) fn meta_mut(&mut self) -> &mut ObjectMeta {
         match self {
             Self::Service(s) => &mut s.metadata,
             Self::EndpointSlice(s) => &mut s.metadata,
@@ -163,13 +163,13 @@ impl Object {
     }
 
     /// The label `key`, if set.
-    pub fn label(&self, key: &str) -> Option<&str> {
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
         self.meta().labels.as_ref()?.get(key).map(String::as_str)
     }
 
     /// The object as the JSON the API is sent: `apiVersion` (a
     /// ServiceImport's the served one), `kind`, and every field set.
-    pub fn to_json(&self) -> Result<serde_json::Value, CrdError> {
+    pub(crate) fn to_json(&self) -> Result<serde_json::Value, CrdError> {
         let json = |kind: &str, r: Result<serde_json::Value, serde_json::Error>| {
             r.map_err(|source| CrdError::Json {
                 kind: kind.to_owned(),
@@ -189,7 +189,7 @@ impl Object {
 
 /// One object we want to exist.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Desired {
+pub(crate) struct Desired {
     /// Which object.
     pub key: ObjectRef,
     /// The whole server-side apply body: `metadata` (name, namespace,

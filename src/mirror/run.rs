@@ -40,7 +40,7 @@ use crate::model::ClusterSet;
 use crate::model::objects::ObjectKey;
 
 /// The model's states for the mirror ([`super::feed`]).
-pub type ModelFeed = FeedRx;
+pub(crate) type ModelFeed = FeedRx;
 
 /// What the controller needs.
 #[derive(Clone)]
@@ -664,7 +664,7 @@ impl Inputs {
 }
 
 /// Runs the controller until `shutdown`.
-pub async fn run(
+pub(crate) async fn run(
     config: MirrorConfig,
     model: ModelFeed,
     stats: Arc<MirrorStats>,

@@ -145,7 +145,7 @@ pub enum Event {
 
 impl Event {
     /// The cluster the event is about.
-    pub fn cluster(&self) -> &Arc<str> {
+    pub(crate) fn cluster(&self) -> &Arc<str> {
         match self {
             Self::ClusterUp { cluster, .. }
             | Self::ClusterDown { cluster }
@@ -166,7 +166,7 @@ impl Event {
 
 /// Everything known about one cluster.
 #[derive(Debug, Clone)]
-pub struct Cluster {
+pub(crate) struct Cluster {
     /// Cluster name.
     pub name: Arc<str>,
     /// Stable small id, used by the index to look up status per query. Ids
@@ -205,7 +205,7 @@ pub struct Cluster {
 /// are handles (`Arc`s); the map it replaced was copied whole too whenever
 /// a snapshot still shared it.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SliceGroup(Arc<[Slice]>);
+pub(crate) struct SliceGroup(Arc<[Slice]>);
 
 impl SliceGroup {
     fn position(&self, name: &str) -> Result<usize, usize> {
@@ -213,19 +213,19 @@ impl SliceGroup {
     }
 
     /// The slice named `name`.
-    pub fn get(&self, name: &str) -> Option<&Slice> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Slice> {
         self.position(name).ok().map(|i| &self.0[i])
     }
 
     /// The slices, in name order.
-    pub fn iter(&self) -> std::slice::Iter<'_, Slice> {
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Slice> {
         self.0.iter()
     }
 
     /// Adds `slice`, or replaces the slice of its name: in place when
     /// nothing else shares the group (the usual change of a big service
     /// then copies no other slice), else in a new allocation.
-    pub fn insert(&mut self, slice: Slice) {
+    pub(crate) fn insert(&mut self, slice: Slice) {
         let at = self.position(&slice.key.name);
         if let (Ok(i), Some(slices)) = (at, Arc::get_mut(&mut self.0)) {
             slices[i] = slice;
@@ -241,7 +241,7 @@ impl SliceGroup {
 
     /// This group without the slice `name`; `None` when nothing is left.
     #[must_use]
-    pub fn without(&self, name: &str) -> Option<Self> {
+    pub(crate) fn without(&self, name: &str) -> Option<Self> {
         let mut v = self.0.to_vec();
         if let Ok(i) = self.position(name) {
             v.remove(i);
@@ -264,7 +264,7 @@ impl SliceGroup {
 /// all of them). The remote timestamp decides only between two objects of
 /// one cluster, which can then only reorder its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Seniority {
+pub(crate) struct Seniority {
     /// Not the local cluster (false sorts first).
     remote: bool,
     /// The cluster's [`Cluster::id`].
@@ -275,13 +275,13 @@ pub struct Seniority {
 
 impl Seniority {
     /// Older than any object.
-    pub const FIRST: Self = Self {
+    pub(crate) const FIRST: Self = Self {
         remote: false,
         cluster: 0,
         created: i64::MIN,
     };
     /// Newer than any object.
-    pub const LAST: Self = Self {
+    pub(crate) const LAST: Self = Self {
         remote: true,
         cluster: u32::MAX,
         created: i64::MAX,
@@ -291,7 +291,7 @@ impl Seniority {
 impl Cluster {
     /// The seniority of an object of this cluster created at `created`
     /// (its `creationTimestamp`, Unix seconds).
-    pub fn seniority(&self, created: i64) -> Seniority {
+    pub(crate) fn seniority(&self, created: i64) -> Seniority {
         Seniority {
             remote: !self.local,
             cluster: self.id,
@@ -316,12 +316,12 @@ impl Cluster {
     }
 
     /// The MCS cluster id it claims: its ClusterProperty's, else its name.
-    pub fn mcs_id(&self) -> &Arc<str> {
+    pub(crate) fn mcs_id(&self) -> &Arc<str> {
         self.property_id.as_ref().unwrap_or(&self.name)
     }
 
     /// The slices of a service.
-    pub fn slices_of(&self, service: &ObjectKey) -> impl Iterator<Item = &Slice> {
+    pub(crate) fn slices_of(&self, service: &ObjectKey) -> impl Iterator<Item = &Slice> {
         self.slices
             .get(service)
             .into_iter()
@@ -426,7 +426,7 @@ impl Cluster {
 
 /// What an applied batch of events touched.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Dirty {
+pub(crate) struct Dirty {
     /// (cluster, service key) pairs whose records may have changed.
     pub services: BTreeSet<(Arc<str>, ObjectKey)>,
     /// Clusters whose sync or health state changed.
@@ -438,36 +438,36 @@ pub struct Dirty {
 
 impl Dirty {
     /// True when nothing changed.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.services.is_empty() && self.health.is_empty() && !self.ids
     }
 }
 
 /// Every cluster, by name. Cloning is O(1) (see the module docs).
 #[derive(Debug, Default, Clone)]
-pub struct ClusterSet {
+pub(crate) struct ClusterSet {
     clusters: OrdMap<Arc<str>, Cluster>,
     next_id: u32,
 }
 
 impl ClusterSet {
     /// An empty set.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// A cluster by name.
-    pub fn get(&self, name: &str) -> Option<&Cluster> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Cluster> {
         self.clusters.get(name)
     }
 
     /// Every cluster, by name.
-    pub fn iter(&self) -> impl Iterator<Item = &Cluster> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Cluster> {
         self.clusters.values()
     }
 
     /// Applies one event, recording what it touched into `dirty`.
-    pub fn apply(&mut self, event: Event, dirty: &mut Dirty) {
+    pub(crate) fn apply(&mut self, event: Event, dirty: &mut Dirty) {
         let name = event.cluster().clone();
         if let Err(e) = check_cluster_name(&name) {
             // Sources reject these first; this is the model's own guard.
@@ -530,7 +530,7 @@ impl ClusterSet {
     /// The cluster that holds MCS cluster id `id`: of two claiming it, the
     /// senior one (the local cluster, else the one known first: the older
     /// Link, the clusters-file entry or directory listed first).
-    pub fn mcs_id_holder(&self, id: &str) -> Option<&Cluster> {
+    pub(crate) fn mcs_id_holder(&self, id: &str) -> Option<&Cluster> {
         self.clusters
             .values()
             .filter(|c| &**c.mcs_id() == id)
@@ -559,14 +559,19 @@ impl ClusterSet {
     }
 
     /// The local mirror Service for `<svc>-<cluster>` in `namespace`, if any.
-    pub fn mirror_for(&self, namespace: &str, label: &str, cluster: &str) -> Option<&Mirror> {
+    pub(crate) fn mirror_for(
+        &self,
+        namespace: &str,
+        label: &str,
+        cluster: &str,
+    ) -> Option<&Mirror> {
         self.local_mirror(&ObjectKey::new(namespace, label))
             .filter(|m| &*m.cluster == cluster && m.headless_parent.is_none())
     }
 
     /// The local headless endpoint mirror `<host>-<cluster>` whose root is
     /// `parent`, if any.
-    pub fn endpoint_mirror(
+    pub(crate) fn endpoint_mirror(
         &self,
         namespace: &str,
         parent: &str,

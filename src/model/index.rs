@@ -225,7 +225,7 @@ fn winner(claims: &[Claim]) -> Option<&Claim> {
 
 /// The writer side of the index. One task owns it and publishes snapshots.
 #[derive(Debug)]
-pub struct Index {
+pub(crate) struct Index {
     settings: Arc<Settings>,
     claims: HashMap<Arc<str>, Vec<Claim>>,
     /// The label key each (cluster, service) currently claims.
@@ -252,7 +252,7 @@ pub struct Index {
 
 impl Index {
     /// An empty index whose serials start at `epoch`'s Unix seconds.
-    pub fn new(settings: Arc<Settings>, epoch: Epoch) -> Self {
+    pub(crate) fn new(settings: Arc<Settings>, epoch: Epoch) -> Self {
         let mut snap = Snapshot::empty(settings.clone());
         snap.serial = epoch.unix_secs(epoch.at());
         Self {
@@ -272,7 +272,7 @@ impl Index {
     }
 
     /// The current snapshot (cheap: the maps are persistent).
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         let mut snap = self.snap.clone();
         snap.generation = next_generation();
         Arc::new(snap)
@@ -284,7 +284,7 @@ impl Index {
     /// are the sources' (what a cluster may make us hold), no answer reads
     /// them, so a reload of them alone keeps every name and the serial (the
     /// sources send what changes).
-    pub fn reset_settings(
+    pub(crate) fn reset_settings(
         &mut self,
         settings: Arc<Settings>,
         set: &ClusterSet,
@@ -333,7 +333,7 @@ impl Index {
     /// Records, at `now`, that the source has announced every cluster it
     /// knows of (the clusters in `set` are all there is). Returns true when
     /// that is news (the snapshot changed).
-    pub fn set_known(&mut self, set: &ClusterSet, now: Instant) -> bool {
+    pub(crate) fn set_known(&mut self, set: &ClusterSet, now: Instant) -> bool {
         if self.snap.known {
             return false;
         }
@@ -344,13 +344,13 @@ impl Index {
     }
 
     /// The settings in use.
-    pub fn settings(&self) -> &Arc<Settings> {
+    pub(crate) fn settings(&self) -> &Arc<Settings> {
         &self.settings
     }
 
     /// Recomputes what `dirty` touched and bumps the serial. Returns false
     /// (and does nothing) when `dirty` is empty.
-    pub fn refresh(&mut self, set: &ClusterSet, dirty: &Dirty, now: Instant) -> bool {
+    pub(crate) fn refresh(&mut self, set: &ClusterSet, dirty: &Dirty, now: Instant) -> bool {
         if dirty.is_empty() {
             return false;
         }

@@ -23,8 +23,9 @@ pub mod objects;
 pub(crate) mod testing;
 pub(crate) mod writer;
 
-pub use cluster::{Cluster, ClusterSet, Dirty, Event, Health, Seniority};
-pub use entry::{Entry, Origin, Pod};
+pub(crate) use cluster::{ClusterSet, Dirty};
+pub use cluster::{Event, Health};
+pub(crate) use entry::{Entry, Origin, Pod};
 pub use epoch::Epoch;
-pub use index::{ClusterStatus, Index, IndexStats, Settings, Snapshot};
+pub use index::{Settings, Snapshot};
 pub use writer::Model;

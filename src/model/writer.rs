@@ -40,7 +40,7 @@ impl Model {
     }
 
     /// What changed since the last call (empty unless tracking).
-    pub fn take_changes(&mut self) -> Dirty {
+    pub(crate) fn take_changes(&mut self) -> Dirty {
         self.changes
             .as_mut()
             .map(std::mem::take)
@@ -115,7 +115,7 @@ impl Model {
     }
 
     /// The cluster state.
-    pub fn clusters(&self) -> &ClusterSet {
+    pub(crate) fn clusters(&self) -> &ClusterSet {
         &self.set
     }
 }

@@ -61,13 +61,12 @@ mod mcs;
 mod runner;
 mod watches;
 
-pub use gateway::RESOLVE_PERIOD;
 use mcs::McsApis;
 use runner::Runner;
 
 /// What a cluster task watches.
 #[derive(Clone, Debug)]
-pub struct ClusterRun {
+pub(crate) struct ClusterRun {
     /// Cluster name.
     pub name: Arc<str>,
     /// The local cluster (also watches mirror Services).
@@ -98,7 +97,7 @@ pub struct ClusterRun {
 impl ClusterRun {
     /// The label selectors of the Service watches, in the order of their
     /// [`Watch::Services`] indices.
-    pub fn service_selectors(&self) -> Vec<String> {
+    pub(crate) fn service_selectors(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .selectors
             .distinct()
@@ -116,20 +115,20 @@ impl ClusterRun {
     }
 
     /// The index of the every-Service watch (`--mcs`).
-    pub fn all_services(&self) -> Option<usize> {
+    pub(crate) fn all_services(&self) -> Option<usize> {
         self.mcs
             .then(|| self.service_selectors().len().saturating_sub(1))
     }
 
     /// The rules conversion applies to the cluster's objects under
     /// `settings`.
-    pub fn trust(&self, settings: &Settings) -> Trust {
+    pub(crate) fn trust(&self, settings: &Settings) -> Trust {
         Trust::new(settings.trust.clone(), self.claims.clone())
     }
 
     /// A state for this run's watches: `previous` carried over (its data
     /// served until the new watches have listed), or a new one.
-    pub fn state(&self, previous: Option<ClusterState>) -> ClusterState {
+    pub(crate) fn state(&self, previous: Option<ClusterState>) -> ClusterState {
         let n = self.service_selectors().len();
         let trust = self.trust(&self.settings.borrow());
         match previous {
@@ -172,7 +171,7 @@ enum Msg {
 /// old data is served meanwhile. So does the end of a silence: watches held
 /// open through it may be dead without knowing, and a fresh list is the
 /// quickest way to what changed meanwhile.
-pub async fn run(
+pub(crate) async fn run(
     run: ClusterRun,
     mut state: ClusterState,
     tx: FeedTx,

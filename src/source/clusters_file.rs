@@ -35,9 +35,9 @@ pub struct ClusterEntry {
     /// `context` (`None`: the kubeconfig's current context).
     pub context: Option<String>,
     /// `selectors`, each omitted one at Linkerd's default.
-    pub selectors: Selectors,
+    pub(crate) selectors: Selectors,
     /// `gateway`, or [`GatewaySource::RemoteService`] without one.
-    pub gateway: GatewaySource,
+    pub(crate) gateway: GatewaySource,
     /// `allowedAddresses` and `namespaces`: what the cluster may claim.
     pub claims: Claims,
 }

@@ -44,15 +44,15 @@ use crate::vocab::linkerd::*;
 
 /// Most endpoints Kubernetes allows in one EndpointSlice; the rest of a
 /// longer one is left out.
-pub const MAX_SLICE_ENDPOINTS: usize = 1000;
+pub(crate) const MAX_SLICE_ENDPOINTS: usize = 1000;
 /// Most addresses Kubernetes allows in one endpoint.
-pub const MAX_ENDPOINT_ADDRESSES: usize = 100;
+pub(crate) const MAX_ENDPOINT_ADDRESSES: usize = 100;
 /// Longest label value Kubernetes allows.
-pub const MAX_LABEL_VALUE: usize = 63;
+pub(crate) const MAX_LABEL_VALUE: usize = 63;
 /// Longest annotation value kept. A list of opaque ports or an identity
 /// name is far shorter; anything longer is hostile, and would be copied
 /// onto every mirror Service.
-pub const MAX_ANNOTATION: usize = 1024;
+pub(crate) const MAX_ANNOTATION: usize = 1024;
 /// Longest EndpointSlice name (a DNS subdomain).
 const MAX_OBJECT_NAME: usize = 253;
 /// How much of an input value a text quotes.
@@ -275,7 +275,7 @@ impl Adjustment {
 
 /// Why an object could not be converted at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConvertError {
+pub(crate) enum ConvertError {
     /// A required field is missing.
     #[error("{field} is missing")]
     Missing {
@@ -298,7 +298,7 @@ pub enum ConvertError {
 
 impl ConvertError {
     /// The counted reason.
-    pub fn reason(&self) -> Reason {
+    pub(crate) fn reason(&self) -> Reason {
         match self {
             ConvertError::Missing { reason, .. } | ConvertError::Invalid { reason, .. } => *reason,
         }
@@ -315,7 +315,7 @@ fn invalid(reason: Reason, field: impl Into<String>, text: impl Into<String>) ->
 
 /// Something left out of (or noted about) an object that still converted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Warning {
+pub(crate) struct Warning {
     /// The counted reason.
     pub reason: Reason,
     /// The first occurrence, naming the field.
@@ -378,7 +378,11 @@ fn trusted(
 /// for the rest: for addresses that come from no object (a gateway
 /// declared by a Link or the clusters file, hostnames resolved to
 /// addresses). `field` names where they came from.
-pub fn trusted_addresses(trust: &Trust, addrs: &[IpAddr], field: &str) -> Converted<Vec<IpAddr>> {
+pub(crate) fn trusted_addresses(
+    trust: &Trust,
+    addrs: &[IpAddr],
+    field: &str,
+) -> Converted<Vec<IpAddr>> {
     let mut w = Warnings::default();
     let value = addrs
         .iter()
@@ -392,7 +396,7 @@ pub fn trusted_addresses(trust: &Trust, addrs: &[IpAddr], field: &str) -> Conver
 
 /// What a Service is to us.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServiceKind {
+pub(crate) enum ServiceKind {
     /// Exported and/or a federated member.
     Exported(Service),
     /// A mirror Service in the local cluster.
@@ -409,7 +413,7 @@ pub enum ServiceKind {
 
 /// A conversion that succeeded, possibly with something worth reporting.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Converted<T> {
+pub(crate) struct Converted<T> {
     /// The result.
     pub value: T,
     /// Problems that did not stop the conversion, one per reason.
@@ -418,7 +422,7 @@ pub struct Converted<T> {
 
 impl Converted<ServiceKind> {
     /// What the warnings did to the Service: nothing served is a skip.
-    pub fn adjustment(&self) -> Adjustment {
+    pub(crate) fn adjustment(&self) -> Adjustment {
         match self.value {
             ServiceKind::Ignored | ServiceKind::Unexported(_) => Adjustment::Skipped,
             _ => Adjustment::Clamped,
@@ -428,7 +432,7 @@ impl Converted<ServiceKind> {
 
 impl Converted<Option<Slice>> {
     /// What the warnings did to the slice: nothing served is a skip.
-    pub fn adjustment(&self) -> Adjustment {
+    pub(crate) fn adjustment(&self) -> Adjustment {
         match self.value {
             None => Adjustment::Skipped,
             Some(_) => Adjustment::Clamped,
@@ -648,7 +652,7 @@ fn cluster_ips(
 /// `selectors`, taking from it only what `trust` allows. `local` tells
 /// whether it lives in the local cluster (only there are mirror Services
 /// meaningful).
-pub fn convert_service(
+pub(crate) fn convert_service(
     svc: &K8sService,
     local: bool,
     selectors: &Selectors,
@@ -835,7 +839,7 @@ fn exported(
 /// serve (FQDN address type); a bad port, endpoint or address is left out
 /// with a warning, and only a slice we cannot place (its key, service or
 /// address type) is an error.
-pub fn convert_slice(
+pub(crate) fn convert_slice(
     slice: &K8sSlice,
     trust: &Trust,
 ) -> Result<Converted<Option<Slice>>, ConvertError> {
@@ -1032,7 +1036,7 @@ const MAX_TRIGGER_TIME: usize = 64;
 /// Why a slice's `endpoints.kubernetes.io/last-change-trigger-time` is not
 /// used (the slice is, unchanged: the annotation only feeds a metric).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TriggerTimeError {
+pub(crate) enum TriggerTimeError {
     /// Longer than any RFC 3339 time.
     #[error("{0} bytes, longer than an RFC 3339 time")]
     TooLong(usize),
@@ -1051,7 +1055,7 @@ pub enum TriggerTimeError {
 /// seconds optional. A time without an offset names no instant and is
 /// refused. Uses the parser k8s-openapi reads `metav1.Time` with, so the
 /// spellings accepted are the ones the API objects use.
-pub fn parse_trigger_time(text: &str) -> Result<SystemTime, TriggerTimeError> {
+pub(crate) fn parse_trigger_time(text: &str) -> Result<SystemTime, TriggerTimeError> {
     if text.len() > MAX_TRIGGER_TIME {
         return Err(TriggerTimeError::TooLong(text.len()));
     }
@@ -1067,7 +1071,7 @@ pub fn parse_trigger_time(text: &str) -> Result<SystemTime, TriggerTimeError> {
 /// A slice's trigger time, `None` when it has none or an unusable one
 /// (such a slice is simply not measured: the annotation is informational,
 /// and the controllers of other projects do not set it).
-pub fn slice_trigger_time(slice: &K8sSlice) -> Option<SystemTime> {
+pub(crate) fn slice_trigger_time(slice: &K8sSlice) -> Option<SystemTime> {
     let text = slice
         .metadata
         .annotations
@@ -1076,7 +1080,7 @@ pub fn slice_trigger_time(slice: &K8sSlice) -> Option<SystemTime> {
     parse_trigger_time(text).ok()
 }
 
-pub mod mcs;
+pub(crate) mod mcs;
 
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,7 @@ use crate::model::objects::ObjectKey;
 /// The model task is gone: sources stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the model task has stopped")]
-pub struct Closed;
+pub(crate) struct Closed;
 
 /// What a queued event is about: a later event with the same key replaces
 /// it.
@@ -117,7 +117,7 @@ struct State {
 
 /// What one round hands the model task.
 #[derive(Debug, Default)]
-pub struct Round {
+pub(crate) struct Round {
     /// Control messages, in order, to apply first.
     pub control: Vec<SourceMsg>,
     /// Object events: at most the quantum from each cluster with work.
@@ -126,7 +126,7 @@ pub struct Round {
 
 impl Round {
     /// True when there is nothing to apply.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.control.is_empty() && self.events.is_empty()
     }
 }
@@ -134,7 +134,7 @@ impl Round {
 /// The queues between every source and the model task. Sources hold a
 /// [`FeedTx`]; the model task takes [`Round`]s.
 #[derive(Debug, Default)]
-pub struct Feed {
+pub(crate) struct Feed {
     state: Mutex<State>,
     ready: Notify,
     closed: AtomicBool,
@@ -147,25 +147,25 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 
 impl Feed {
     /// A new feed and the handle sources send through.
-    pub fn new() -> (Arc<Self>, FeedTx) {
+    pub(crate) fn new() -> (Arc<Self>, FeedTx) {
         let feed = Arc::new(Self::default());
         let tx = FeedTx(feed.clone());
         (feed, tx)
     }
 
     /// Waits until something was sent since the last wait.
-    pub async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         self.ready.notified().await;
     }
 
     /// The model task stops taking: sources are told at their next send.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }
 
     /// Takes every control message and, round-robin from where the last
     /// round stopped, up to `quantum` events of each cluster.
-    pub fn take(&self, quantum: usize) -> Round {
+    pub(crate) fn take(&self, quantum: usize) -> Round {
         let mut s = lock(&self.state);
         let mut round = Round {
             control: s.control.drain(..).collect(),
@@ -189,7 +189,8 @@ impl Feed {
     }
 
     /// Events queued now, over every cluster (for tests and status).
-    pub fn queued(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
         lock(&self.state).queues.values().map(Queue::len).sum()
     }
 
@@ -230,11 +231,11 @@ impl Feed {
 
 /// A source's handle on the [`Feed`].
 #[derive(Debug, Clone)]
-pub struct FeedTx(Arc<Feed>);
+pub(crate) struct FeedTx(Arc<Feed>);
 
 impl FeedTx {
     /// Queues `msg` (never waits: the queues coalesce instead).
-    pub fn send(&self, msg: SourceMsg) -> Result<(), Closed> {
+    pub(crate) fn send(&self, msg: SourceMsg) -> Result<(), Closed> {
         self.0.send(msg)
     }
 }

@@ -38,7 +38,7 @@ use super::spec::{GatewayAddr, GatewaySource, GatewaySpec, ProbeSpec};
 
 /// A Link as this server uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Link {
+pub(crate) struct Link {
     /// `metadata.namespace` (empty if absent).
     pub namespace: String,
     /// `metadata.name`.
@@ -63,7 +63,7 @@ pub struct Link {
 
 /// Why a Link cannot be used at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LinkError {
+pub(crate) enum LinkError {
     /// Without a name the Link cannot even be referred to.
     #[error("Link in namespace {namespace:?}: metadata.name is missing, empty or not a string")]
     MissingName {
@@ -102,7 +102,7 @@ pub enum LinkError {
 
 /// A Link as the watch delivers it, of whatever version the local cluster
 /// serves, read into the typed [`crd::Link`] and then by [`parse_link`].
-pub fn link_from_dynamic(obj: &DynamicObject) -> Result<Link, LinkError> {
+pub(crate) fn link_from_dynamic(obj: &DynamicObject) -> Result<Link, LinkError> {
     parse_link(&typed(obj)?)
 }
 
@@ -187,7 +187,7 @@ fn names(meta: &ObjectMeta) -> Result<(String, String), LinkError> {
 }
 
 /// Reads a typed Link object (the whole object, not just `spec`).
-pub fn parse_link(obj: &crd::Link) -> Result<Link, LinkError> {
+pub(crate) fn parse_link(obj: &crd::Link) -> Result<Link, LinkError> {
     let meta = &obj.metadata;
     let (namespace, name) = names(meta)?;
     let link = format!("{namespace}/{name}");

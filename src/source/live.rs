@@ -112,7 +112,7 @@ impl std::fmt::Debug for LiveConfig {
 
 /// The linked clusters from Links and Secrets: one per valid Link (the
 /// oldest Link wins a cluster name), oldest first, with the problems found.
-pub fn desired_from_links(
+pub(crate) fn desired_from_links(
     local: &str,
     links: &BTreeMap<String, Result<Link, String>>,
     secrets: &BTreeMap<String, Result<String, String>>,
@@ -512,7 +512,7 @@ async fn client_for(spec: &LinkedCluster, max_inflight: usize) -> Result<Bounded
 /// Runs live mode until `shutdown`: the local cluster, the linked clusters,
 /// and the supervisor that keeps them in step with Links or the file. Each
 /// cluster's requests in flight are bounded by `max_inflight`.
-pub async fn run(
+pub(crate) async fn run(
     config: LiveConfig,
     max_inflight: usize,
     tx: FeedTx,

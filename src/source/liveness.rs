@@ -26,15 +26,15 @@ use crate::model::Settings;
 
 /// The longest time between heartbeats, whatever the timeout: an API
 /// server gets at most one liveness request every few seconds from us.
-pub const MAX_HEARTBEAT_PERIOD: Duration = Duration::from_secs(5);
+pub(crate) const MAX_HEARTBEAT_PERIOD: Duration = Duration::from_secs(5);
 /// The shortest time between heartbeats.
-pub const MIN_HEARTBEAT_PERIOD: Duration = Duration::from_millis(250);
+pub(crate) const MIN_HEARTBEAT_PERIOD: Duration = Duration::from_millis(250);
 
 /// Time between heartbeats for `timeout`: a quarter of it, so that three
 /// heartbeats in a row can be lost to one bad moment before the silence
 /// is declared, within [`MIN_HEARTBEAT_PERIOD`] and
 /// [`MAX_HEARTBEAT_PERIOD`].
-pub fn heartbeat_period(timeout: Duration) -> Duration {
+pub(crate) fn heartbeat_period(timeout: Duration) -> Duration {
     (timeout / 4).clamp(MIN_HEARTBEAT_PERIOD, MAX_HEARTBEAT_PERIOD)
 }
 
@@ -45,7 +45,7 @@ pub fn heartbeat_period(timeout: Duration) -> Duration {
 /// partition heals, the first heartbeat through proves it within a period
 /// instead of waiting on a connection the partition left for dead. It
 /// never holds an in-flight permit (see the layer).
-pub fn heartbeat_deadline(timeout: Duration) -> Duration {
+pub(crate) fn heartbeat_deadline(timeout: Duration) -> Duration {
     heartbeat_period(timeout)
         .max(Duration::from_secs(1))
         .min(timeout / 2)
@@ -53,7 +53,7 @@ pub fn heartbeat_deadline(timeout: Duration) -> Duration {
 
 /// Whether the API server answers, as the cluster's state reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reach {
+pub(crate) enum Reach {
     /// Nothing answered yet, and the timeout has not passed since the
     /// watches started.
     Waiting,
@@ -66,7 +66,7 @@ pub enum Reach {
 
 /// The silence rule for one cluster.
 #[derive(Debug, Clone)]
-pub struct Liveness {
+pub(crate) struct Liveness {
     timeout: Duration,
     /// When watching began: the reference before the first answer.
     started: Instant,
@@ -77,7 +77,7 @@ pub struct Liveness {
 impl Liveness {
     /// A cluster watched from `started`, whose API server last answered
     /// at `last_answered` (a restarted task keeps its client's record).
-    pub fn new(started: Instant, last_answered: Option<Instant>, timeout: Duration) -> Self {
+    pub(crate) fn new(started: Instant, last_answered: Option<Instant>, timeout: Duration) -> Self {
         Self {
             timeout,
             started,
@@ -87,17 +87,17 @@ impl Liveness {
     }
 
     /// A reloaded timeout; the next [`Self::check`] judges by it.
-    pub fn set_timeout(&mut self, timeout: Duration) {
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
     }
 
     /// The timeout in force.
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
 
     /// The API server answered at `at`. True when that ends a silence.
-    pub fn answered(&mut self, at: Instant) -> bool {
+    pub(crate) fn answered(&mut self, at: Instant) -> bool {
         if self.last_answered.is_none_or(|t| t < at) {
             self.last_answered = Some(at);
         }
@@ -106,7 +106,7 @@ impl Liveness {
 
     /// Judges the silence at `now`. True when the cluster has just become
     /// unreachable.
-    pub fn check(&mut self, now: Instant) -> bool {
+    pub(crate) fn check(&mut self, now: Instant) -> bool {
         if self.silent_since.is_some() {
             return false;
         }
@@ -120,7 +120,7 @@ impl Liveness {
 
     /// When [`Self::check`] can next find a silence (`None` while silent:
     /// only an answer changes anything then).
-    pub fn deadline(&self) -> Option<Instant> {
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         if self.silent_since.is_some() {
             return None;
         }
@@ -128,7 +128,7 @@ impl Liveness {
     }
 
     /// Where the cluster stands.
-    pub fn reach(&self) -> Reach {
+    pub(crate) fn reach(&self) -> Reach {
         match (self.silent_since, self.last_answered) {
             (Some(since), _) => Reach::Silent(since),
             (None, Some(_)) => Reach::Answering,
@@ -142,7 +142,7 @@ impl Liveness {
 /// bounded by [`heartbeat_deadline`]; one at a time, until `stop`. A
 /// success is recorded by the client's layer; `failed` hears each failure
 /// (an error, or no answer in time) to report it.
-pub async fn heartbeat<F, Fut>(
+pub(crate) async fn heartbeat<F, Fut>(
     ask: F,
     settings: watch::Receiver<std::sync::Arc<Settings>>,
     failed: impl Fn(String),

@@ -22,26 +22,26 @@
 //! Shared: [`convert`] and [`selector`] (what is exported). Clients and
 //! guarded watches come from [`crate::k8s`].
 
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod clusters_file;
-pub mod convert;
-pub mod feed;
+pub(crate) mod convert;
+pub(crate) mod feed;
 pub mod file;
-pub mod link;
+pub(crate) mod link;
 pub mod live;
-pub mod liveness;
-pub mod probe;
-pub mod selector;
-pub mod spec;
-pub mod state;
-pub mod status;
-pub mod watch;
+pub(crate) mod liveness;
+pub(crate) mod probe;
+pub(crate) mod selector;
+pub(crate) mod spec;
+pub(crate) mod state;
+pub(crate) mod status;
+pub(crate) mod watch;
 
 use crate::model::Event;
 
 /// What a source sends the model task.
 #[derive(Debug)]
-pub enum SourceMsg {
+pub(crate) enum SourceMsg {
     /// A batch of changes, applied together.
     Events(Vec<Event>),
     /// Every cluster the source knows of at start has been announced

@@ -45,18 +45,18 @@ use super::spec::ProbeSpec;
 /// Most bytes read of a response; a real status line is a few dozen bytes
 /// and a probe's response head a few hundred, so anything longer is not
 /// the answer of a gateway's probe port.
-pub const MAX_RESPONSE_READ: usize = 4096;
+pub(crate) const MAX_RESPONSE_READ: usize = 4096;
 
 /// Shortest period the loop honours: a zero period would probe in a tight
 /// loop.
-pub const MIN_PERIOD: Duration = Duration::from_millis(10);
+pub(crate) const MIN_PERIOD: Duration = Duration::from_millis(10);
 
 /// How many characters of an unexpected response an error shows.
 const SNIPPET_CHARS: usize = 80;
 
 /// Why one probe failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
+pub(crate) enum ProbeError {
     /// The TCP connection could not be made (refused, unreachable...).
     #[error("connect: {0}")]
     Connect(#[source] io::Error),
@@ -82,7 +82,7 @@ pub enum ProbeError {
 ///
 /// Pure: [`run`] feeds it results, tests feed it sequences.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProbeState {
+pub(crate) struct ProbeState {
     failure_threshold: u32,
     alive: Option<bool>,
     consecutive_failures: u32,
@@ -95,7 +95,7 @@ impl ProbeState {
     /// Unknown state; `failure_threshold` consecutive failures make the
     /// gateway dead. A threshold of 0 acts as 1: "dead after no failures"
     /// would have nothing to wait for.
-    pub fn new(failure_threshold: u32) -> Self {
+    pub(crate) fn new(failure_threshold: u32) -> Self {
         Self {
             failure_threshold: failure_threshold.max(1),
             alive: None,
@@ -108,7 +108,7 @@ impl ProbeState {
 
     /// Records one probe result; returns `Some(new_alive)` only when the
     /// published state changes.
-    pub fn record(&mut self, success: bool) -> Option<bool> {
+    pub(crate) fn record(&mut self, success: bool) -> Option<bool> {
         let next = if success {
             self.successes = self.successes.saturating_add(1);
             // One success is enough: Linkerd resets the count and reports
@@ -134,7 +134,7 @@ impl ProbeState {
 
     /// [`Self::record`], also keeping `latency` (when known) as the last
     /// latency.
-    pub fn record_with_latency(
+    pub(crate) fn record_with_latency(
         &mut self,
         success: bool,
         latency: Option<Duration>,
@@ -146,39 +146,43 @@ impl ProbeState {
     }
 
     /// The published state: `None` until the first result decides one.
-    pub fn alive(&self) -> Option<bool> {
+    pub(crate) fn alive(&self) -> Option<bool> {
         self.alive
     }
 
     /// The threshold in use (at least 1).
-    pub fn failure_threshold(&self) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn failure_threshold(&self) -> u32 {
         self.failure_threshold
     }
 
     /// Failures since the last success.
-    pub fn consecutive_failures(&self) -> u32 {
+    pub(crate) fn consecutive_failures(&self) -> u32 {
         self.consecutive_failures
     }
 
     /// Successful probes so far.
-    pub fn successes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn successes(&self) -> u64 {
         self.successes
     }
 
     /// Failed probes so far.
-    pub fn failures(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn failures(&self) -> u64 {
         self.failures
     }
 
     /// Latency of the last probe that had one.
-    pub fn last_latency(&self) -> Option<Duration> {
+    #[cfg(test)]
+    pub(crate) fn last_latency(&self) -> Option<Duration> {
         self.last_latency
     }
 }
 
 /// What [`run`] reports after every probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProbeReport {
+pub(crate) struct ProbeReport {
     /// The published state after this probe.
     pub alive: Option<bool>,
     /// Whether this probe changed the published state.
@@ -198,7 +202,7 @@ pub struct ProbeReport {
 /// [`MAX_RESPONSE_READ`] bytes are read, then the connection is dropped.
 /// Success is status 200 only (Linkerd's rule), and returns the time from
 /// the start of the connect to the response head.
-pub async fn http_probe(
+pub(crate) async fn http_probe(
     addr: SocketAddr,
     path: &str,
     host: &str,
@@ -460,7 +464,7 @@ fn jitter_seed(counter: u64) -> u64 {
 /// is a failure. Address changes are picked up at the next probe and do not
 /// reset the state. `report` is called after every probe; state changes are
 /// also logged (the caller's span names the gateway).
-pub async fn run(
+pub(crate) async fn run(
     spec: ProbeSpec,
     addrs: watch::Receiver<Vec<IpAddr>>,
     report: impl Fn(ProbeReport) + Send + 'static,

@@ -16,7 +16,7 @@ use crate::vocab::linkerd::{LABEL_EXPORTED, LABEL_FEDERATED};
 
 /// Why a selector cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SelectorError {
+pub(crate) enum SelectorError {
     /// An expression's operator is not one of the four the CRD allows.
     #[error("matchExpressions[{index}]: operator {op:?} is not In, NotIn, Exists or DoesNotExist")]
     Operator {
@@ -44,7 +44,7 @@ pub enum SelectorError {
 
 /// A set-based selector operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operator {
+pub(crate) enum Operator {
     /// The label's value is one of the values.
     In,
     /// The label is absent or its value is none of the values.
@@ -57,7 +57,7 @@ pub enum Operator {
 
 impl Operator {
     /// The operator as the CRD spells it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::In => "In",
             Self::NotIn => "NotIn",
@@ -69,7 +69,7 @@ impl Operator {
 
 /// One `matchExpressions` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requirement {
+pub(crate) struct Requirement {
     /// Label key.
     pub key: String,
     /// Operator.
@@ -80,7 +80,7 @@ pub struct Requirement {
 
 /// A non-empty label selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selector {
+pub(crate) struct Selector {
     /// `matchLabels`.
     pub labels: BTreeMap<String, String>,
     /// `matchExpressions`.
@@ -96,7 +96,7 @@ fn is_token(s: &str) -> bool {
 
 impl Selector {
     /// A selector of one `key=value` pair.
-    pub fn label(key: &str, value: &str) -> Self {
+    pub(crate) fn label(key: &str, value: &str) -> Self {
         Self {
             labels: BTreeMap::from([(key.to_owned(), value.to_owned())]),
             expressions: Vec::new(),
@@ -105,7 +105,7 @@ impl Selector {
 
     /// Reads an API selector. `Ok(None)` for a nil or empty one: it matches
     /// nothing, as in Linkerd.
-    pub fn from_k8s(sel: Option<&LabelSelector>) -> Result<Option<Self>, SelectorError> {
+    pub(crate) fn from_k8s(sel: Option<&LabelSelector>) -> Result<Option<Self>, SelectorError> {
         let Some(sel) = sel else { return Ok(None) };
         let labels: BTreeMap<String, String> = sel.match_labels.clone().unwrap_or_default();
         for (k, v) in &labels {
@@ -168,7 +168,7 @@ impl Selector {
     }
 
     /// Whether an object with `labels` matches.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub(crate) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.labels
             .iter()
             .all(|(k, v)| labels.get(k).is_some_and(|have| have == v))
@@ -184,7 +184,7 @@ impl Selector {
     }
 
     /// The selector as the API's `labelSelector` parameter.
-    pub fn to_query(&self) -> String {
+    pub(crate) fn to_query(&self) -> String {
         let mut parts: Vec<String> = self
             .labels
             .iter()
@@ -204,7 +204,7 @@ impl Selector {
 
 /// The three export selectors of a linked cluster. `None` matches nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selectors {
+pub(crate) struct Selectors {
     /// Gateway-mode export (Link `selector`).
     pub gateway: Option<Selector>,
     /// Flat-mode export (Link `remoteDiscoverySelector`).
@@ -215,7 +215,7 @@ pub struct Selectors {
 
 /// Linkerd's default selectors, built once: conversion compares against
 /// them for every Service.
-pub static LINKERD_DEFAULTS: std::sync::LazyLock<Selectors> =
+pub(crate) static LINKERD_DEFAULTS: std::sync::LazyLock<Selectors> =
     std::sync::LazyLock::new(Selectors::linkerd_defaults);
 
 impl Default for Selectors {
@@ -227,7 +227,7 @@ impl Default for Selectors {
 impl Selectors {
     /// Linkerd's defaults: `mirror.linkerd.io/exported=true`,
     /// `=remote-discovery`, `mirror.linkerd.io/federated=member`.
-    pub fn linkerd_defaults() -> Self {
+    pub(crate) fn linkerd_defaults() -> Self {
         Self {
             gateway: Some(Selector::label(LABEL_EXPORTED, "true")),
             remote_discovery: Some(Selector::label(LABEL_EXPORTED, "remote-discovery")),
@@ -237,7 +237,7 @@ impl Selectors {
 
     /// Export mode and federated membership of a Service with `labels`.
     /// Flat wins when both export selectors match (docs/linkerd.md §1.2).
-    pub fn classify(&self, labels: &BTreeMap<String, String>) -> (Option<ExportMode>, bool) {
+    pub(crate) fn classify(&self, labels: &BTreeMap<String, String>) -> (Option<ExportMode>, bool) {
         let hit = |s: &Option<Selector>| s.as_ref().is_some_and(|s| s.matches(labels));
         let export = if hit(&self.remote_discovery) {
             Some(ExportMode::Flat)
@@ -251,7 +251,7 @@ impl Selectors {
 
     /// The selectors that are set, each once (two equal selectors need one
     /// watch).
-    pub fn distinct(&self) -> Vec<&Selector> {
+    pub(crate) fn distinct(&self) -> Vec<&Selector> {
         let mut out: Vec<&Selector> = Vec::new();
         for s in [&self.gateway, &self.remote_discovery, &self.federated]
             .into_iter()

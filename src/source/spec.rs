@@ -15,7 +15,7 @@ use crate::vocab::trust::Claims;
 /// One entry of a gateway address list: Link `gatewayAddress` is a
 /// comma-separated list of IPs and hostnames.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum GatewayAddr {
+pub(crate) enum GatewayAddr {
     /// A literal address.
     Ip(IpAddr),
     /// A hostname, resolved periodically.
@@ -24,7 +24,7 @@ pub enum GatewayAddr {
 
 /// The gateway liveness probe (Link `spec.probeSpec`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProbeSpec {
+pub(crate) struct ProbeSpec {
     /// HTTP path, e.g. `/ready`.
     pub path: String,
     /// TCP port on the gateway addresses.
@@ -39,16 +39,16 @@ pub struct ProbeSpec {
 
 impl ProbeSpec {
     /// Linkerd's defaults for what a Link leaves out.
-    pub const DEFAULT_PERIOD: Duration = Duration::from_secs(3);
+    pub(crate) const DEFAULT_PERIOD: Duration = Duration::from_secs(3);
     /// The CRD's default timeout.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+    pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
     /// The CRD's default failure threshold.
-    pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
+    pub(crate) const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
 }
 
 /// A gateway declared by a Link or the clusters file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GatewaySpec {
+pub(crate) struct GatewaySpec {
     /// Addresses, in the order given.
     pub addresses: Vec<GatewayAddr>,
     /// Data port (`gatewayPort`).
@@ -61,7 +61,7 @@ pub struct GatewaySpec {
 
 /// Where a linked cluster's gateway comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GatewaySource {
+pub(crate) enum GatewaySource {
     /// Declared (Link `gatewayAddress`..., or the clusters file `gateway`).
     Spec(GatewaySpec),
     /// The remote `linkerd-gateway` Service in `linkerd-multicluster`
@@ -73,7 +73,7 @@ pub enum GatewaySource {
 
 /// Everything needed to watch one linked cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkedCluster {
+pub(crate) struct LinkedCluster {
     /// Cluster name (Link `targetClusterName`, or the file's `name`).
     pub name: Arc<str>,
     /// Kubeconfig YAML text; `Err` says why there is none (Secret missing,

@@ -45,11 +45,11 @@ use crate::vocab::trust::Trust;
 mod mcs;
 mod relist;
 use mcs::Mcs;
-pub use mcs::McsReport;
+pub(crate) use mcs::McsReport;
 
 /// Which of a cluster's watches delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Watch {
+pub(crate) enum Watch {
     /// Service watch `n` (one per distinct export selector, then the
     /// mirror Services in the local cluster).
     Services(usize),
@@ -68,7 +68,7 @@ pub enum Watch {
 /// A delivered object (boxed: API objects are large, and they travel
 /// through queues).
 #[derive(Debug, Clone)]
-pub enum Object {
+pub(crate) enum Object {
     /// A Service (from [`Watch::Services`] or [`Watch::Gateway`]).
     Service(Box<K8sService>),
     /// An EndpointSlice (from [`Watch::Slices`]).
@@ -81,24 +81,24 @@ pub enum Object {
 
 impl Object {
     /// A Service.
-    pub fn service(s: K8sService) -> Self {
+    pub(crate) fn service(s: K8sService) -> Self {
         Self::Service(Box::new(s))
     }
 
     /// An EndpointSlice.
-    pub fn slice(s: K8sSlice) -> Self {
+    pub(crate) fn slice(s: K8sSlice) -> Self {
         Self::Slice(Box::new(s))
     }
 
     /// An MCS or About API object.
-    pub fn dynamic(o: DynamicObject) -> Self {
+    pub(crate) fn dynamic(o: DynamicObject) -> Self {
         Self::Dynamic(Box::new(o))
     }
 }
 
 /// Something the shell must do for the state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// List the EndpointSlices of this service (it became exported after the
     /// slice watch started) and hand them to [`ClusterState::listed`].
     ListSlices(ObjectKey),
@@ -110,7 +110,7 @@ pub enum Action {
 
 /// The result of one delivery.
 #[derive(Debug, Default)]
-pub struct Output {
+pub(crate) struct Output {
     /// Model events.
     pub events: Vec<Event>,
     /// Work for the shell.
@@ -121,7 +121,7 @@ pub struct Output {
 
 /// An object a delivery skipped or clamped, with the reasons why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Adjusted {
+pub(crate) struct Adjusted {
     /// Kind and name, for logs (`EndpointSlice prod/web-1`).
     pub object: String,
     /// Skipped (its last good version, if any, is kept) or clamped.
@@ -198,15 +198,13 @@ pub struct BudgetReport {
     pub budget: Budget,
     /// What it refuses.
     pub refused: Refused,
-    /// The oldest refused services (at most [`REFUSED_LISTED`]).
+    /// The oldest refused services (at most [`REFUSED_LISTED`](crate::model::budget::REFUSED_LISTED)).
     pub refused_services: Vec<ObjectKey>,
 }
 
-pub use crate::model::budget::REFUSED_LISTED;
-
 /// One cluster's delivered state.
 #[derive(Debug, Clone)]
-pub struct ClusterState {
+pub(crate) struct ClusterState {
     name: Arc<str>,
     local: bool,
     selectors: Selectors,
@@ -251,7 +249,7 @@ pub struct ClusterState {
 impl ClusterState {
     /// An empty state for `service_watches` Service watches, converting
     /// what they deliver under `selectors` and `trust`.
-    pub fn new(
+    pub(crate) fn new(
         name: Arc<str>,
         local: bool,
         selectors: Selectors,
@@ -291,7 +289,12 @@ impl ClusterState {
     /// have listed, and what they list is converted under the new rules;
     /// whatever they do not confirm is then deleted. A cluster that had
     /// synced stays synced.
-    pub fn restart(self, selectors: Selectors, trust: Trust, service_watches: usize) -> Self {
+    pub(crate) fn restart(
+        self,
+        selectors: Selectors,
+        trust: Trust,
+        service_watches: usize,
+    ) -> Self {
         let mut next = Self::new(self.name, self.local, selectors, trust, service_watches);
         next.services = self
             .services
@@ -313,19 +316,19 @@ impl ClusterState {
     }
 
     /// The rules its objects are converted under.
-    pub fn trust(&self) -> &Trust {
+    pub(crate) fn trust(&self) -> &Trust {
         &self.trust
     }
 
     /// Every watch has listed once (and no targeted list from that first
     /// sync is outstanding). Stays true once reached.
-    pub fn synced(&self) -> bool {
+    pub(crate) fn synced(&self) -> bool {
         self.synced
     }
 
     /// Every Service watch has listed since the last (re)start: the slice
     /// watch may start.
-    pub fn services_listed(&self) -> bool {
+    pub(crate) fn services_listed(&self) -> bool {
         self.service_lists_done.iter().all(|d| *d)
     }
 
@@ -335,7 +338,7 @@ impl ClusterState {
     /// megabytes as API objects, and only their slim conversions are held),
     /// and what it did not bring back is deleted at its end. A watch whose
     /// API the cluster does not serve is fed `Init` and `InitDone`.
-    pub fn watched(&mut self, w: Watch, event: WatchEvent<Object>) -> Output {
+    pub(crate) fn watched(&mut self, w: Watch, event: WatchEvent<Object>) -> Output {
         let mut out = Output::default();
         self.feed(w, event, &mut out);
         out
@@ -343,7 +346,7 @@ impl ClusterState {
 
     /// The targeted list of [`Action::ListSlices`] for `service` returned
     /// `items`.
-    pub fn listed(&mut self, service: &ObjectKey, items: Vec<K8sSlice>) -> Output {
+    pub(crate) fn listed(&mut self, service: &ObjectKey, items: Vec<K8sSlice>) -> Output {
         let mut out = Output::default();
         self.slices_listed(service, items, &mut out);
         out
@@ -351,7 +354,7 @@ impl ClusterState {
 
     /// Counts of what is held (kept as they change: asked after every
     /// batch, so it must not walk the cluster).
-    pub fn counts(&self) -> Counts {
+    pub(crate) fn counts(&self) -> Counts {
         Counts {
             services: self.exported_count,
             mirrors: self.mirrors,
@@ -362,7 +365,7 @@ impl ClusterState {
 
     /// The budget and what it refuses (asked after every batch: no walk,
     /// the last settle listed the refused).
-    pub fn budget_report(&self) -> BudgetReport {
+    pub(crate) fn budget_report(&self) -> BudgetReport {
         BudgetReport {
             budget: self.budget,
             refused: self.admission.refused(),
@@ -372,7 +375,7 @@ impl ClusterState {
 
     /// Judges every service against `budget` at the next [`Self::settle`].
     /// Returns false when it is the budget in force (nothing to judge).
-    pub fn set_budget(&mut self, budget: Budget) -> bool {
+    pub(crate) fn set_budget(&mut self, budget: Budget) -> bool {
         if budget == self.budget {
             return false;
         }
@@ -385,7 +388,7 @@ impl ClusterState {
     /// services are announced refused and their slices leave the model;
     /// newly admitted ones get their slices listed again (the model keeps
     /// them refused until the list is in, so they never answer short).
-    pub fn settle(&mut self, out: &mut Output) {
+    pub(crate) fn settle(&mut self, out: &mut Output) {
         let changes = if std::mem::take(&mut self.rebudget) {
             self.admission.rebudget(self.budget)
         } else {
@@ -470,7 +473,7 @@ impl ClusterState {
     /// Declares whether a gateway watch runs (the remote `linkerd-gateway`
     /// Service); sync then waits for its list. Without one, the gateway
     /// comes from elsewhere (a Link, or none): a Service's is forgotten.
-    pub fn set_gateway_watch(&mut self, on: bool) {
+    pub(crate) fn set_gateway_watch(&mut self, on: bool) {
         self.gateway_listed = !on;
         if !on {
             self.has_gateway = false;
@@ -567,7 +570,7 @@ impl ClusterState {
     /// Every watch has listed since the last (re)start and no targeted
     /// list from those lists is outstanding: what is held is what the
     /// cluster holds now, not what it held before the restart.
-    pub fn relisted(&self) -> bool {
+    pub(crate) fn relisted(&self) -> bool {
         self.services_listed()
             && self.slice_listed
             && self.gateway_listed

@@ -28,7 +28,7 @@ use crate::vocab::trust::Claims;
 
 /// Objects skipped or clamped, by what was done and why. Both keys come
 /// from fixed sets, so they can be metric labels.
-pub type AdjustedCounts = BTreeMap<(Adjustment, Reason), u64>;
+pub(crate) type AdjustedCounts = BTreeMap<(Adjustment, Reason), u64>;
 
 /// The gateway probe as last seen.
 #[derive(Debug, Clone, Default)]

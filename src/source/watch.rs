@@ -32,7 +32,7 @@ use crate::model::{Event, Settings};
 use crate::vocab::trust::{Claims, Trust, TrustSettings};
 
 /// How often fingerprints are polled.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 struct Known {
@@ -47,7 +47,7 @@ struct Known {
 
 /// The state of the file source between scans.
 #[derive(Debug)]
-pub struct FileSource {
+pub(crate) struct FileSource {
     root: PathBuf,
     local: Option<String>,
     clusters: BTreeMap<Arc<str>, Known>,
@@ -75,7 +75,7 @@ const MAX_LISTED_PROBLEMS: usize = 20;
 impl FileSource {
     /// A source for `root`, reporting per cluster and counting to `board`;
     /// nothing is read yet.
-    pub fn new(root: PathBuf, local: Option<String>, board: Arc<StatusBoard>) -> Self {
+    pub(crate) fn new(root: PathBuf, local: Option<String>, board: Arc<StatusBoard>) -> Self {
         Self {
             root,
             local,
@@ -159,7 +159,7 @@ impl FileSource {
     /// appeared or went (so names of a cluster not loaded yet are SERVFAIL,
     /// never NXDOMAIN), then one batch per cluster read, the local cluster
     /// first. Returns false when `emit` does (the receiver is gone).
-    pub fn scan(&mut self, emit: &mut dyn FnMut(SourceMsg) -> bool) -> bool {
+    pub(crate) fn scan(&mut self, emit: &mut dyn FnMut(SourceMsg) -> bool) -> bool {
         let (dirs, problems) = match cluster_dirs(&self.root) {
             Ok(x) => {
                 self.root_error = false;
@@ -327,7 +327,7 @@ impl FileSource {
     /// files are read again (conversion applies them, and only the
     /// converted objects are kept), under a new budget only judged again.
     /// Hands `emit` what changed.
-    pub fn reconfigure(
+    pub(crate) fn reconfigure(
         &mut self,
         settings: &Settings,
         emit: &mut dyn FnMut(SourceMsg) -> bool,
@@ -346,7 +346,11 @@ impl FileSource {
 
     /// Judges every cluster under a new budget (a configuration reload)
     /// and hands `emit` what changed.
-    pub fn rebudget(&mut self, budget: Budget, emit: &mut dyn FnMut(SourceMsg) -> bool) -> bool {
+    pub(crate) fn rebudget(
+        &mut self,
+        budget: Budget,
+        emit: &mut dyn FnMut(SourceMsg) -> bool,
+    ) -> bool {
         if budget == self.budget {
             return true;
         }
@@ -397,7 +401,7 @@ async fn blocking(
 /// `shutdown`; the budget of `settings` applies to every cluster but the
 /// local one, its trust settings to every cluster, and reloaded ones are
 /// applied at once.
-pub async fn run(
+pub(crate) async fn run(
     mut source: FileSource,
     tx: FeedTx,
     mut settings: watch::Receiver<Arc<Settings>>,

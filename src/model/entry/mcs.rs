@@ -32,7 +32,7 @@ pub(crate) struct Member<'s> {
 }
 
 /// The clusters whose Service `key` a ServiceExport makes an MCS member,
-/// the oldest export first by [`crate::model::Seniority`]; a cluster whose
+/// the oldest export first by [`Seniority`](crate::model::cluster::Seniority); a cluster whose
 /// id another cluster holds is left out.
 pub(crate) fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> Vec<Member<'s>> {
     let mut members: Vec<Member<'s>> = set

@@ -31,7 +31,7 @@ use crate::vocab::trust::Trust;
 
 /// How often gateway hostnames are resolved again (Linkerd's endpoint
 /// refresh period).
-pub const RESOLVE_PERIOD: Duration = Duration::from_secs(60);
+pub(crate) const RESOLVE_PERIOD: Duration = Duration::from_secs(60);
 
 /// The addresses `addrs` stand for: literals as they are, each hostname as
 /// last resolved (`known`; none before its first answer), in address order

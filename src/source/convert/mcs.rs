@@ -26,7 +26,7 @@ use crate::vocab::trust::Trust;
 /// A ServiceExport or ServiceImport, as far as we read it.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct McsObject {
+pub(crate) struct McsObject {
     /// Name, namespace, creationTimestamp.
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -38,7 +38,7 @@ pub struct McsObject {
 /// `ServiceImport.spec`, as far as we read it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ImportSpec {
+pub(crate) struct ImportSpec {
     /// `ClusterSetIP` or `Headless`.
     #[serde(rename = "type", default)]
     pub type_: Option<String>,
@@ -49,7 +49,7 @@ pub struct ImportSpec {
 
 /// A ClusterProperty, as far as we read it.
 #[derive(Debug, Deserialize)]
-pub struct ClusterProperty {
+pub(crate) struct ClusterProperty {
     /// Its name says what the value is.
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -60,7 +60,7 @@ pub struct ClusterProperty {
 
 /// `ClusterProperty.spec`.
 #[derive(Debug, Default, Deserialize)]
-pub struct PropertySpec {
+pub(crate) struct PropertySpec {
     /// The value (up to 128,000 characters).
     #[serde(default)]
     pub value: String,
@@ -69,7 +69,7 @@ pub struct PropertySpec {
 /// A ServiceExport: the key of the Service it exports (its own) and its
 /// `creationTimestamp` in Unix seconds (none: the newest, so it loses every
 /// port conflict).
-pub fn convert_export(export: &McsObject) -> Result<(ObjectKey, i64), ConvertError> {
+pub(crate) fn convert_export(export: &McsObject) -> Result<(ObjectKey, i64), ConvertError> {
     let key = key(&export.metadata)?;
     let created = export
         .metadata
@@ -82,7 +82,7 @@ pub fn convert_export(export: &McsObject) -> Result<(ObjectKey, i64), ConvertErr
 /// A ServiceImport: its key and clusterset IPs, those `trust` rejects left
 /// out (with a warning). A headless import has none (any it lists are
 /// ignored, as kube-proxy would).
-pub fn convert_import(
+pub(crate) fn convert_import(
     import: &McsObject,
     trust: &Trust,
 ) -> Result<Converted<Import>, ConvertError> {
@@ -134,7 +134,7 @@ pub fn convert_import(
 /// The cluster id a ClusterProperty gives: `Some` for
 /// `cluster.clusterset.k8s.io` with a valid value, `None` for any other
 /// property (not ours to read).
-pub fn convert_property(property: &ClusterProperty) -> Result<Option<String>, ConvertError> {
+pub(crate) fn convert_property(property: &ClusterProperty) -> Result<Option<String>, ConvertError> {
     if property.metadata.name.as_deref() != Some(CLUSTER_ID_PROPERTY) {
         return Ok(None);
     }
@@ -155,21 +155,21 @@ pub fn convert_property(property: &ClusterProperty) -> Result<Option<String>, Co
 /// A watched ServiceExport, ServiceImport or ClusterProperty (delivered as
 /// a `DynamicObject`, since the version a cluster serves is found at run
 /// time) read as one of the types above.
-pub fn from_dynamic<T: DeserializeOwned>(object: &DynamicObject) -> Result<T, ConvertError> {
+pub(crate) fn from_dynamic<T: DeserializeOwned>(object: &DynamicObject) -> Result<T, ConvertError> {
     serde_json::to_value(object)
         .and_then(serde_json::from_value)
         .map_err(|e| invalid(Reason::Undecodable, "object", e.to_string()))
 }
 
 /// True when `api_version` is one of the MCS API versions we read.
-pub fn is_mcs_api(api_version: &str) -> bool {
+pub(crate) fn is_mcs_api(api_version: &str) -> bool {
     api_version
         .split_once('/')
         .is_some_and(|(g, v)| g == MCS_GROUP && MCS_VERSIONS.contains(&v))
 }
 
 /// True when `api_version` is one of the About API versions we read.
-pub fn is_about_api(api_version: &str) -> bool {
+pub(crate) fn is_about_api(api_version: &str) -> bool {
     api_version
         .split_once('/')
         .is_some_and(|(g, v)| g == ABOUT_GROUP && ABOUT_VERSIONS.contains(&v))

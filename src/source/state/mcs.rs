@@ -117,7 +117,7 @@ impl ClusterState {
     /// and sync waits for the ServiceExport and ClusterProperty watches
     /// (and, in the local cluster, ServiceImports). The shell feeds an
     /// empty list for a watch whose API the cluster does not serve.
-    pub fn set_mcs(&mut self, all_services: usize) {
+    pub(crate) fn set_mcs(&mut self, all_services: usize) {
         self.mcs.all_services = Some(all_services);
         self.mcs.exports_listed = false;
         self.mcs.id_listed = false;
@@ -127,12 +127,12 @@ impl ClusterState {
     /// The ServiceExport watch has listed: the every-Service watch may
     /// start (its list then holds every member at once, with no targeted
     /// list per export).
-    pub fn exports_listed(&self) -> bool {
+    pub(crate) fn exports_listed(&self) -> bool {
         self.mcs.exports_listed
     }
 
     /// The MCS state, for status pages.
-    pub fn mcs_report(&self) -> McsReport {
+    pub(crate) fn mcs_report(&self) -> McsReport {
         McsReport {
             exports: self.mcs.exports.len(),
             id: self.mcs.id.clone(),
@@ -142,7 +142,7 @@ impl ClusterState {
 
     /// The targeted list of [`Action::ListService`] for `key` returned
     /// `items`.
-    pub fn listed_service(&mut self, key: &ObjectKey, items: Vec<K8sService>) -> Output {
+    pub(crate) fn listed_service(&mut self, key: &ObjectKey, items: Vec<K8sService>) -> Output {
         let mut out = Output::default();
         let touched = self.mcs.pending.remove(key);
         if touched == Some(false)
