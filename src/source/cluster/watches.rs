@@ -22,9 +22,8 @@ use tracing::debug;
 
 use super::Msg;
 use crate::k8s::client::BoundedClient;
-use crate::k8s::watch::{
-    Delivery, MAX_BACKOFF, PAGE, SLICE_PAGE, backoff, config, guarded_list, guarded_watch,
-};
+use crate::k8s::retry::retry_until;
+use crate::k8s::watch::{Delivery, PAGE, SLICE_PAGE, config, guarded_list, guarded_watch};
 use crate::model::objects::ObjectKey;
 use crate::source::state::{Object, Watch};
 use crate::vocab::linkerd::{GATEWAY_NAME, GATEWAY_NAMESPACE, LABEL_SERVICE_NAME};
@@ -195,22 +194,10 @@ async fn list_retrying<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let mut delays = backoff();
-    loop {
-        let listed = tokio::select! {
-            l = guarded_list(&api, &params) => l,
-            () = shutdown.cancelled() => return None,
-        };
-        match listed {
-            Ok(found) => return Some(found),
-            Err(e) => {
-                debug!(service = %key, error = %e, "targeted list failed; retrying");
-                let delay = delays.next().unwrap_or(MAX_BACKOFF);
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = shutdown.cancelled() => return None,
-                }
-            }
-        }
-    }
+    retry_until(
+        &shutdown,
+        || guarded_list(&api, &params),
+        |e, _| debug!(service = %key, error = %e, "targeted list failed; retrying"),
+    )
+    .await
 }
