@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use backon::Retryable as _;
 use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
 
 use super::watch::{MAX_BACKOFF, MIN_BACKOFF};
 
@@ -42,6 +43,35 @@ where
         r = tries => r.ok(),
         () = stop.cancelled() => None,
     }
+}
+
+/// [`retry_until`], logged the way an operator wants a dependency that
+/// does not answer: the first failure is a warning, later ones are debug,
+/// and an answer after failures is said once, at info. `what` names the
+/// operation ("the Link API group").
+pub(crate) async fn retry_logged<T, E, Fut>(
+    stop: &CancellationToken,
+    what: &str,
+    op: impl FnMut() -> Fut,
+) -> Option<T>
+where
+    E: std::fmt::Display,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut failures = 0_u32;
+    let answer = retry_until(stop, op, |e: &E, _| {
+        if failures == 0 {
+            warn!(error = %e, "{what} failed; retrying");
+        } else {
+            debug!(error = %e, failures, "{what} failed again");
+        }
+        failures = failures.saturating_add(1);
+    })
+    .await?;
+    if failures > 0 {
+        info!(failures, "{what} answered");
+    }
+    Some(answer)
 }
 
 /// Sleeps `delay`; false when `stop` was cancelled first.

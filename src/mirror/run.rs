@@ -35,7 +35,7 @@ use super::watch::{self as watches, Change, ExportChange};
 use super::{Desired, Kind, Object, ObjectRef};
 use crate::k8s::crd::ServiceExport;
 use crate::k8s::index::{Index, Relist};
-use crate::k8s::retry::retry_until;
+use crate::k8s::retry::retry_logged;
 use crate::model::ClusterSet;
 use crate::model::objects::ObjectKey;
 
@@ -771,31 +771,18 @@ impl Controller {
 }
 
 /// Which MCS resources the local cluster serves, asked until it answers
-/// ([`retry_until`]: the watches' backoff) or the mirror stops (`None`).
+/// ([`retry_logged`]: the watches' backoff) or the mirror stops (`None`).
 /// Until then the mirror writes nothing: a local API that cannot answer
 /// discovery cannot take writes either, and writing derived Services
 /// without knowing whether their ServiceImports can exist would be undone
-/// once it answers. The first failure warns, later ones are debug, and an
-/// answer after failures is said once.
+/// once it answers.
 async fn discover_until_answered(client: &Client, shutdown: &CancellationToken) -> Option<McsApis> {
-    let mut failures = 0_u32;
-    let apis = retry_until(
+    retry_logged(
         shutdown,
+        "mirror: MCS API discovery (nothing is written until it answers)",
         || discover_mcs(client),
-        |e, _| {
-            if failures == 0 {
-                warn!(error = %e, "mirror: MCS API discovery failed; retrying, nothing is written until it answers");
-            } else {
-                debug!(error = %e, failures, "mirror: MCS API discovery failed again");
-            }
-            failures = failures.saturating_add(1);
-        },
     )
-    .await?;
-    if failures > 0 {
-        info!(failures, "mirror: MCS API discovery answered");
-    }
-    Some(apis)
+    .await
 }
 
 /// With `--mcs`: finds which MCS resources the local cluster serves

@@ -24,7 +24,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{error, info, warn};
 
 use super::SourceMsg;
 use super::cluster::{self, ClusterRun};
@@ -39,7 +39,7 @@ use crate::k8s::client::{self, BoundedClient};
 use crate::k8s::credentials::check_secret_kubeconfig;
 use crate::k8s::discover;
 use crate::k8s::index::{Index, Outcome, Relist};
-use crate::k8s::retry::{pause, retry_until};
+use crate::k8s::retry::{pause, retry_logged};
 use crate::k8s::watch::{Delivery, PAGE, config, guarded_watch};
 use crate::model::{Event, Settings};
 use crate::vocab::trust::Claims;
@@ -189,7 +189,7 @@ type Desired = Option<(Vec<LinkedCluster>, Vec<String>)>;
 
 /// Waits until the local cluster serves the Link CRD, reporting its
 /// absence meanwhile (looked for again every [`CRD_RECHECK`]); a group
-/// that cannot be read is asked again with [`retry_until`]'s backoff.
+/// that cannot be read is asked again with [`retry_logged`]'s backoff.
 /// `None` when shut down.
 async fn wait_for_links(
     client: &Client,
@@ -197,23 +197,10 @@ async fn wait_for_links(
     shutdown: &CancellationToken,
 ) -> Option<(&'static str, ApiResource)> {
     loop {
-        let mut failures = 0_u32;
-        let found = retry_until(
-            shutdown,
-            || link_resource(client),
-            |e, _| {
-                if failures == 0 {
-                    warn!(error = %e, "cannot read the Link API group; retrying");
-                } else {
-                    debug!(error = %e, failures, "cannot read the Link API group again");
-                }
-                failures = failures.saturating_add(1);
-            },
-        )
+        let found = retry_logged(shutdown, "reading the Link API group", || {
+            link_resource(client)
+        })
         .await?;
-        if failures > 0 {
-            info!(failures, "the Link API group answered");
-        }
         if let Some(found) = found {
             return Some(found);
         }

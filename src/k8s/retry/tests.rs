@@ -90,3 +90,22 @@ async fn pause_reports_a_stop() {
     stop.cancel();
     assert!(!pause(&stop, Duration::from_secs(1)).await);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_logged_retry_returns_the_answer_after_failures() {
+    let stop = CancellationToken::new();
+    let tries = AtomicU32::new(0);
+    let got = retry_logged(&stop, "asking", || async {
+        if tries.fetch_add(1, Ordering::SeqCst) < 3 {
+            Err("down")
+        } else {
+            Ok("up")
+        }
+    })
+    .await;
+    assert_eq!(got, Some("up"));
+    assert_eq!(tries.load(Ordering::SeqCst), 4);
+    stop.cancel();
+    let never: Option<()> = retry_logged(&stop, "asking", || async { Err("down") }).await;
+    assert_eq!(never, None);
+}
