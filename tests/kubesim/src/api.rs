@@ -32,7 +32,7 @@ use crate::store::{self, Change, Deleted, EventType, Obj, ReadAt, meta_str, now}
 use crate::validate;
 
 /// Response body type.
-pub type Body = BoxBody<Bytes, Infallible>;
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 /// kube-apiserver's request size limit.
 pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -179,7 +179,7 @@ fn value_response(code: u16, v: &Value, warnings: &[String]) -> Response<Body> {
 }
 
 /// The response for a failed request.
-pub fn error_response(e: &ApiError) -> Response<Body> {
+pub(crate) fn error_response(e: &ApiError) -> Response<Body> {
     let mut resp = value_response(e.code, &e.to_status(), &[]);
     if let Some(after) = e.retry_after
         && let Ok(v) = HeaderValue::from_str(&after.to_string())
@@ -240,7 +240,7 @@ fn hide_uninstalled(route: &mut Route, path: &str, hidden: &[&str]) {
 }
 
 /// Serves one request for `cluster`.
-pub async fn handle(cluster: Arc<Cluster>, req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn handle(cluster: Arc<Cluster>, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_owned();
     let query = parse_query(parts.uri.query());

@@ -44,7 +44,10 @@ use serde_json::{Value, json};
 use crate::cluster::Cluster;
 
 /// Binds `addr` and serves the control API for `clusters` until the process ends.
-pub async fn serve(addr: SocketAddr, clusters: Vec<Arc<Cluster>>) -> std::io::Result<SocketAddr> {
+pub(crate) async fn serve(
+    addr: SocketAddr,
+    clusters: Vec<Arc<Cluster>>,
+) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let clusters = Arc::new(clusters);

@@ -66,7 +66,7 @@ fn is_dns1123_subdomain_shape(s: &str) -> bool {
 }
 
 /// kube's `IsQualifiedName` (label keys): the messages, empty when valid.
-pub fn label_key_errors(value: &str) -> Vec<String> {
+pub(crate) fn label_key_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = value.split('/').collect();
     let name = match parts.as_slice() {
@@ -113,7 +113,7 @@ pub fn label_key_errors(value: &str) -> Vec<String> {
 }
 
 /// kube's `IsValidLabelValue`: the messages, empty when valid.
-pub fn label_value_errors(value: &str) -> Vec<String> {
+pub(crate) fn label_value_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 63 {
         errs.push(max_len_error(63));
@@ -129,7 +129,7 @@ pub fn label_value_errors(value: &str) -> Vec<String> {
 }
 
 /// kube's `IsDNS1123Label`: the messages, empty when valid.
-pub fn dns1123_label_errors(value: &str) -> Vec<String> {
+pub(crate) fn dns1123_label_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 63 {
         errs.push(max_len_error(63));
@@ -149,7 +149,7 @@ pub fn dns1123_label_errors(value: &str) -> Vec<String> {
 }
 
 /// kube's `IsDNS1123Subdomain`: the messages, empty when valid.
-pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+pub(crate) fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 253 {
         errs.push(max_len_error(253));
@@ -165,7 +165,7 @@ pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
 }
 
 /// kube's `IsDNS1035Label` (Service names): the messages, empty when valid.
-pub fn dns1035_label_errors(value: &str) -> Vec<String> {
+pub(crate) fn dns1035_label_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 63 {
         errs.push(max_len_error(63));
@@ -182,12 +182,12 @@ pub fn dns1035_label_errors(value: &str) -> Vec<String> {
 }
 
 /// A `field.Invalid` error as kube prints it; `quoted_value` is already in Go syntax.
-pub fn invalid(path: &str, quoted_value: &str, detail: &str) -> String {
+pub(crate) fn invalid(path: &str, quoted_value: &str, detail: &str) -> String {
     format!("{path}: Invalid value: {quoted_value}: {detail}")
 }
 
 /// kube's error aggregate: one message alone, several de-duplicated inside brackets.
-pub fn aggregate(errs: Vec<String>) -> String {
+pub(crate) fn aggregate(errs: Vec<String>) -> String {
     let mut unique: Vec<String> = Vec::new();
     for e in errs {
         if !unique.contains(&e) {
@@ -202,7 +202,7 @@ pub fn aggregate(errs: Vec<String>) -> String {
 }
 
 /// Go's `%#v` of a `[]string`, used by kube when a whole value list is invalid.
-pub fn go_string_slice(values: &[String]) -> String {
+pub(crate) fn go_string_slice(values: &[String]) -> String {
     if values.is_empty() {
         return "[]string(nil)".to_string();
     }
@@ -213,7 +213,7 @@ pub fn go_string_slice(values: &[String]) -> String {
 /// Go's `strconv.Quote` (`%q`), which kube uses for names, paths and bad values in
 /// messages. Printable Unicode stays as is; the printability test approximates Go's
 /// `unicode.IsPrint` with the categories that occur in practice.
-pub fn go_quote(s: &str) -> String {
+pub(crate) fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

@@ -21,19 +21,19 @@
 
 #![warn(clippy::too_many_lines)] // the house rule; threshold in the root clippy.toml
 
-pub mod api;
-pub mod cluster;
-pub mod control;
-pub mod kubemsg;
-pub mod patch;
+pub(crate) mod api;
+pub(crate) mod cluster;
+pub(crate) mod control;
+pub(crate) mod kubemsg;
+pub(crate) mod patch;
 pub mod rbac;
 pub mod resources;
-pub mod selector;
-pub mod ssa;
-pub mod status;
+pub(crate) mod selector;
+pub(crate) mod ssa;
+pub(crate) mod status;
 pub mod store;
 pub mod tls;
-pub mod validate;
+pub(crate) mod validate;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};

@@ -10,7 +10,7 @@ use crate::status::ApiError;
 
 /// The patch formats, by their `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchType {
+pub(crate) enum PatchType {
     /// `application/json-patch+json`
     Json,
     /// `application/merge-patch+json`
@@ -23,7 +23,7 @@ pub enum PatchType {
 
 impl PatchType {
     /// Parses a `Content-Type` value.
-    pub fn from_content_type(ct: &str) -> Option<PatchType> {
+    pub(crate) fn from_content_type(ct: &str) -> Option<PatchType> {
         match ct.split(';').next().unwrap_or("").trim() {
             "application/json-patch+json" => Some(PatchType::Json),
             "application/merge-patch+json" => Some(PatchType::Merge),
@@ -38,7 +38,7 @@ impl PatchType {
 
 /// Applies a JSON, merge or strategic patch to `target`. `merge_key` says, for a dotted path,
 /// which field keys a strategic-merge list (None: the list is replaced).
-pub fn apply_patch(
+pub(crate) fn apply_patch(
     target: &Value,
     ty: PatchType,
     body: &[u8],
@@ -243,7 +243,7 @@ fn merge_list(
 
 /// Strategic-merge keys of the built-in kinds kubesim serves (from their OpenAPI
 /// `x-kubernetes-patch-merge-key`). `"$set"` marks a primitive list merged as a set.
-pub fn merge_key_for(kind: &str, path: &str) -> Option<&'static str> {
+pub(crate) fn merge_key_for(kind: &str, path: &str) -> Option<&'static str> {
     match (kind, path) {
         (_, "metadata.ownerReferences") => Some("uid"),
         (_, "metadata.finalizers") => Some("$set"),

@@ -20,7 +20,7 @@ use crate::kubemsg::{
 /// Why a selector could not be parsed. `Display` is the exact text kube-apiserver
 /// puts into the Status message of its 400 response.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SelectorError {
+pub(crate) enum SelectorError {
     /// A label selector that kube's parser or requirement validation rejects; the text is
     /// complete (e.g. `unable to parse requirement: ...` or `found ',', expected: ...`).
     #[error("{0}")]
@@ -172,7 +172,7 @@ impl Requirement {
 
 /// A parsed `labelSelector` query parameter.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LabelSelector {
+pub(crate) struct LabelSelector {
     requirements: Vec<Requirement>,
 }
 
@@ -183,7 +183,7 @@ impl LabelSelector {
     /// `unable to parse requirement: values[0][app]: Invalid value: "-x": ...`; key and
     /// value validation is kube's (qualified name key with optional DNS subdomain prefix;
     /// values ≤63 chars of `[A-Za-z0-9._-]` starting and ending alphanumeric, or empty).
-    pub fn parse(s: &str) -> Result<Self, SelectorError> {
+    pub(crate) fn parse(s: &str) -> Result<Self, SelectorError> {
         let mut parser = Parser::new(s);
         let mut requirements = parser.parse().map_err(SelectorError::Label)?;
         // kube sorts by key so that evaluation and printing are deterministic.
@@ -194,7 +194,7 @@ impl LabelSelector {
     /// Converts a structured selector (as in `aggregationRule.clusterRoleSelectors` or a
     /// workload's `spec.selector`) the way kube's `LabelSelectorAsSelector` does: an empty
     /// selector matches everything; errors carry kube's wording.
-    pub fn from_k8s(selector: &metav1::LabelSelector) -> Result<Self, SelectorError> {
+    pub(crate) fn from_k8s(selector: &metav1::LabelSelector) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
         for (key, value) in selector.match_labels.iter().flatten() {
             requirements.push(Requirement::new(
@@ -229,7 +229,7 @@ impl LabelSelector {
     /// `labels` is the object's metadata.labels (None = no labels). `!=` and `notin` match
     /// objects lacking the key, as kube does. A non-string label value (never produced by
     /// kube, possible in hand-written JSON) compares as its JSON text.
-    pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
+    pub(crate) fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
         let rendered: BTreeMap<&str, String> = labels
             .into_iter()
             .flatten()
@@ -250,7 +250,7 @@ impl LabelSelector {
     }
 
     /// True when the selector places no restriction (it matches every object).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
 }
@@ -617,7 +617,7 @@ struct FieldTerm {
 /// A parsed `fieldSelector`: `f=v`, `f==v`, `f!=v`, comma-separated; values may contain
 /// the escapes `\,` `\=` `\\` as in kube. No whitespace is trimmed, as in kube.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FieldSelector {
+pub(crate) struct FieldSelector {
     terms: Vec<FieldTerm>,
 }
 
@@ -626,7 +626,7 @@ impl FieldSelector {
     /// `["metadata.name", "metadata.namespace"]`); any other field gives the error
     /// `field label not supported: <field>`. Syntax errors are reported before unsupported
     /// fields, and terms are checked in sorted order, as kube does.
-    pub fn parse(s: &str, supported: &[&str]) -> Result<Self, SelectorError> {
+    pub(crate) fn parse(s: &str, supported: &[&str]) -> Result<Self, SelectorError> {
         let mut parts = split_terms(s);
         // kube sorts the raw terms first; this decides which error is reported first.
         parts.sort_unstable();
@@ -656,24 +656,15 @@ impl FieldSelector {
     /// Looks each dotted path up in the object JSON. A missing field (or a null, object or
     /// array) reads as the empty string, as kube's field sets do; booleans and numbers
     /// compare as their JSON text.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(crate) fn matches(&self, object: &Value) -> bool {
         self.terms.iter().all(|t| {
             let actual = field_value(object, &t.field);
             (actual == t.value) != t.negated
         })
     }
 
-    /// The value required by an `=`/`==` term on this field, if any (lets the caller
-    /// narrow a list to one name).
-    pub fn required(&self, field: &str) -> Option<&str> {
-        self.terms
-            .iter()
-            .find(|t| !t.negated && t.field == field)
-            .map(|t| t.value.as_str())
-    }
-
     /// True when the selector has no terms and so matches every object.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.terms.is_empty()
     }
 }

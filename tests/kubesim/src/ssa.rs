@@ -29,7 +29,7 @@ use crate::kubemsg::go_quote;
 
 /// How a list or map at a path merges (structured-merge-diff "list-type"/"map-type").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListType {
+pub(crate) enum ListType {
     /// The list is one value: an applier sets all of it, and owns it as a whole.
     Atomic,
     /// A set of scalars (`x-kubernetes-list-type: set`): items are owned one by one (`v:`).
@@ -46,7 +46,7 @@ pub enum ListType {
 /// (`"spec.template.spec.containers.ports"`). Lists not named are [`ListType::Atomic`]; maps (JSON
 /// objects) not named are granular (merged per key).
 #[derive(Debug, Clone, Default)]
-pub struct Schema {
+pub(crate) struct Schema {
     lists: HashMap<String, ListType>,
     atomic_maps: HashSet<String>,
     implicit_objects: Vec<String>,
@@ -54,19 +54,19 @@ pub struct Schema {
 
 impl Schema {
     /// An empty schema: every list atomic, every map granular.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Declares how the list at `path` merges.
-    pub fn list(mut self, path: &str, t: ListType) -> Self {
+    pub(crate) fn list(mut self, path: &str, t: ListType) -> Self {
         self.lists.insert(path.to_owned(), t);
         self
     }
 
     /// Declares the map at `path` atomic (`x-kubernetes-map-type: atomic`): it is replaced and
     /// owned as a whole.
-    pub fn atomic_map(mut self, path: &str) -> Self {
+    pub(crate) fn atomic_map(mut self, path: &str) -> Self {
         self.atomic_maps.insert(path.to_owned());
         self
     }
@@ -77,7 +77,7 @@ impl Schema {
     /// Only non-apply writes notice: kube-apiserver compares against a zero-valued object on
     /// create, so such a struct is never "added" and its managedFields entry gets no `".":{}`,
     /// whereas a map or pointer that appears (labels, ports) does.
-    pub fn implicit_object(mut self, path: &str) -> Self {
+    pub(crate) fn implicit_object(mut self, path: &str) -> Self {
         self.implicit_objects.push(path.to_owned());
         self
     }
@@ -96,7 +96,7 @@ impl Schema {
     /// (unmarked), ServiceExport's exported label and annotation maps granular.
     /// Secret, ConfigMap, Event, Lease and anything else: the metadata rules only. Built-in kinds
     /// also declare their non-pointer structs (see [`Schema::implicit_object`]).
-    pub fn for_kind(group: &str, kind: &str) -> Self {
+    pub(crate) fn for_kind(group: &str, kind: &str) -> Self {
         let base = Schema::new()
             .list("metadata.finalizers", ListType::Set)
             .list(
@@ -151,7 +151,7 @@ impl Schema {
 
 /// A field-manager conflict.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Conflict {
+pub(crate) struct Conflict {
     /// The manager that owns the field (its name, without operation or version).
     pub manager: String,
     /// The API version that manager's entry was recorded at.
@@ -165,7 +165,7 @@ pub struct Conflict {
 
 /// Why an apply or update could not be recorded.
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum SsaError {
+pub(crate) enum SsaError {
     /// The apply changes fields other managers own. `message` is formatted exactly like
     /// kube-apiserver's, e.g. `Apply failed with 1 conflict: conflict with "kubectl" using v1: .spec.type`
     /// or, for several, `Apply failed with 2 conflicts: conflicts with "mgr" using v1:\n- .spec.a\n- .spec.b`
@@ -220,7 +220,7 @@ pub enum SsaError {
 /// creationTimestamp, resourceVersion) from `live`, which the merge takes from `config` if sent.
 // The signature is the contract kubesim's handlers are written against.
 #[allow(clippy::too_many_arguments)]
-pub fn apply(
+pub(crate) fn apply(
     live: Option<&Value>,
     config: &Value,
     manager: &str,
@@ -402,7 +402,7 @@ fn take_changed_fields(
 /// `schema` (an associative list item without its key), the write is not tracked and `old`'s
 /// managedFields are kept, like kube-apiserver's `UpdateNoErrors`. Only a `new` that is not a
 /// JSON object is an error.
-pub fn update(
+pub(crate) fn update(
     old: Option<&Value>,
     new: &Value,
     manager: &str,

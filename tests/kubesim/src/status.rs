@@ -276,7 +276,7 @@ impl ApiError {
 
 /// `services` or `endpointslices.discovery.k8s.io`: how kube names a resource (or, with a kind,
 /// a `GroupKind`: `EndpointSlice.discovery.k8s.io`) in messages.
-pub fn qualified(group: &str, plural: &str) -> String {
+pub(crate) fn qualified(group: &str, plural: &str) -> String {
     if group.is_empty() {
         plural.to_owned()
     } else {
@@ -285,7 +285,7 @@ pub fn qualified(group: &str, plural: &str) -> String {
 }
 
 /// A `FieldValueRequired`/`FieldValueInvalid`… cause.
-pub fn cause(kind: &str, field: impl Into<String>, message: impl Into<String>) -> Cause {
+pub(crate) fn cause(kind: &str, field: impl Into<String>, message: impl Into<String>) -> Cause {
     Cause {
         kind: kind.to_owned(),
         message: message.into(),
@@ -294,7 +294,7 @@ pub fn cause(kind: &str, field: impl Into<String>, message: impl Into<String>) -
 }
 
 /// A `metav1.Status` with `status: Success`, as returned by an immediate delete.
-pub fn success(name: &str, group: &str, kind: &str, uid: &str) -> Value {
+pub(crate) fn success(name: &str, group: &str, kind: &str, uid: &str) -> Value {
     let mut details = json!({"name": name, "kind": kind, "uid": uid});
     if !group.is_empty() {
         details["group"] = json!(group);

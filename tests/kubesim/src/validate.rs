@@ -19,7 +19,7 @@ use crate::status::{ApiError, Cause, cause};
 
 /// A decoded body: the object as the schema keeps it, and the fields the schema dropped.
 #[derive(Debug)]
-pub struct Decoded {
+pub(crate) struct Decoded {
     /// The pruned object.
     pub object: Value,
     /// Dotted paths of fields the schema does not declare (`spec.foo`).
@@ -133,7 +133,7 @@ fn roundtrip<T: DeserializeOwned + Serialize>(
 
 /// Decodes `body` as resource `res` in `version`: checks apiVersion and kind, runs it through the
 /// typed schema, and reports which fields the schema does not know.
-pub fn decode(res: usize, version: &str, mut body: Value) -> Result<Decoded, ApiError> {
+pub(crate) fn decode(res: usize, version: &str, mut body: Value) -> Result<Decoded, ApiError> {
     let def = &RESOURCES[res];
     let Value::Object(map) = &mut body else {
         return Err(ApiError::bad_request(
@@ -189,7 +189,7 @@ pub fn decode(res: usize, version: &str, mut body: Value) -> Result<Decoded, Api
 }
 
 /// Removes fields that `version` of a custom resource does not declare, for reads in that version.
-pub fn prune_for_version(res: usize, version: &str, object: &mut Value) {
+pub(crate) fn prune_for_version(res: usize, version: &str, object: &mut Value) {
     if RESOURCES[res].custom {
         for path in fields_missing_in(&RESOURCES[res], version) {
             remove_path(object, path);
@@ -249,7 +249,7 @@ fn obj<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
 }
 
 /// Fills the defaults kube's defaulters set, for resource `res`. Allocation is not done here.
-pub fn default(res: usize, object: &mut Value) {
+pub(crate) fn default(res: usize, object: &mut Value) {
     let def = &RESOURCES[res];
     match (def.group, def.kind) {
         ("", "Namespace") => {
@@ -376,7 +376,7 @@ fn check_name(res: usize, name: &str, out: &mut Vec<Cause>) {
 
 /// Validates an object about to be stored (after defaulting and allocation). `old` is the stored
 /// object on update. Returns kube's 422 Invalid with every problem found.
-pub fn validate(res: usize, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+pub(crate) fn validate(res: usize, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
     let def = &RESOURCES[res];
     let name = object
         .pointer("/metadata/name")

@@ -29,9 +29,9 @@
 
 #![warn(clippy::too_many_lines)] // the house rule; threshold in the root clippy.toml
 
-pub mod fault;
-pub mod lab;
-pub mod relay;
+pub(crate) mod fault;
+pub(crate) mod lab;
+pub(crate) mod relay;
 pub mod sim;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
