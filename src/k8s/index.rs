@@ -46,6 +46,16 @@ pub(crate) trait Index<K> {
     /// does not bring back.
     fn keys(&self) -> Vec<Self::Key>;
 
+    /// Whether the index holds `key` from the watch (one of [`Index::keys`]).
+    /// A relist remembers only the listed keys the index holds after
+    /// applying them: a watch that sees far more objects than the index
+    /// keeps (every EndpointSlice of a cluster, of which only exported
+    /// services' are held) then costs no memory for the others. The default
+    /// remembers every listed key.
+    fn holds(&self, _key: &Self::Key) -> bool {
+        true
+    }
+
     /// A relist ended (after its deletes): the index is complete.
     fn listed(&mut self) {}
 }
@@ -92,10 +102,12 @@ impl<Key: Eq + Hash + Clone> Relist<Key> {
             }
             Event::InitApply(obj) => {
                 if let Some(key) = index.key(&obj) {
-                    if let Some(seen) = self.seen.as_mut() {
+                    index.apply_listed(obj);
+                    if let Some(seen) = self.seen.as_mut()
+                        && index.holds(&key)
+                    {
                         seen.insert(key);
                     }
-                    index.apply_listed(obj);
                 }
                 Outcome::Pending
             }
@@ -139,6 +151,12 @@ impl<Key: Eq + Hash + Clone> Relist<Key> {
     #[cfg(test)]
     pub(crate) fn relisting(&self) -> bool {
         self.seen.is_some()
+    }
+
+    /// How many listed keys a relist under way remembers.
+    #[cfg(test)]
+    pub(crate) fn remembered(&self) -> usize {
+        self.seen.as_ref().map_or(0, HashSet::len)
     }
 
     /// The watch has listed at least once.

@@ -166,3 +166,60 @@ fn a_relist_applies_its_objects_as_listed_and_the_watch_as_watched() {
     }
     assert_eq!(index.0, ["listed a", "watched b"]);
 }
+
+/// Holds only objects with an even value, as the source state holds only
+/// exported services' slices of every slice it is shown.
+#[derive(Debug, Default)]
+struct Evens(Names);
+
+impl Index<(&'static str, u32)> for Evens {
+    type Key = String;
+
+    fn key(&self, obj: &(&'static str, u32)) -> Option<String> {
+        self.0.key(obj)
+    }
+
+    fn apply(&mut self, obj: (&'static str, u32)) {
+        if obj.1.is_multiple_of(2) {
+            self.0.apply(obj);
+        } else {
+            self.0.delete(&obj.0.to_owned(), Some(obj));
+        }
+    }
+
+    fn delete(&mut self, key: &String, obj: Option<(&'static str, u32)>) {
+        self.0.delete(key, obj);
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.0.keys()
+    }
+
+    fn holds(&self, key: &String) -> bool {
+        self.0.held.contains_key(key)
+    }
+}
+
+#[test]
+fn a_relist_remembers_only_the_keys_the_index_holds() {
+    let mut index = Evens::default();
+    let mut relist = Relist::default();
+    for e in [
+        Event::Init,
+        Event::InitApply(("a", 2)),
+        Event::InitDone,
+        Event::Init,
+        Event::InitApply(("a", 4)),
+        Event::InitApply(("b", 1)),
+        Event::InitApply(("c", 3)),
+        Event::InitApply(("d", 6)),
+    ] {
+        relist.handle(&mut index, e);
+    }
+    assert_eq!(relist.remembered(), 2, "a and d, not b and c");
+    relist.handle(&mut index, Event::InitDone);
+    assert_eq!(
+        index.0.held,
+        BTreeMap::from([("a".into(), 4), ("d".into(), 6)])
+    );
+}

@@ -119,6 +119,21 @@ impl Index<Object> for Feed<'_> {
         }
     }
 
+    fn holds(&self, key: &ObjectKey) -> bool {
+        let st = &*self.state;
+        match self.watch {
+            Watch::Services(n) => st
+                .services
+                .get(key)
+                .is_some_and(|h| h.mask & (1u32 << n) != 0),
+            Watch::Slices => st.slices.contains_key(key),
+            Watch::Gateway => st.has_gateway,
+            Watch::Exports => st.mcs.exports.contains_key(key),
+            Watch::ClusterId => st.mcs.has_id(),
+            Watch::Imports => st.mcs.imports.contains_key(key),
+        }
+    }
+
     fn listed(&mut self) {
         let (st, out) = (&mut *self.state, &mut *self.out);
         match self.watch {
