@@ -46,6 +46,21 @@ fn opt_with<T>(have: &Option<T>, want: &Option<T>, same: impl Fn(&T, &T) -> bool
     }
 }
 
+/// A list we set, as [`opt_with`] and [`list`]; an empty list of ours is
+/// also held by an absent one, since the API server drops empty lists (a
+/// headless Service without ports reads back without `spec.ports`) and
+/// the object would otherwise be rewritten on every pass.
+fn opt_list<T>(
+    have: &Option<Vec<T>>,
+    want: &Option<Vec<T>>,
+    same: impl Fn(&T, &T) -> bool,
+) -> bool {
+    match (have, want) {
+        (None, Some(w)) if w.is_empty() => true,
+        _ => opt_with(have, want, |h, w| list(h, w, &same)),
+    }
+}
+
 /// As many entries, each holding ours.
 fn list<T>(have: &[T], want: &[T], same: impl Fn(&T, &T) -> bool) -> bool {
     have.len() == want.len() && have.iter().zip(want).all(|(h, w)| same(h, w))
@@ -71,7 +86,7 @@ fn meta(have: &ObjectMeta, want: &ObjectMeta) -> bool {
 fn service(have: &Service, want: &Service) -> bool {
     meta(&have.metadata, &want.metadata)
         && opt_with(&have.spec, &want.spec, |h, w| {
-            opt_with(&h.ports, &w.ports, |h, w| list(h, w, service_port))
+            opt_list(&h.ports, &w.ports, service_port)
                 && opt(&h.cluster_ip, &w.cluster_ip)
                 && opt(&h.type_, &w.type_)
         })
@@ -89,7 +104,7 @@ fn slice(have: &EndpointSlice, want: &EndpointSlice) -> bool {
     meta(&have.metadata, &want.metadata)
         && have.address_type == want.address_type
         && list(&have.endpoints, &want.endpoints, endpoint)
-        && opt_with(&have.ports, &want.ports, |h, w| list(h, w, slice_port))
+        && opt_list(&have.ports, &want.ports, slice_port)
 }
 
 fn endpoint(have: &Endpoint, want: &Endpoint) -> bool {
@@ -115,7 +130,7 @@ fn import(have: &ServiceImport, want: &ServiceImport) -> bool {
     let (h, w) = (&have.spec, &want.spec);
     meta(&have.metadata, &want.metadata)
         && opt(&h.type_, &w.type_)
-        && opt_with(&h.ports, &w.ports, |h, w| list(h, w, import_port))
+        && opt_list(&h.ports, &w.ports, import_port)
         && opt(&h.ips, &w.ips)
 }
 
@@ -125,3 +140,6 @@ fn import_port(have: &ImportPort, want: &ImportPort) -> bool {
         && opt(&have.protocol, &want.protocol)
         && opt(&have.app_protocol, &want.app_protocol)
 }
+
+#[cfg(test)]
+mod tests;
