@@ -429,6 +429,9 @@ fn check_probe(
             "empty (leave probe out to run none)".to_owned(),
         ));
     }
+    if let Some(problem) = super::probe::path_problem(&p.path) {
+        return Err(invalid("gateway.probe.path", problem));
+    }
     if p.port == 0 {
         return Err(invalid("gateway.probe.port", "0 is not a port".to_owned()));
     }

@@ -365,6 +365,10 @@ fn parse_port(s: &str) -> Option<u16> {
 /// CRD defaults where one exists.
 fn probe(raw: LinkProbe, warnings: &mut Vec<String>) -> Option<ProbeSpec> {
     let path = non_empty(raw.path)?;
+    if let Some(problem) = super::probe::path_problem(&path) {
+        warnings.push(format!("spec.probeSpec.path {problem}; no gateway probe"));
+        return None;
+    }
     let port = match raw.port.as_deref().filter(|p| !p.is_empty()) {
         None => {
             warnings.push("spec.probeSpec.port is absent; no gateway probe".to_owned());

@@ -218,15 +218,32 @@ pub(crate) async fn http_probe(
 }
 
 /// The request, or why `path`/`host` cannot be sent as they are.
+/// Anything at or below space, or DEL, would end the request line or a
+/// header early.
+fn unsafe_byte(s: &str) -> bool {
+    s.bytes().any(|b| b <= b' ' || b == 0x7f)
+}
+
+/// Why `path` cannot be a probe's request path, if it cannot: it must
+/// start with '/', hold no spaces or control characters, and be a path the
+/// HTTP client sends as it is (no `<`, `>`, backtick, nor a `#` fragment,
+/// which it would cut off). Checked where a Link or the clusters file is
+/// read, so a bad path is reported once there, not as a dead gateway.
+pub(crate) fn path_problem(path: &str) -> Option<String> {
+    let sent = path.parse::<http::uri::PathAndQuery>();
+    let whole = sent.is_ok_and(|p| p.as_str() == path);
+    (!path.starts_with('/') || unsafe_byte(path) || !whole).then(|| {
+        format!(
+            "{path:?} is not a request path (it must start with '/' and hold no spaces, control characters, '<', '>', '`' or '#')"
+        )
+    })
+}
+
 fn build_request(path: &str, host: &str) -> Result<http::Request<Empty<Bytes>>, ProbeError> {
-    // Anything at or below space, or DEL, would end the request line or a
-    // header early; the path and host come from a Link, so refuse them
-    // (hyper would refuse some, but the message should name the field).
-    let unsafe_byte = |s: &str| s.bytes().any(|b| b <= b' ' || b == 0x7f);
-    if !path.starts_with('/') || unsafe_byte(path) {
-        return Err(ProbeError::Request(format!(
-            "path {path:?} must start with '/' and hold no spaces or control characters"
-        )));
+    // The path and host come from a Link: refuse what would not be sent as
+    // it is (hyper would refuse some, but the message should name the field).
+    if let Some(problem) = path_problem(path) {
+        return Err(ProbeError::Request(format!("path {problem}")));
     }
     if host.is_empty() || unsafe_byte(host) {
         return Err(ProbeError::Request(format!(

@@ -385,6 +385,10 @@ fn invalid_files() {
             "entry 0 (east): gateway.probe.path: empty",
         ),
         (
+            "- name: east\n  kubeconfig: k\n  gateway: {addresses: [x.y], probe: {path: \"/a`b\", port: 1}}\n",
+            "entry 0 (east): gateway.probe.path: \"/a`b\" is not a request path",
+        ),
+        (
             "- name: east\n  kubeconfig: k\n  gateway: {addresses: [x.y], probe: {path: /r, port: 0}}\n",
             "entry 0 (east): gateway.probe.port: 0 is not a port",
         ),

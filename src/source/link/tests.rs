@@ -400,6 +400,21 @@ fn gateway_fields_table() {
             None,
             vec!["spec.probeSpec.port \"mc-probe\""],
         ),
+        // A path the HTTP client would refuse or cut: no probe, said once.
+        (
+            json!({"probeSpec": {"path": "/<ready>", "port": "4191"}}),
+            Some(4143),
+            Some(IDENTITY),
+            None,
+            vec!["spec.probeSpec.path \"/<ready>\" is not a request path"],
+        ),
+        (
+            json!({"probeSpec": {"path": "/ready#x", "port": "4191"}}),
+            Some(4143),
+            Some(IDENTITY),
+            None,
+            vec!["spec.probeSpec.path \"/ready#x\" is not a request path"],
+        ),
         // The CRD-filled fields, and link-gen's bare-seconds period.
         (
             json!({"probeSpec": {"path": "/health", "port": "4192", "period": "10", "timeout": "1m30s", "failureThreshold": "5"}}),
