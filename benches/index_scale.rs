@@ -602,6 +602,7 @@ fn big_setup(per_cluster: usize) -> ChangeSetup {
                 opaque_ports: None,
                 refused: false,
                 mcs: None,
+                locality: None,
             },
         };
         let slice = |svc: &str, k: usize, from: usize, n: usize, host: bool| Slice {

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use crate::dns::server::Limits;
 use crate::model::Settings;
 use crate::model::budget::Budget;
+use crate::vocab::place::{Place, PlaceError, place_value};
 use crate::vocab::name::ZoneName;
 use crate::vocab::name::{check_cluster_name, is_dns_label};
 use crate::vocab::trust::{DEFAULT_OWN_NAMESPACE, TrustSettings, parse_cidrs};
@@ -101,6 +102,18 @@ pub struct ZoneArgs {
     /// Also serve the Kubernetes MCS API's names (<svc>.<ns>.svc.<zone>, <hostname>.<clusterid>.<svc>…) for Services a ServiceExport exports.
     #[arg(long, env = "CLUSTERSET_DNS_MCS")]
     pub mcs: bool,
+    /// Region of the local cluster, for <svc>-nearest and SRV tiers [default: from its ClusterProperty region.clusterset-dns.io, else unknown].
+    #[arg(long, env = "CLUSTERSET_DNS_REGION", value_name = "REGION")]
+    pub region: Option<String>,
+    /// Zone of the local cluster (topology.kubernetes.io/zone; --zone names the DNS zone) [default: from its ClusterProperty zone.clusterset-dns.io].
+    #[arg(long, env = "CLUSTERSET_DNS_TOPOLOGY_ZONE", value_name = "ZONE")]
+    pub topology_zone: Option<String>,
+    /// TTL cap on <svc>-nearest answers, so clients follow a failover quickly [default: 5].
+    #[arg(long, env = "CLUSTERSET_DNS_NEAREST_TTL", value_name = "SECONDS")]
+    pub nearest_ttl: Option<u32>,
+    /// SRV answers of federated and nearest names carry priority 10 x tier (local 0, same region 10, rest 20, stale 30).
+    #[arg(long, env = "CLUSTERSET_DNS_SRV_PRIORITY_TIERS")]
+    pub srv_priority_tiers: bool,
     /// Address ranges no cluster may publish, on top of the built-in ones (loopback, link-local, metadata…), e.g. 10.96.0.0/12.
     #[arg(
         long = "deny-addresses",
@@ -294,6 +307,14 @@ pub struct FileConfig {
     pub mirror: Option<bool>,
     /// `mcs`.
     pub mcs: Option<bool>,
+    /// `region`.
+    pub region: Option<String>,
+    /// `topology-zone`.
+    pub topology_zone: Option<String>,
+    /// `nearest-ttl`.
+    pub nearest_ttl: Option<u32>,
+    /// `srv-priority-tiers`.
+    pub srv_priority_tiers: Option<bool>,
     /// `linkerd-flat-compat`.
     pub linkerd_flat_compat: Option<bool>,
     /// `cluster-domain`.
@@ -709,6 +730,10 @@ impl FileConfig {
             answer_cache_mb,
             max_answer_records,
             mcs,
+            region,
+            topology_zone,
+            nearest_ttl,
+            srv_priority_tiers,
             log_format,
             max_connections,
             idle_timeout,
@@ -755,6 +780,12 @@ impl FileConfig {
                 max_services_per_cluster,
                 max_endpoints_per_cluster,
                 mcs,
+                locality: FileLocality {
+                    region,
+                    topology_zone,
+                    nearest_ttl,
+                    srv_priority_tiers,
+                },
             },
             dns_addr,
             admin_addr,
@@ -945,6 +976,44 @@ struct FileAnswers {
     max_services_per_cluster: Option<usize>,
     max_endpoints_per_cluster: Option<usize>,
     mcs: Option<bool>,
+    locality: FileLocality,
+}
+
+/// The config file's locality keys (docs/locality.md).
+struct FileLocality {
+    region: Option<String>,
+    topology_zone: Option<String>,
+    nearest_ttl: Option<u32>,
+    srv_priority_tiers: Option<bool>,
+}
+
+/// The locality settings: flags over the file over defaults.
+fn locality(a: &ZoneArgs, file: FileLocality, settings: &mut Settings) -> Result<(), ConfigError> {
+    let region = a.region.as_deref().or(file.region.as_deref());
+    let zone = a.topology_zone.as_deref().or(file.topology_zone.as_deref());
+    let invalid = |key| {
+        move |e: PlaceError| ConfigError::Invalid {
+            key,
+            reason: e.to_string(),
+        }
+    };
+    settings.local_place = Place {
+        region: region
+            .map(|r| place_value("region", r))
+            .transpose()
+            .map_err(invalid("region"))?,
+        zone: zone
+            .map(|z| place_value("zone", z))
+            .transpose()
+            .map_err(invalid("topology-zone"))?,
+    };
+    settings.nearest_ttl = check_ttl(
+        "nearest-ttl",
+        a.nearest_ttl.or(file.nearest_ttl).unwrap_or(5),
+    )?
+    .min(settings.ttl);
+    settings.srv_priority_tiers = a.srv_priority_tiers || file.srv_priority_tiers == Some(true);
+    Ok(())
 }
 
 /// The answer settings: flags over the file over defaults. Without a
@@ -1022,6 +1091,7 @@ fn settings(
             .unwrap_or(0),
     )?;
     settings.mcs = a.mcs || file.mcs == Some(true);
+    locality(a, file.locality, &mut settings)?;
     settings.trust = trust_settings(
         pick(&a.deny_addresses, file.deny_addresses),
         pick(&a.exempt_addresses, file.exempt_addresses),

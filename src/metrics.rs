@@ -223,6 +223,11 @@ const DNS_COUNTERS: [Plain<DnsCounts>; 10] = [
         |c| c.fail_open,
     ),
     (
+        "clusterset_dns_nearest_fail_open_total",
+        "Nearest answers that served the federated union because no tier had min-ready ready endpoints.",
+        |c| c.nearest_fail_open,
+    ),
+    (
         "clusterset_dns_stale_answers_total",
         "Answers served from a cluster whose watch is broken.",
         |c| c.stale,

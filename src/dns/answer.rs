@@ -21,7 +21,7 @@ use super::wire::{
     Answer, CLASS_ANY, CLASS_IN, Ede, Owner, RData, Rcode, Record, Soa, answer_len, rtype,
 };
 use crate::model::objects::Port;
-use crate::model::{Entry, Origin, Pod, Snapshot};
+use crate::model::{Entry, Nearest, Origin, Pod, Snapshot};
 use crate::vocab::name::ZoneName;
 
 /// The `dns-version` TXT value. Our schema is not the MCS DNS schema, so it
@@ -42,6 +42,9 @@ pub struct Note {
     /// (too many for the transport's room, or above `max-answer-records`);
     /// successive rotations serve the others.
     pub capped: bool,
+    /// A nearest name answered the federated union: no tier had
+    /// `min-ready` ready endpoints.
+    pub nearest_fail_open: bool,
 }
 
 /// How much of a large RRset an answer may carry (docs/architecture.md, decision 9).
@@ -294,6 +297,7 @@ impl Cx<'_, '_> {
                 !unsynced.is_empty()
                     && (self.snap.settings.mcs
                         || label.ends_with("-federated")
+                        || label.ends_with("-nearest")
                         || unsynced.iter().any(|c| claims(label, c)))
             }
         }
@@ -534,8 +538,15 @@ impl Cx<'_, '_> {
                 self.ede = Some(why::stale(&[(name, since)], self.now));
             }
             Origin::Federated {
-                fail_open, stale, ..
+                fail_open,
+                stale,
+                nearest,
+                ..
             } => {
+                if *nearest != Nearest::No {
+                    self.ttl = self.ttl.min(s.nearest_ttl);
+                    self.note.nearest_fail_open = *nearest == Nearest::Union;
+                }
                 if *fail_open {
                     self.note.fail_open = true;
                 }
@@ -670,7 +681,9 @@ impl Cx<'_, '_> {
             None => true,
             Some((name, proto)) => p.name.as_deref() == Some(name) && p.protocol.label() == proto,
         };
-        let mut targets: Vec<(u16, String)> = Vec::new();
+        // (priority, port, target): priorities follow tiers when turned on
+        // (docs/locality.md), else all are 0.
+        let mut targets: Vec<(u16, u16, String)> = Vec::new();
         let mut additional = Vec::new();
         let has_addrs = entry.has_addrs();
         let self_ports: Vec<u16> = entry
@@ -681,7 +694,7 @@ impl Cx<'_, '_> {
             .collect();
         if has_addrs && !self_ports.is_empty() {
             for port in self_ports {
-                targets.push((port, entry.name.to_string()));
+                targets.push((0, port, entry.name.to_string()));
             }
             let (v4, v6) = (entry.v4(), entry.v6());
             let addrs = v4
@@ -693,16 +706,19 @@ impl Cx<'_, '_> {
         self.pod_targets(entry, wanted, &mut targets, &mut additional);
         targets.sort();
         targets.dedup();
-        let weight = (100 / targets.len().max(1)).max(1) as u16;
         let all = targets.len();
+        // Even weights within a priority: each target is one endpoint.
         let answers = targets
-            .into_iter()
-            .map(|(port, target)| {
-                self.rr(RData::Srv {
-                    priority: 0,
-                    weight,
-                    port,
-                    target,
+            .chunk_by(|a, b| a.0 == b.0)
+            .flat_map(|same| {
+                let weight = (100 / same.len()).max(1) as u16;
+                same.iter().map(move |(priority, port, target)| {
+                    self.rr(RData::Srv {
+                        priority: *priority,
+                        weight,
+                        port: *port,
+                        target: target.clone(),
+                    })
                 })
             })
             .collect();
@@ -719,7 +735,7 @@ impl Cx<'_, '_> {
         &self,
         entry: &Entry,
         wanted: impl Fn(&Port) -> bool,
-        targets: &mut Vec<(u16, String)>,
+        targets: &mut Vec<(u16, u16, String)>,
         additional: &mut Vec<Record>,
     ) {
         let federated = matches!(entry.origin, Origin::Federated { .. });
@@ -745,8 +761,9 @@ impl Cx<'_, '_> {
             } else {
                 format!("{}.{}", first.hostname, entry.name)
             };
+            let priority = entry.priority(cluster);
             for port in ports {
-                targets.push((port, target.clone()));
+                targets.push((priority, port, target.clone()));
             }
             let mut addrs: Vec<&Pod> = group.iter().map(|(_, p)| *p).collect();
             addrs.sort_by_key(|p| (p.addr.is_ipv6(), p.addr));

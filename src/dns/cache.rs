@@ -464,9 +464,14 @@ impl AnswerCache {
         (response, fit): (&[u8], Fit),
     ) {
         let Note {
-            stale, fail_open, ..
+            stale,
+            fail_open,
+            nearest_fail_open,
+            ..
         } = answered.note;
-        if matches!(answered.depends, Depends::Uncacheable) || stale || fail_open {
+        // Answers counted as they are served are never reused.
+        if matches!(answered.depends, Depends::Uncacheable) || stale || fail_open || nearest_fail_open
+        {
             return;
         }
         let existing = self.map.get(q.key()).filter(|s| s.holds(snap));

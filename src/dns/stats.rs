@@ -53,6 +53,7 @@ pub struct DnsStats {
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
     fail_open: AtomicU64,
+    nearest_fail_open: AtomicU64,
     stale: AtomicU64,
     limit_hits: [AtomicU64; Limit::ALL.len()],
     connections_open: [AtomicU64; Stream::ALL.len()],
@@ -143,6 +144,9 @@ pub struct DnsCounts {
     pub cache_misses: u64,
     /// Federated answers that served the last-known union.
     pub fail_open: u64,
+    /// Nearest answers that served the federated union: no tier had
+    /// `min-ready` ready endpoints.
+    pub nearest_fail_open: u64,
     /// Answers served from a cluster whose watch is broken.
     pub stale: u64,
     /// Times each limit was hit.
@@ -203,6 +207,9 @@ impl DnsStats {
         }
         if note.fail_open {
             self.fail_open.fetch_add(1, Ordering::Relaxed);
+        }
+        if note.nearest_fail_open {
+            self.nearest_fail_open.fetch_add(1, Ordering::Relaxed);
         }
         if note.stale {
             self.stale.fetch_add(1, Ordering::Relaxed);
@@ -285,6 +292,7 @@ impl DnsStats {
             cache_hits: load(&self.cache_hits),
             cache_misses: load(&self.cache_misses),
             fail_open: load(&self.fail_open),
+            nearest_fail_open: load(&self.nearest_fail_open),
             stale: load(&self.stale),
             limit_hits: Limit::ALL.map(|l| (l, self.limit_hits(l))),
             connections_open: Stream::ALL.map(|s| (s, load(&self.connections_open[s as usize]))),

@@ -44,6 +44,7 @@ use super::{
     CLUSTER_LABEL, Desired, FULL_NAME_ANNOTATION, Kind, MANAGED_BY, MANAGED_BY_LABEL, Object,
     ObjectRef, SLICE_MANAGED_BY,
 };
+use crate::vocab::place::Place;
 use crate::model::cluster::{Cluster, ClusterSet, Seniority};
 use crate::model::entry::{BuildContext, federation_eligible};
 use crate::model::objects::{Endpoint, ExportMode, Mirror, ObjectKey, Port, Service};
@@ -812,6 +813,8 @@ fn federated_endpoints(
         zone: "",
         federated_grace: settings.federated_grace,
         now: settings.now,
+        local: &Place::default(),
+        tiers: false,
     };
     let eligible: Vec<&(&Cluster, &Service)> = members
         .iter()

@@ -22,6 +22,7 @@ use tracing::warn;
 
 use super::objects::{ExportMode, Gateway, Import, Mirror, ObjectKey, Service, Slice};
 use crate::vocab::name::check_cluster_name;
+use crate::vocab::place::{Place, PlaceFrom};
 
 /// Sync and health of one cluster, as the sources report it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -127,6 +128,18 @@ pub enum Event {
         /// The id.
         id: Option<Arc<str>>,
     },
+    /// Where the cluster is, as one source states it (docs/locality.md):
+    /// `Configured` from the clusters file or the Link's annotations,
+    /// `Property` from the cluster's own ClusterProperty objects. An unknown
+    /// place withdraws what that source said.
+    PlaceApplied {
+        /// Cluster name.
+        cluster: Arc<str>,
+        /// Which source states it (`Unknown` is ignored).
+        from: PlaceFrom,
+        /// The place.
+        place: Place,
+    },
     /// A ServiceImport of the local cluster was added or changed.
     ImportApplied {
         /// The local cluster's name.
@@ -158,6 +171,7 @@ impl Event {
             | Self::MirrorDeleted { cluster, .. }
             | Self::GatewayApplied { cluster, .. }
             | Self::ClusterIdApplied { cluster, .. }
+            | Self::PlaceApplied { cluster, .. }
             | Self::ImportApplied { cluster, .. }
             | Self::ImportDeleted { cluster, .. } => cluster,
         }
@@ -192,6 +206,11 @@ pub(crate) struct Cluster {
     pub property_id: Option<Arc<str>>,
     /// ServiceImports (MCS; the local cluster's are the ones served).
     pub imports: OrdMap<ObjectKey, Import>,
+    /// Its place as the operator configured it (clusters file, Link
+    /// annotations).
+    pub place: Place,
+    /// Its place as its own ClusterProperty objects state it.
+    pub property_place: Place,
 }
 
 /// The EndpointSlices of one service, sorted by slice name, in one shared
@@ -312,6 +331,8 @@ impl Cluster {
             health: Health::default(),
             property_id: None,
             imports: OrdMap::new(),
+            place: Place::default(),
+            property_place: Place::default(),
         }
     }
 
@@ -334,7 +355,8 @@ impl Cluster {
         match event {
             Event::ClusterUp { .. }
             | Event::ClusterDown { .. }
-            | Event::ClusterIdApplied { .. } => {}
+            | Event::ClusterIdApplied { .. }
+            | Event::PlaceApplied { .. } => {}
             Event::ImportApplied { import, .. } => {
                 if self.imports.get(&import.key) != Some(&import) {
                     let key = import.key.clone();
@@ -478,6 +500,11 @@ impl ClusterSet {
             Event::ClusterUp { cluster, local } => self.cluster_up(cluster, local, dirty),
             Event::ClusterDown { cluster } => self.cluster_down(&cluster, dirty),
             Event::ClusterIdApplied { cluster, id } => self.cluster_id(&cluster, id, dirty),
+            Event::PlaceApplied {
+                cluster,
+                from,
+                place,
+            } => self.place(&cluster, from, place, dirty),
             event => match self.clusters.get_mut(&name) {
                 Some(c) => c.apply(name, event, dirty),
                 None => warn!(cluster = %name, "event for a cluster that is not up; ignored"),
@@ -522,6 +549,37 @@ impl ClusterSet {
                 c.services
                     .values()
                     .filter(|s| s.mcs.is_some())
+                    .map(|s| (c.name.clone(), s.key.clone())),
+            );
+        }
+    }
+
+    /// A new place moves the cluster's tier in every federated service it
+    /// is a member of; the local cluster's moves every other cluster's too
+    /// (same region or not), so then every federated service is rebuilt.
+    fn place(&mut self, cluster: &Arc<str>, from: PlaceFrom, place: Place, dirty: &mut Dirty) {
+        let Some(c) = self.clusters.get_mut(cluster) else {
+            warn!(cluster = %cluster, "event for a cluster that is not up; ignored");
+            return;
+        };
+        let slot = match from {
+            PlaceFrom::Configured => &mut c.place,
+            PlaceFrom::Property => &mut c.property_place,
+            PlaceFrom::Unknown => return,
+        };
+        if *slot == place {
+            return;
+        }
+        *slot = place;
+        dirty.health.insert(cluster.clone());
+        if !c.local {
+            return;
+        }
+        for c in self.clusters.values() {
+            dirty.services.extend(
+                c.services
+                    .values()
+                    .filter(|s| s.federated)
                     .map(|s| (c.name.clone(), s.key.clone())),
             );
         }

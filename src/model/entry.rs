@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cluster::{Cluster, ClusterSet, Health};
+use super::locality::{Plan, plan};
 use super::objects::{Endpoint, ExportMode, ObjectKey, Port, Service, Slice};
 use crate::vocab::name::dashed_ip;
+use crate::vocab::place::Place;
 
 /// Where an entry's records come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +38,22 @@ pub enum Origin {
         stale: bool,
         /// The MCS name: no `<hostname>-<cluster>` alias (the KEP has none).
         mcs: bool,
+        /// What a `<svc>-nearest` name answers; `Nearest::No` for the
+        /// federated and MCS names.
+        nearest: Nearest,
     },
+}
+
+/// What a `<svc>-nearest` name answers (docs/locality.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nearest {
+    /// Not a nearest name.
+    No,
+    /// The members of this tier.
+    Tier(u32),
+    /// No tier has `min-ready` ready endpoints: the federated union (fail
+    /// open, counted).
+    Union,
 }
 
 /// One pod address under a service name. A pod with an IPv4 and an IPv6
@@ -172,6 +189,9 @@ pub struct Entry {
     /// records they would add are not held (a per-cluster name is then
     /// undecided as a whole; a federated one answers from the others).
     pub refused: Vec<Arc<str>>,
+    /// Each tiered member's tier, by cluster name, when SRV priorities
+    /// follow tiers (`--srv-priority-tiers`); `None` otherwise.
+    pub tiers: Option<Arc<[(Arc<str>, u32)]>>,
     /// Names served: this one and its pod names.
     names: usize,
     /// Pod names not served because they exceed 253 octets.
@@ -334,6 +354,19 @@ impl Entry {
         self.refused.iter().any(|c| &**c == cluster)
     }
 
+    /// The SRV priority of records of `cluster`: 10 × its tier when
+    /// priorities follow tiers, else 0.
+    pub fn priority(&self, cluster: &str) -> u16 {
+        let Some(tiers) = &self.tiers else {
+            return 0;
+        };
+        match tiers.binary_search_by(|(c, _)| (**c).cmp(cluster)) {
+            Ok(i) => u16::try_from(tiers[i].1.saturating_mul(10)).unwrap_or(u16::MAX),
+            // An untiered member only answers a fail-open union: last.
+            Err(_) => u16::MAX,
+        }
+    }
+
     /// Number of names this entry serves: itself and its pod names.
     pub fn name_count(&self) -> usize {
         self.names
@@ -378,6 +411,7 @@ impl Entry {
             origin,
             headless,
             mut refused,
+            tiers,
         } = head;
         parts.retain(|p| !p.v4.is_empty() || !p.v6.is_empty() || !p.pods.is_empty());
         parts.sort_by(|a, b| a.cluster.cmp(&b.cluster));
@@ -393,6 +427,7 @@ impl Entry {
             parts,
             ports,
             refused,
+            tiers,
             names: 1,
             too_long: 0,
         };
@@ -444,6 +479,7 @@ struct Head {
     origin: Origin,
     headless: bool,
     refused: Vec<Arc<str>>,
+    tiers: Option<Arc<[(Arc<str>, u32)]>>,
 }
 
 /// Inputs of a build that are not cluster state.
@@ -455,6 +491,10 @@ pub(crate) struct BuildContext<'a> {
     pub federated_grace: Duration,
     /// The time to judge staleness against.
     pub now: Instant,
+    /// The local cluster's configured place (`--region`, `--zone`).
+    pub local: &'a Place,
+    /// SRV priorities follow tiers (`--srv-priority-tiers`).
+    pub tiers: bool,
 }
 
 fn ready(svc: &Service, ep: &Endpoint) -> bool {
@@ -651,6 +691,7 @@ pub(crate) fn build_cluster_entry(
         },
         headless: svc.headless,
         refused: Vec::new(),
+        tiers: None,
     };
     if svc.refused {
         head.refused.push(cluster.name.clone());
@@ -812,6 +853,54 @@ pub(crate) fn build_federated_entry(
     label: &str,
     cx: &BuildContext<'_>,
 ) -> Option<Entry> {
+    let plan = cx.tiers.then(|| member_plan(set, parts, key, cx));
+    union_entry(set, parts, key, label, cx, plan.as_ref(), false)
+}
+
+/// Builds `<svc>-nearest.<ns>.svc.<zone>`: the members of the first tier
+/// with `min-ready` ready endpoints, else the federated union
+/// (docs/locality.md); `None` when no member is left.
+pub(crate) fn build_nearest_entry(
+    set: &ClusterSet,
+    parts: &PartCache,
+    key: &ObjectKey,
+    label: &str,
+    cx: &BuildContext<'_>,
+) -> Option<Entry> {
+    let plan = member_plan(set, parts, key, cx);
+    union_entry(set, parts, key, label, cx, Some(&plan), true)
+}
+
+/// The locality plan of federated service `key`, its members' ready
+/// endpoints counted from their built parts.
+pub(crate) fn member_plan<'s>(
+    set: &'s ClusterSet,
+    parts: &PartCache,
+    key: &ObjectKey,
+    cx: &BuildContext<'_>,
+) -> Plan<'s> {
+    plan(set, key, cx.local, cx, |c, _| {
+        let (mut v4, mut v6) = (0, 0);
+        for p in parts.of(&c.name, key) {
+            v4 += p.v4.len() as u64;
+            v6 += p.v6.len() as u64;
+        }
+        // A dual-stack endpoint is in a slice of each family: once.
+        v4.max(v6)
+    })
+}
+
+/// The union of the members `plan` lets in (every eligible one for the
+/// federated name; the chosen tier for the nearest name).
+fn union_entry(
+    set: &ClusterSet,
+    parts: &PartCache,
+    key: &ObjectKey,
+    label: &str,
+    cx: &BuildContext<'_>,
+    plan: Option<&Plan<'_>>,
+    nearest: bool,
+) -> Option<Entry> {
     let (members, refused): (Vec<&Cluster>, Vec<&Cluster>) =
         federated_members(set, key).partition(|c| c.services.get(key).is_some_and(|s| !s.refused));
     if members.is_empty() && refused.is_empty() {
@@ -823,7 +912,15 @@ pub(crate) fn build_federated_entry(
         .filter(|c| federation_eligible(&c.health, cx))
         .collect();
     let fail_open = eligible.is_empty() && !members.is_empty();
-    let used = if fail_open { members } else { eligible };
+    let mut used = if fail_open { members } else { eligible };
+    let nearest = match plan.filter(|_| nearest).map(|p| (p, p.chosen)) {
+        None => Nearest::No,
+        Some((_, None)) => Nearest::Union,
+        Some((p, Some(tier))) => {
+            used.retain(|c| p.chosen_member(&c.name));
+            Nearest::Tier(tier)
+        }
+    };
     let stale = used.iter().any(|c| c.health.broken_since.is_some());
     let ns = &key.namespace;
     let mut head = Head {
@@ -833,11 +930,13 @@ pub(crate) fn build_federated_entry(
             fail_open,
             stale,
             mcs: false,
+            nearest,
         },
         headless: refused
             .iter()
             .all(|c| c.services.get(key).is_some_and(|s| s.headless)),
         refused: refused.iter().map(|c| c.name.clone()).collect(),
+        tiers: plan.filter(|_| cx.tiers).map(|p| p.tiers().into()),
     };
     let (mut found, mut ports) = (Vec::new(), Vec::new());
     for c in used {

@@ -20,11 +20,13 @@ use super::budget::Budget;
 use super::cluster::{ClusterSet, Dirty, Seniority};
 use super::entry::mcs::{Conflicts, build_mcs_entry, conflicts};
 use super::entry::{
-    BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry, federated_members,
+    BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry,
+    build_nearest_entry, federated_members,
 };
 use super::epoch::Epoch;
 use super::objects::{ObjectKey, Service};
-use crate::vocab::name::FEDERATED;
+use crate::vocab::name::{FEDERATED, NEAREST};
+use crate::vocab::place::Place;
 use crate::vocab::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
 use crate::vocab::trust::TrustSettings;
 use ptr::Ptrs;
@@ -68,6 +70,15 @@ pub struct Settings {
     /// Serve the Kubernetes MCS names (`<svc>.<ns>.svc.<zone>`) of
     /// services a ServiceExport exports (docs/architecture.md, decision 6).
     pub mcs: bool,
+    /// The local cluster's place (`--region`, `--zone`); unknown leaves it
+    /// to the clusters file or its ClusterProperty (docs/locality.md).
+    pub local_place: Place,
+    /// TTL cap on `<svc>-nearest` answers, so clients follow a failover
+    /// quickly.
+    pub nearest_ttl: u32,
+    /// SRV answers of federated and nearest names carry priority 10 × tier
+    /// (off: every priority is 0, as before).
+    pub srv_priority_tiers: bool,
 }
 
 impl Settings {
@@ -88,6 +99,9 @@ impl Settings {
             trust: TrustSettings::default(),
             max_answer_records: 0,
             mcs: false,
+            local_place: Place::default(),
+            nearest_ttl: 5,
+            srv_priority_tiers: false,
         }
     }
 }
@@ -202,6 +216,8 @@ struct Claim {
     seniority: Seniority,
     /// The MCS name `<svc>` (cluster empty).
     mcs: bool,
+    /// The nearest name `<svc>-nearest` (cluster empty).
+    nearest: bool,
     /// The oldest Service behind the claim (a federated claim's
     /// `seniority` sorts it first; this is its real age, against an MCS
     /// claim).
@@ -401,6 +417,8 @@ impl Index {
             zone: settings.zone.text(),
             federated_grace: settings.federated_grace,
             now,
+            local: &settings.local_place,
+            tiers: settings.srv_priority_tiers,
         };
         for key in &touched {
             self.rebuild(set, key, &cx);
@@ -483,6 +501,7 @@ impl Index {
                 per_cluster: true,
                 seniority: age,
                 mcs: true,
+                nearest: false,
                 age,
                 cluster: Arc::from(""),
                 service: key.clone(),
@@ -559,6 +578,7 @@ impl Index {
                 per_cluster: true,
                 seniority,
                 mcs: false,
+                nearest: false,
                 age: seniority,
                 cluster: cluster.clone(),
                 service: key.clone(),
@@ -585,36 +605,51 @@ impl Index {
         }
     }
 
+    /// The federated name `<svc>-federated` and the nearest name
+    /// `<svc>-nearest` of `key`: claimed while any cluster has a member,
+    /// before any per-cluster claim (decision 7: the reserved suffixes).
     fn update_federated_claim(
         &mut self,
         set: &ClusterSet,
         key: &ObjectKey,
         touched: &mut BTreeSet<Arc<str>>,
     ) {
-        let label = format!("{}-{FEDERATED}", key.name);
-        let label_key: Arc<str> = format!("{label}.{}", key.namespace).into();
         let present = federated_members(set, key).next().is_some();
-        let fits = self.name_fits(&label, &key.namespace);
-        self.note_too_long((None, key.clone()), present && !fits, &label);
-        let claims = self.claims.entry(label_key.clone()).or_default();
-        claims.retain(|c| c.per_cluster);
-        if present && fits {
-            claims.insert(
-                0,
-                Claim {
-                    per_cluster: false,
-                    seniority: Seniority::FIRST,
-                    mcs: false,
-                    age: federated_members(set, key)
-                        .filter_map(|c| Some(c.seniority(c.services.get(key)?.created)))
-                        .min()
-                        .unwrap_or(Seniority::LAST),
-                    cluster: Arc::from(""),
-                    service: key.clone(),
-                },
+        let age = || {
+            federated_members(set, key)
+                .filter_map(|c| Some(c.seniority(c.services.get(key)?.created)))
+                .min()
+                .unwrap_or(Seniority::LAST)
+        };
+        for (suffix, nearest) in [(FEDERATED, false), (NEAREST, true)] {
+            let label = format!("{}-{suffix}", key.name);
+            let label_key: Arc<str> = format!("{label}.{}", key.namespace).into();
+            let fits = self.name_fits(&label, &key.namespace);
+            // The nearest name is one suffix longer or shorter than the
+            // federated one; its own length is reported with it.
+            self.note_too_long(
+                (Some(Arc::from(suffix)).filter(|_| nearest), key.clone()),
+                present && !fits,
+                &label,
             );
+            let claims = self.claims.entry(label_key.clone()).or_default();
+            claims.retain(|c| c.per_cluster);
+            if present && fits {
+                claims.insert(
+                    0,
+                    Claim {
+                        per_cluster: false,
+                        seniority: Seniority::FIRST,
+                        mcs: false,
+                        nearest,
+                        age: age(),
+                        cluster: Arc::from(""),
+                        service: key.clone(),
+                    },
+                );
+            }
+            touched.insert(label_key);
         }
-        touched.insert(label_key);
     }
 
     fn rebuild(&mut self, set: &ClusterSet, key: &Arc<str>, cx: &BuildContext<'_>) {
@@ -627,6 +662,7 @@ impl Index {
         let entry = match won {
             None => None,
             Some(w) if w.mcs => build_mcs_entry(set, &self.parts, &w.service, cx),
+            Some(w) if w.nearest => build_nearest_entry(set, &self.parts, &w.service, label, cx),
             Some(w) if !w.per_cluster => {
                 build_federated_entry(set, &self.parts, &w.service, label, cx)
             }

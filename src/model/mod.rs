@@ -18,6 +18,7 @@ pub(crate) mod cluster;
 pub(crate) mod entry;
 pub(crate) mod epoch;
 pub(crate) mod index;
+pub(crate) mod locality;
 pub mod objects;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -25,7 +26,7 @@ pub(crate) mod writer;
 
 pub(crate) use cluster::{ClusterSet, Dirty};
 pub use cluster::{Event, Health};
-pub(crate) use entry::{Entry, Origin, Pod};
+pub(crate) use entry::{Entry, Nearest, Origin, Pod};
 pub use epoch::Epoch;
 pub use index::{Settings, Snapshot};
 pub use writer::Model;

@@ -149,6 +149,9 @@ pub struct Service {
     /// (Unix seconds) of the ServiceExport of the same namespace/name in
     /// its cluster, which decides port conflicts (oldest export wins).
     pub mcs: Option<i64>,
+    /// Its failover rule (`clusterset-dns.io/failover-order` and
+    /// `min-ready`), when it sets one (docs/locality.md).
+    pub locality: Option<Arc<crate::vocab::place::Rule>>,
 }
 
 /// A ServiceImport of the local cluster (Kubernetes MCS API): what the

@@ -55,6 +55,7 @@ pub(crate) fn service(
         opaque_ports: None,
         refused: false,
         mcs: None,
+        locality: None,
     }
 }
 

@@ -37,6 +37,7 @@ use super::selector::{LINKERD_DEFAULTS, Selectors};
 use crate::model::objects::{
     Endpoint, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
 };
+use crate::vocab::place::{ANNOTATION_FAILOVER_ORDER, ANNOTATION_MIN_READY, Rule};
 use crate::vocab::name::is_dns_label;
 use crate::vocab::trust::{NamespaceDenied, Rejected, Special, Trust};
 
@@ -142,11 +143,17 @@ pub enum Reason {
     /// namespace, ours, or one its claims deny): not held, and its names
     /// do not exist.
     NamespaceDenied,
+    /// A Service's `clusterset-dns.io/failover-order` or `min-ready` is
+    /// invalid: the default failover rule applies to it.
+    LocalityAnnotationInvalid,
+    /// A region or zone (ClusterProperty, Link annotation) that is not a
+    /// Kubernetes label value: the place stays unknown.
+    PlaceInvalid,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 38] = [
+    pub const ALL: [Reason; 40] = [
         Reason::NameMissing,
         Reason::NameTooLong,
         Reason::NameNotALabel,
@@ -185,6 +192,8 @@ impl Reason {
         Reason::AddressDenied,
         Reason::AddressNotAllowed,
         Reason::NamespaceDenied,
+        Reason::LocalityAnnotationInvalid,
+        Reason::PlaceInvalid,
     ];
 
     /// The `reason` label value.
@@ -228,6 +237,8 @@ impl Reason {
             Reason::AddressDenied => "address_denied",
             Reason::AddressNotAllowed => "address_not_allowed",
             Reason::NamespaceDenied => "namespace_denied",
+            Reason::LocalityAnnotationInvalid => "locality_annotation_invalid",
+            Reason::PlaceInvalid => "place_invalid",
         }
     }
 
@@ -536,6 +547,25 @@ fn bounded_annotation(meta: &ObjectMeta, key: &str, w: &mut Warnings) -> Option<
     Some(v.clone())
 }
 
+/// The failover rule a Service's annotations set (docs/locality.md), if
+/// any; an invalid one is reported and the default rule applies.
+fn locality_rule(meta: &ObjectMeta, w: &mut Warnings) -> Option<Arc<Rule>> {
+    let order = bounded_annotation(meta, ANNOTATION_FAILOVER_ORDER, w);
+    let min_ready = bounded_annotation(meta, ANNOTATION_MIN_READY, w);
+    if order.is_none() && min_ready.is_none() {
+        return None;
+    }
+    match Rule::parse(order.as_deref(), min_ready.as_deref()) {
+        Ok(rule) => Some(Arc::new(rule)),
+        Err(e) => {
+            w.add(Reason::LocalityAnnotationInvalid, || {
+                format!("{e}; the default failover rule applies")
+            });
+            None
+        }
+    }
+}
+
 /// One port, or `None` (with a warning) when any of its fields is unusable:
 /// a bad port costs that port, not the object.
 fn port(
@@ -827,6 +857,7 @@ fn exported(
         opaque_ports: bounded_annotation(meta, ANNOTATION_OPAQUE_PORTS, w).map(Arc::from),
         refused: false,
         mcs: None,
+        locality: locality_rule(meta, w),
     };
     Ok(if exported {
         ServiceKind::Exported(service)

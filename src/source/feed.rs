@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use super::SourceMsg;
+use crate::vocab::place::PlaceFrom;
 use crate::model::Event;
 use crate::model::objects::ObjectKey;
 
@@ -37,6 +38,7 @@ enum Key {
     Slice(ObjectKey),
     Mirror(ObjectKey),
     ClusterId,
+    Place(PlaceFrom),
     Import(ObjectKey),
 }
 
@@ -53,6 +55,7 @@ impl Key {
             Event::MirrorApplied { mirror, .. } => Self::Mirror(mirror.key.clone()),
             Event::MirrorDeleted { key, .. } => Self::Mirror(key.clone()),
             Event::ClusterIdApplied { .. } => Self::ClusterId,
+            Event::PlaceApplied { from, .. } => Self::Place(*from),
             Event::ImportApplied { import, .. } => Self::Import(import.key.clone()),
             Event::ImportDeleted { key, .. } => Self::Import(key.clone()),
         })

@@ -8,4 +8,5 @@ pub(crate) mod duration;
 pub(crate) mod linkerd;
 pub(crate) mod mcs;
 pub mod name;
+pub mod place;
 pub mod trust;

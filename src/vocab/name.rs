@@ -82,6 +82,9 @@ impl fmt::Display for ZoneName {
 
 /// The service label suffix of federated names; no cluster may use it.
 pub const FEDERATED: &str = "federated";
+/// The service label suffix of nearest names (docs/locality.md); no
+/// cluster may use it.
+pub const NEAREST: &str = "nearest";
 
 /// True for an RFC 1123 label: 1–63 lower-case letters, digits and `-`,
 /// starting and ending with a letter or digit.
@@ -98,8 +101,10 @@ pub fn is_dns_label(s: &str) -> bool {
 /// Why a cluster name cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterNameError {
-    /// `federated` is reserved for the union names.
-    #[error("cluster name {0:?} is reserved: <svc>-federated means the union of every cluster")]
+    /// `federated` and `nearest` are reserved for the union names.
+    #[error(
+        "cluster name {0:?} is reserved: <svc>-federated and <svc>-nearest mean answers across clusters"
+    )]
     Reserved(String),
     /// Not a lower-case RFC 1123 label.
     #[error(
@@ -110,7 +115,7 @@ pub enum ClusterNameError {
 
 /// Validates a cluster name (docs/architecture.md, decision 7).
 pub fn check_cluster_name(name: &str) -> Result<(), ClusterNameError> {
-    if name == FEDERATED {
+    if name == FEDERATED || name == NEAREST {
         return Err(ClusterNameError::Reserved(name.to_owned()));
     }
     if !is_dns_label(name) {

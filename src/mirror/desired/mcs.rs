@@ -32,6 +32,7 @@ use super::{
     Desired, Endpoints, Ep, MAX_SERVICE_NAME, MirrorSettings, Problem, Rank, Slices, Strings, Unit,
     fit_name, metadata, pod_hostname, ready, render_slices, service_ref, text,
 };
+use crate::vocab::place::Place;
 use crate::k8s::crd::{ImportPort, ServiceImport, ServiceImportSpec};
 use crate::mirror::{
     CLUSTER_LABEL, DERIVED_PREFIX, Kind, MANAGED_BY, MANAGED_BY_LABEL, Object, ObjectRef,
@@ -167,6 +168,8 @@ fn member_slices(
         zone: "",
         federated_grace: settings.federated_grace,
         now: settings.now,
+        local: &Place::default(),
+        tiers: false,
     };
     let held: Vec<&Member<'_>> = members.iter().filter(|m| !m.service.refused).collect();
     let eligible: Vec<bool> = held

@@ -19,7 +19,9 @@
 
 use std::sync::Arc;
 
-use super::{BuildContext, Entry, Head, Origin, Part, PartCache, Reverse, federation_eligible};
+use super::{
+    BuildContext, Entry, Head, Nearest, Origin, Part, PartCache, Reverse, federation_eligible,
+};
 use crate::model::cluster::{Cluster, ClusterSet};
 use crate::model::objects::{ObjectKey, Port, Service};
 
@@ -138,11 +140,13 @@ pub(crate) fn build_mcs_entry(
             fail_open,
             stale,
             mcs: true,
+            nearest: Nearest::No,
         },
         headless,
         // Pods are named under cluster ids here: a name below that a
         // refused member's pod could own is asked by its id.
         refused: refused.iter().map(|m| m.cluster.mcs_id().clone()).collect(),
+        tiers: None,
     };
     let import = set
         .iter()
