@@ -176,7 +176,7 @@ const GAUGE: MetricType = MetricType::Gauge;
 type Plain<T> = (&'static str, &'static str, fn(&T) -> u64);
 
 /// The DNS layer's counters without labels.
-const DNS_COUNTERS: [Plain<DnsCounts>; 10] = [
+const DNS_COUNTERS: [Plain<DnsCounts>; 11] = [
     (
         "clusterset_dns_tls_handshake_failures_total",
         "DNS-over-TLS handshakes that failed or did not finish within message-timeout.",
