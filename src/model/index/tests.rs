@@ -180,7 +180,8 @@ fn names_over_the_length_limits_are_not_served() {
 #[test]
 fn a_federated_name_too_long_is_forgotten_once_nobody_federates_it() {
     let mut m = model();
-    // `<56>-east` fits in a label of 63; `<56>-federated` does not.
+    // `<56>-east` fits in a label of 63; `<56>-federated` and `<56>-nearest`
+    // do not.
     let long = "f".repeat(56);
     let mut federated = flat("prod", &long, 1);
     federated.federated = true;
@@ -194,7 +195,7 @@ fn a_federated_name_too_long_is_forgotten_once_nobody_federates_it() {
             .get(format!("{long}-east.prod").as_str())
             .is_some()
     );
-    assert_eq!(snap.stats.too_long, 1, "the federated name only");
+    assert_eq!(snap.stats.too_long, 2, "the federated and nearest names");
 
     m.apply([svc_event("east", flat("prod", &long, 1))], t0());
     let snap = m.snapshot();
