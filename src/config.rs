@@ -17,9 +17,9 @@ use serde::Deserialize;
 use crate::dns::server::Limits;
 use crate::model::Settings;
 use crate::model::budget::Budget;
-use crate::vocab::place::{Place, PlaceError, place_value};
 use crate::vocab::name::ZoneName;
 use crate::vocab::name::{check_cluster_name, is_dns_label};
+use crate::vocab::place::{Place, PlaceError, place_value};
 use crate::vocab::trust::{DEFAULT_OWN_NAMESPACE, TrustSettings, parse_cidrs};
 
 /// Most API requests in flight a cluster may be allowed: far above what

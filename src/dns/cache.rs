@@ -470,7 +470,10 @@ impl AnswerCache {
             ..
         } = answered.note;
         // Answers counted as they are served are never reused.
-        if matches!(answered.depends, Depends::Uncacheable) || stale || fail_open || nearest_fail_open
+        if matches!(answered.depends, Depends::Uncacheable)
+            || stale
+            || fail_open
+            || nearest_fail_open
         {
             return;
         }

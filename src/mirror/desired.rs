@@ -44,7 +44,6 @@ use super::{
     CLUSTER_LABEL, Desired, FULL_NAME_ANNOTATION, Kind, MANAGED_BY, MANAGED_BY_LABEL, Object,
     ObjectRef, SLICE_MANAGED_BY,
 };
-use crate::vocab::place::Place;
 use crate::model::cluster::{Cluster, ClusterSet, Seniority};
 use crate::model::entry::{BuildContext, federation_eligible};
 use crate::model::objects::{Endpoint, ExportMode, Mirror, ObjectKey, Port, Service};
@@ -54,6 +53,7 @@ use crate::vocab::linkerd::{
     LABEL_REMOTE_SERVICE, LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY, REMOTE_DISCOVERY,
 };
 use crate::vocab::name::{FEDERATED, MAX_LABEL, MAX_NAME_TEXT, dashed_ip};
+use crate::vocab::place::Place;
 use crate::vocab::trust::special;
 
 /// Most endpoints in one EndpointSlice (the Kubernetes controller's default).

@@ -26,8 +26,8 @@ use super::entry::{
 use super::epoch::Epoch;
 use super::objects::{ObjectKey, Service};
 use crate::vocab::name::{FEDERATED, NEAREST};
-use crate::vocab::place::Place;
 use crate::vocab::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
+use crate::vocab::place::Place;
 use crate::vocab::trust::TrustSettings;
 use ptr::Ptrs;
 

@@ -222,8 +222,7 @@ pub(crate) fn plan<'s>(
         };
         if !svc.refused {
             if federation_eligible(&c.health, cx) {
-                let (tier, why, stale_tier) =
-                    base_tier(c, &rule, local_region.as_deref(), local);
+                let (tier, why, stale_tier) = base_tier(c, &rule, local_region.as_deref(), local);
                 ranked.stale = c.health.broken_since.is_some();
                 ranked.tier = tier.map(|t| if ranked.stale { stale_tier } else { t });
                 ranked.why = why;
@@ -235,7 +234,11 @@ pub(crate) fn plan<'s>(
         members.push(ranked);
     }
     members.sort_by(|a, b| {
-        (a.tier.is_none(), a.tier, &a.cluster.name).cmp(&(b.tier.is_none(), b.tier, &b.cluster.name))
+        (a.tier.is_none(), a.tier, &a.cluster.name).cmp(&(
+            b.tier.is_none(),
+            b.tier,
+            &b.cluster.name,
+        ))
     });
     let chosen = choose(&members, rule.min_ready);
     Plan {

@@ -37,8 +37,8 @@ use super::selector::{LINKERD_DEFAULTS, Selectors};
 use crate::model::objects::{
     Endpoint, Family, Gateway, Mirror, ObjectKey, Port, Protocol, Service, Slice,
 };
-use crate::vocab::place::{ANNOTATION_FAILOVER_ORDER, ANNOTATION_MIN_READY, Rule};
 use crate::vocab::name::is_dns_label;
+use crate::vocab::place::{ANNOTATION_FAILOVER_ORDER, ANNOTATION_MIN_READY, Rule};
 use crate::vocab::trust::{NamespaceDenied, Rejected, Special, Trust};
 
 use crate::vocab::linkerd::*;

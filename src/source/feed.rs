@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use super::SourceMsg;
-use crate::vocab::place::PlaceFrom;
 use crate::model::Event;
 use crate::model::objects::ObjectKey;
+use crate::vocab::place::PlaceFrom;
 
 /// The model task is gone: sources stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -32,7 +32,6 @@ use super::{
     Desired, Endpoints, Ep, MAX_SERVICE_NAME, MirrorSettings, Problem, Rank, Slices, Strings, Unit,
     fit_name, metadata, pod_hostname, ready, render_slices, service_ref, text,
 };
-use crate::vocab::place::Place;
 use crate::k8s::crd::{ImportPort, ServiceImport, ServiceImportSpec};
 use crate::mirror::{
     CLUSTER_LABEL, DERIVED_PREFIX, Kind, MANAGED_BY, MANAGED_BY_LABEL, Object, ObjectRef,
@@ -44,6 +43,7 @@ use crate::model::entry::{BuildContext, federation_eligible};
 use crate::model::objects::{ObjectKey, Port};
 use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
 use crate::vocab::mcs::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
+use crate::vocab::place::Place;
 use crate::vocab::trust::special;
 
 /// The name of MCS service `svc`'s derived Service, as written.
