@@ -1768,3 +1768,5 @@ fn a_big_stale_answer_keeps_its_extended_error_within_the_limit() {
         assert_eq!(an, if tcp { got.answer.answers.len() } else { 0 }, "{ctx}");
     }
 }
+
+mod locality;

@@ -91,10 +91,10 @@ fn events(case: &Case) -> Vec<Event> {
         ));
         let broken = |secs| Some(t0() + Duration::from_secs(60) - Duration::from_secs(secs));
         let health = match state {
-            State::Healthy => None,
-            State::Stale => Some((broken(5), None)),
-            State::PastGrace => Some((broken(60), None)),
-            State::GatewayDead => Some((None, Some(false))),
+            Healthy => None,
+            Stale => Some((broken(5), None)),
+            PastGrace => Some((broken(60), None)),
+            GatewayDead => Some((None, Some(false))),
         };
         if let Some((broken_since, gateway_alive)) = health {
             ev.push(Event::Health {
