@@ -170,6 +170,9 @@ impl Part {
     }
 }
 
+/// Each tiered member's tier, sorted by cluster name.
+pub type Tiers = Arc<[(Arc<str>, u32)]>;
+
 /// Everything served at and below one service name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -191,7 +194,7 @@ pub struct Entry {
     pub refused: Vec<Arc<str>>,
     /// Each tiered member's tier, by cluster name, when SRV priorities
     /// follow tiers (`--srv-priority-tiers`); `None` otherwise.
-    pub tiers: Option<Arc<[(Arc<str>, u32)]>>,
+    pub tiers: Option<Tiers>,
     /// Names served: this one and its pod names.
     names: usize,
     /// Pod names not served because they exceed 253 octets.
@@ -479,7 +482,7 @@ struct Head {
     origin: Origin,
     headless: bool,
     refused: Vec<Arc<str>>,
-    tiers: Option<Arc<[(Arc<str>, u32)]>>,
+    tiers: Option<Tiers>,
 }
 
 /// Inputs of a build that are not cluster state.
