@@ -30,6 +30,7 @@ mod live;
 mod live_conformance;
 mod live_demo;
 mod live_mcs;
+mod locality;
 mod mcs_conformance;
 mod metrics_scrape;
 mod mirror;

@@ -77,6 +77,10 @@ pub(crate) struct Options {
     pub(crate) mcs: bool,
     /// `--deny-addresses`, `--exempt-addresses` and our namespace.
     pub(crate) trust: TrustSettings,
+    /// `--region`: the local cluster's region.
+    pub(crate) region: Option<&'static str>,
+    /// `--srv-priority-tiers`.
+    pub(crate) srv_tiers: bool,
 }
 
 /// Trust settings that accept loopback addresses (`--exempt-addresses
@@ -101,6 +105,8 @@ impl Default for Options {
             budget: None,
             mcs: false,
             trust: TrustSettings::default(),
+            region: None,
+            srv_tiers: false,
         }
     }
 }
@@ -137,6 +143,9 @@ fn settings(opts: &Options) -> Settings {
     settings.ns_addrs.clone_from(&opts.ns_addrs);
     settings.mcs = opts.mcs;
     settings.trust = opts.trust.clone();
+    settings.local_place =
+        clusterset_dns::vocab::place::Place::parse(opts.region, None).expect("region");
+    settings.srv_priority_tiers = opts.srv_tiers;
     if let Some(budget) = opts.budget {
         settings.budget = budget;
     }
