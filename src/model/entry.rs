@@ -171,7 +171,7 @@ impl Part {
 }
 
 /// Each tiered member's tier, sorted by cluster name.
-pub type Tiers = Arc<[(Arc<str>, u32)]>;
+pub(crate) type Tiers = Arc<[(Arc<str>, u32)]>;
 
 /// Everything served at and below one service name.
 #[derive(Debug, Clone, PartialEq, Eq)]
