@@ -863,15 +863,49 @@ pub(crate) fn build_federated_entry(
 /// Builds `<svc>-nearest.<ns>.svc.<zone>`: the members of the first tier
 /// with `min-ready` ready endpoints, else the federated union
 /// (docs/locality.md); `None` when no member is left.
+///
+/// `federated` is the service's federated entry as just built: when the
+/// chosen tier holds every member the federated name answers (no place
+/// configured, or the local cluster not a member), its records are taken
+/// as they are instead of being gathered again.
 pub(crate) fn build_nearest_entry(
     set: &ClusterSet,
     parts: &PartCache,
     key: &ObjectKey,
-    label: &str,
+    (label, federated): (&str, Option<&Entry>),
     cx: &BuildContext<'_>,
 ) -> Option<Entry> {
     let plan = member_plan(set, parts, key, cx);
-    union_entry(set, parts, key, label, cx, Some(&plan), true)
+    let reuse = federated.filter(|f| {
+        plan.chosen.is_none()
+            || plan
+                .members
+                .iter()
+                .filter(|m| f.parts.iter().any(|p| p.cluster == m.cluster.name))
+                .all(|m| m.tier == plan.chosen)
+    });
+    match reuse {
+        Some(f) => Some(renamed_nearest(f, label, key, cx, &plan)),
+        None => union_entry(set, parts, key, label, cx, Some(&plan), true),
+    }
+}
+
+/// The federated entry `f` under the nearest name: the same records.
+fn renamed_nearest(
+    f: &Entry,
+    label: &str,
+    key: &ObjectKey,
+    cx: &BuildContext<'_>,
+    plan: &Plan<'_>,
+) -> Entry {
+    let mut e = f.clone();
+    e.name = format!("{label}.{}.svc.{}", key.namespace, cx.zone).into();
+    if let Origin::Federated { nearest, .. } = &mut e.origin {
+        *nearest = plan.chosen.map_or(Nearest::Union, Nearest::Tier);
+    }
+    // A shorter name: pod names too long under the federated one may fit.
+    e.count_names();
+    e
 }
 
 /// The locality plan of federated service `key`, its members' ready

@@ -662,7 +662,20 @@ impl Index {
         let entry = match won {
             None => None,
             Some(w) if w.mcs => build_mcs_entry(set, &self.parts, &w.service, cx),
-            Some(w) if w.nearest => build_nearest_entry(set, &self.parts, &w.service, label, cx),
+            Some(w) if w.nearest => {
+                // Rebuilt after the federated name (touched keys are
+                // sorted: `-federated.` before `-nearest.`), so this is
+                // the federated entry of the same state.
+                let federated = format!("{}-{FEDERATED}.{}", w.service.name, w.service.namespace);
+                let federated = self.snap.entries.get(federated.as_str()).cloned();
+                build_nearest_entry(
+                    set,
+                    &self.parts,
+                    &w.service,
+                    (label, federated.as_deref()),
+                    cx,
+                )
+            }
             Some(w) if !w.per_cluster => {
                 build_federated_entry(set, &self.parts, &w.service, label, cx)
             }
