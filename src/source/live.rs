@@ -659,7 +659,9 @@ async fn apply_desired(
             local: false,
         })
         .collect();
-    events.extend(place_events(desired, running));
+    events.extend(place_events(desired, |name| {
+        running.get(name).map(|r| &r.spec.place)
+    }));
     if !events.is_empty() && cx.tx.send(SourceMsg::Events(events)).is_err() {
         return false;
     }
@@ -700,12 +702,16 @@ fn same_watches(a: &LinkedCluster, b: &LinkedCluster) -> bool {
 
 /// The configured place of each cluster of `desired` whose place the model
 /// does not hold yet: a new cluster with a place, or a running one whose
-/// place changed (an unknown one withdraws the old).
-fn place_events(desired: &[LinkedCluster], running: &BTreeMap<Arc<str>, Running>) -> Vec<Event> {
+/// place changed (an unknown one withdraws the old). `running` gives the
+/// place a running cluster was last given.
+fn place_events<'r>(
+    desired: &[LinkedCluster],
+    running: impl Fn(&str) -> Option<&'r Place>,
+) -> Vec<Event> {
     desired
         .iter()
-        .filter(|d| match running.get(&d.name) {
-            Some(r) => r.spec.place != d.place,
+        .filter(|d| match running(&d.name) {
+            Some(was) => *was != d.place,
             None => !d.place.is_unknown(),
         })
         .map(|d| Event::PlaceApplied {

@@ -65,6 +65,8 @@ fn mcs_remote() -> ClusterState {
         Trust::default(),
         4,
     );
+    // As the shell does: the ClusterProperty watch runs in every mode.
+    st.set_property_watch();
     st.set_mcs(ALL);
     st
 }
@@ -537,6 +539,7 @@ fn a_restart_keeps_the_members_until_the_new_watches_list() {
         first_sync(vec![], vec![export("web", T1)], vec![plain("web")], vec![]),
     );
     let mut st = st.restart(Selectors::linkerd_defaults(), Trust::default(), 4);
+    st.set_property_watch();
     st.set_mcs(ALL);
     assert_eq!(st.counts().services, 1);
     let got = run(
