@@ -73,7 +73,8 @@ fn the_properties_we_read_table() {
     let region = |v: &str| Ok(Some(Property::Region(v.into())));
     let zone = |v: &str| Ok(Some(Property::Zone(v.into())));
     // (name, value, what it gives or the reason it is rejected)
-    let cases: Vec<(&str, String, Result<Option<Property>, Reason>)> = vec![
+    type Case = (&'static str, String, Result<Option<Property>, Reason>);
+    let cases: Vec<Case> = vec![
         (
             "cluster.clusterset.k8s.io",
             "east-1".into(),
