@@ -3,8 +3,9 @@
 //! started, restarted and stopped as that set changes.
 //!
 //! Owns the supervisor (a Link added starts that cluster alone; a changed
-//! Link or Secret restarts it while its old data keeps being served; a
-//! deleted Link removes its names), the choice of the Link API version the
+//! Link or Secret restarts it while its old data keeps being served, unless
+//! only its configured place changed, which the model is told without a
+//! restart; a deleted Link removes its names), the choice of the Link API version the
 //! local cluster serves (asked through `kube::discovery`), the Link and
 //! Secret watches (guarded kube-runtime watchers), each cluster's bounded
 //! client ([`crate::k8s::client`]), and the pure rule from Links and

@@ -20,7 +20,9 @@
 //! through its [`Relist`](crate::k8s::index::Relist) (`relist`), which
 //! does the relist bookkeeping.
 //! [`ClusterState::listed`] takes a targeted list, [`ClusterState::settle`]
-//! ends a batch. It must not do I/O or read the clock.
+//! ends a batch. Under it, `mcs` owns the MCS join and `property` the
+//! ClusterProperty objects (the cluster's place, and its MCS id). It must
+//! not do I/O or read the clock.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
