@@ -40,9 +40,11 @@ async fn ready(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 }
 
 async fn debug_clusters(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    let mut body = shared.board.debug_json();
+    let snapshot = shared.snapshot.load();
+    // The local cluster's place from the settings the answers use.
+    let mut body = shared.board.debug_json(&snapshot.settings.local_place);
     body["ready"] = shared.ready.load(Ordering::Acquire).into();
-    body["serial"] = shared.snapshot.load().serial.into();
+    body["serial"] = snapshot.serial.into();
     let text = serde_json::to_string_pretty(&body).unwrap_or_default() + "\n";
     ([(header::CONTENT_TYPE, "application/json")], text)
 }

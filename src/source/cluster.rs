@@ -24,7 +24,8 @@
 //!   ([`super::liveness`]); the sync timeout's verdict; the phase changes
 //!   to log;
 //! - `gateway`: a declared gateway's resolution and its probe's start;
-//! - `mcs`: the MCS watches (`--mcs`).
+//! - `mcs`: the discovered watches: ClusterProperties (every mode) and
+//!   the MCS watches (`--mcs`).
 //!
 //! When a silence ends, the watches start anew and list, so that what
 //! changed meanwhile is seen at once (a watch held open through a
@@ -89,8 +90,9 @@ pub(crate) struct ClusterRun {
     /// ServiceImports, and every Service (a ServiceExport can make any
     /// Service a member).
     pub mcs: bool,
-    /// `--mcs`: how often to ask again for an MCS or About API the cluster
-    /// did not serve.
+    /// How often to ask again for an About (ClusterProperty) or, with
+    /// `--mcs`, MCS API the cluster did not serve (or the credentials
+    /// might not list).
     pub mcs_rediscover: Duration,
 }
 

@@ -1,6 +1,6 @@
 //! The `--clusters FILE` format: linked clusters declared without Linkerd,
 //! as a YAML list of entries (name, kubeconfig, optional context, export
-//! selectors, gateway, and what the cluster may claim).
+//! selectors, gateway, what the cluster may claim, and where it is).
 //!
 //! Owns the file's schema (camelCase keys, unknown keys rejected at every
 //! level), its defaults (Linkerd's selectors; the remote `linkerd-gateway`
@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::vocab::name::check_cluster_name;
+use crate::vocab::place::{Place, place_value};
 use crate::vocab::trust::{Claims, parse_cidrs, parse_namespaces};
 
 use super::link::parse_gateway_addr;
@@ -40,6 +41,9 @@ pub struct ClusterEntry {
     pub(crate) gateway: GatewaySource,
     /// `allowedAddresses` and `namespaces`: what the cluster may claim.
     pub claims: Claims,
+    /// `region` and `zone`: where the cluster is (docs/locality.md); over
+    /// what its own ClusterProperty objects say.
+    pub place: Place,
 }
 
 /// Why a clusters file cannot be used.
@@ -219,6 +223,10 @@ struct RawEntry {
     allowed_addresses: Option<Vec<String>>,
     #[serde(default)]
     namespaces: Option<RawNamespaces>,
+    #[serde(default)]
+    region: Option<String>,
+    #[serde(default)]
+    zone: Option<String>,
 }
 
 /// `namespaces`: each list optional.
@@ -330,6 +338,7 @@ fn check_entry(
         Some(gw) => GatewaySource::Spec(check_gateway(gw, &invalid)?),
     };
     let claims = check_claims(raw.allowed_addresses, raw.namespaces, &invalid)?;
+    let place = check_place(raw.region, raw.zone, &invalid)?;
 
     Ok(ClusterEntry {
         name: Arc::from(name.as_str()),
@@ -338,6 +347,7 @@ fn check_entry(
         selectors,
         gateway,
         claims,
+        place,
     })
 }
 
@@ -372,6 +382,23 @@ fn check_claims(
         allowed_addresses,
         allowed_namespaces: names("namespaces.allow", ns.allow)?,
         denied_namespaces: names("namespaces.deny", ns.deny)?.unwrap_or_default(),
+    })
+}
+
+/// `region` and `zone`: Kubernetes label values, like the ClusterProperty
+/// and annotation values that can say the same.
+fn check_place(
+    region: Option<String>,
+    zone: Option<String>,
+    invalid: &dyn Fn(&str, String) -> ClustersFileError,
+) -> Result<Place, ClustersFileError> {
+    let part = |what: &'static str, v: Option<String>| {
+        v.map(|v| place_value(what, &v).map_err(|e| invalid(what, e.to_string())))
+            .transpose()
+    };
+    Ok(Place {
+        region: part("region", region)?,
+        zone: part("zone", zone)?,
     })
 }
 

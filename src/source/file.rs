@@ -20,8 +20,8 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::convert::mcs::{
-    ClusterProperty, McsObject, convert_export, convert_import, convert_property, is_about_api,
-    is_mcs_api,
+    ClusterProperty, McsObject, Property, convert_export, convert_import, convert_property,
+    is_about_api, is_mcs_api,
 };
 use super::convert::{
     Adjustment, ConvertError, Converted, Reason, ServiceKind, Warning, convert_service,
@@ -33,8 +33,8 @@ use super::status::AdjustedCounts;
 use crate::model::budget::{Admission, Budget};
 use crate::model::objects::{Gateway, Import, Mirror, ObjectKey, Service, Slice};
 use crate::model::{Event, Health};
-use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
 use crate::vocab::name::check_cluster_name;
+use crate::vocab::place::{PROPERTY_REGION, PROPERTY_ZONE, Place, PlaceFrom};
 use crate::vocab::trust::{Claims, Trust, TrustSettings};
 
 /// Deepest directory level searched below a cluster directory (guards
@@ -117,6 +117,10 @@ pub struct ClusterObjects {
     /// The MCS cluster id its ClusterProperty `cluster.clusterset.k8s.io`
     /// gives, if it has one.
     pub cluster_id: Option<Arc<str>>,
+    /// The place its ClusterProperty objects `region.clusterset-dns.io`
+    /// and `zone.clusterset-dns.io` give (docs/locality.md); unknown when
+    /// one of them is invalid.
+    pub place: Place,
 }
 
 /// The result of reading one cluster directory.
@@ -471,6 +475,9 @@ struct Reader {
     unexported: BTreeMap<ObjectKey, Service>,
     /// ServiceExports (key, creationTimestamp) with their location.
     exports: Vec<(ObjectKey, i64, PathBuf, usize, usize, Option<usize>)>,
+    /// A place property is invalid: the place is unknown, whatever the
+    /// other one says.
+    place_invalid: bool,
     /// First line of the document being read.
     line: usize,
 }
@@ -717,21 +724,37 @@ impl Reader {
     }
 
     fn property(&mut self, path: &Path, doc: usize, item: Option<usize>, p: &ClusterProperty) {
-        match convert_property(p) {
+        let converted = match convert_property(p) {
+            Ok(Some(c)) => c,
             Ok(None) => {
                 *self
                     .load
                     .skipped
-                    .entry("about.k8s.io ClusterProperty (not the cluster id)".to_owned())
+                    .entry("about.k8s.io ClusterProperty (not one we read)".to_owned())
                     .or_default() += 1;
+                return;
             }
-            Ok(Some(id)) => {
-                let key = ObjectKey::new("", CLUSTER_ID_PROPERTY);
-                if self.first_definition("ClusterProperty", &key, path, doc, item) {
-                    self.load.objects.cluster_id = Some(id.into());
-                }
+            Err(e) => {
+                let name = p.metadata.name.as_deref().unwrap_or_default();
+                self.place_invalid |= name == PROPERTY_REGION || name == PROPERTY_ZONE;
+                return self.convert_error(path, doc, item, &format!("ClusterProperty {name}"), e);
             }
-            Err(e) => self.convert_error(path, doc, item, "ClusterProperty", e),
+        };
+        let name = p.metadata.name.as_deref().unwrap_or_default();
+        if !self.first_definition(
+            "ClusterProperty",
+            &ObjectKey::new("", name),
+            path,
+            doc,
+            item,
+        ) {
+            return;
+        }
+        let place = &mut self.load.objects.place;
+        match converted {
+            Property::ClusterId(id) => self.load.objects.cluster_id = Some(id.into()),
+            Property::Region(v) => place.region = Some(v),
+            Property::Zone(v) => place.zone = Some(v),
         }
     }
 
@@ -817,6 +840,10 @@ impl Reader {
 
     fn finish(mut self) -> ClusterLoad {
         self.join_exports();
+        if self.place_invalid {
+            // As in live mode: half a place would be a guess.
+            self.load.objects.place = Place::default();
+        }
         // What no ServiceExport made a member is read and left out.
         self.load.not_exported += self.unexported.len();
         for (slice, path, line, doc, item) in std::mem::take(&mut self.slices) {
@@ -863,6 +890,7 @@ pub fn load_cluster(dir: &ClusterDir, local: bool, trust: &Trust) -> ClusterLoad
         slices: Vec::new(),
         unexported: BTreeMap::new(),
         exports: Vec::new(),
+        place_invalid: false,
         line: 1,
     };
     // Parsed and converted on every core, taken in in order.
@@ -1007,6 +1035,13 @@ pub fn diff(cluster: &Arc<str>, old: &ClusterObjects, new: &ClusterObjects) -> V
         events.push(Event::GatewayApplied {
             cluster: c(),
             gateway: new.gateway.clone(),
+        });
+    }
+    if old.place != new.place {
+        events.push(Event::PlaceApplied {
+            cluster: c(),
+            from: PlaceFrom::Property,
+            place: new.place.clone(),
         });
     }
     diff_mcs(cluster, old, new, &mut events);

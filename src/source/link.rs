@@ -3,8 +3,9 @@
 //!
 //! Owns the Link's field rules: which problems make a Link unusable (a fatal
 //! [`LinkError`]) and which only degrade it (a warning, with the Linkerd
-//! default or no probe/port in its place) and the gateway address rules
-//! shared with the clusters file. The Link is read as the typed
+//! default or no probe/port in its place, or no configured place for an
+//! invalid region or zone annotation) and the gateway address rules shared
+//! with the clusters file. The Link is read as the typed
 //! [`crate::k8s::crd::Link`]: [`link_from_dynamic`] decodes the watched
 //! object of whatever version is served (its `spec` with the path of a
 //! field that does not decode), [`parse_link`] applies the rules. Its
@@ -28,6 +29,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use crate::k8s::crd::{self, LinkProbe, LinkSpec};
 
 use crate::vocab::name::{ClusterNameError, check_cluster_name};
+use crate::vocab::place::{ANNOTATION_REGION, ANNOTATION_ZONE, Place, place_value};
 use crate::vocab::trust::{
     ANNOTATION_ALLOWED_ADDRESSES, ANNOTATION_ALLOWED_NAMESPACES, ANNOTATION_DENIED_NAMESPACES,
     Claims, ListError, parse_cidrs, parse_namespaces,
@@ -57,6 +59,9 @@ pub(crate) struct Link {
     /// From the annotations `clusterset-dns.io/allowed-addresses`,
     /// `…/allowed-namespaces` and `…/denied-namespaces`.
     pub claims: Claims,
+    /// From the annotations `clusterset-dns.io/region` and `…/zone`
+    /// (docs/locality.md); unknown when either is invalid.
+    pub place: Place,
     /// Problems that degraded the Link without making it unusable.
     pub warnings: Vec<String>,
 }
@@ -198,6 +203,7 @@ pub(crate) fn parse_link(obj: &crd::Link) -> Result<Link, LinkError> {
         .as_ref()
         .map_or(i64::MAX, |t| t.0.as_second());
     let claims = claims(meta, &link)?;
+    let place = place(meta, &mut warnings);
     let spec = obj.spec.clone();
     let field = |field: &str, reason: String| LinkError::Field {
         link: link.clone(),
@@ -238,8 +244,35 @@ pub(crate) fn parse_link(obj: &crd::Link) -> Result<Link, LinkError> {
         selectors,
         gateway,
         claims,
+        place,
         warnings,
     })
+}
+
+/// Where the Link's annotations put the cluster. Unlike the claims, a bad
+/// value only degrades the Link: a place decides which cluster answers
+/// first, never what a cluster may claim, so the Link stays usable with no
+/// configured place (its ClusterProperty objects may still give one; half
+/// a place would be a guess).
+fn place(meta: &ObjectMeta, warnings: &mut Vec<String>) -> Place {
+    let annotations = meta.annotations.as_ref();
+    let mut place = Place::default();
+    for (key, what) in [(ANNOTATION_REGION, "region"), (ANNOTATION_ZONE, "zone")] {
+        let Some(v) = annotations.and_then(|a| a.get(key)) else {
+            continue;
+        };
+        match place_value(what, v.trim()) {
+            Ok(v) if what == "region" => place.region = Some(v),
+            Ok(v) => place.zone = Some(v),
+            Err(e) => {
+                warnings.push(format!(
+                    "metadata.annotations[{key}]: {e}; the Link configures no place"
+                ));
+                return Place::default();
+            }
+        }
+    }
+    place
 }
 
 /// What the Link's annotations let the cluster claim. A bad value makes

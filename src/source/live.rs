@@ -3,8 +3,9 @@
 //! started, restarted and stopped as that set changes.
 //!
 //! Owns the supervisor (a Link added starts that cluster alone; a changed
-//! Link or Secret restarts it while its old data keeps being served; a
-//! deleted Link removes its names), the choice of the Link API version the
+//! Link or Secret restarts it while its old data keeps being served, unless
+//! only its configured place changed, which the model is told without a
+//! restart; a deleted Link removes its names), the choice of the Link API version the
 //! local cluster serves (asked through `kube::discovery`), the Link and
 //! Secret watches (guarded kube-runtime watchers), each cluster's bounded
 //! client ([`crate::k8s::client`]), and the pure rule from Links and
@@ -42,6 +43,7 @@ use crate::k8s::index::{Index, Outcome, Relist};
 use crate::k8s::retry::{pause, retry_logged};
 use crate::k8s::watch::{Delivery, PAGE, config, guarded_watch};
 use crate::model::{Event, Settings};
+use crate::vocab::place::{Place, PlaceFrom};
 use crate::vocab::trust::Claims;
 
 /// The Secret key holding the kubeconfig (Linkerd's `k8s.ConfigKeyName`).
@@ -84,17 +86,19 @@ pub struct LiveConfig {
     pub links: Links,
     /// Readiness stops waiting for a cluster's first sync after this long.
     pub sync_timeout: Duration,
-    /// `--mcs`: how often a cluster that lacks an MCS or About API is asked
-    /// again whether it serves it now ([`MCS_REDISCOVER`] outside tests).
+    /// How often a cluster that lacks the About API (or, with `--mcs`, an
+    /// MCS API) is asked again whether it serves it now
+    /// ([`MCS_REDISCOVER`] outside tests).
     pub mcs_rediscover: Duration,
     /// `--allow-kubeconfig-exec`: a Link Secret's kubeconfig may run
     /// programs and read this server's files.
     pub allow_kubeconfig_exec: bool,
 }
 
-/// How often a cluster that serves no ServiceExport, ClusterProperty or
-/// (local) ServiceImport API is asked again: CRDs installed after the
-/// cluster was linked are watched within this long, without a restart.
+/// How often a cluster that serves no ClusterProperty API (or may not list
+/// it) or, with `--mcs`, no ServiceExport or (local) ServiceImport API is
+/// asked again: CRDs installed (or access granted) after the cluster was
+/// linked are watched within this long, without a restart.
 pub const MCS_REDISCOVER: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for LiveConfig {
@@ -164,6 +168,7 @@ pub(crate) fn desired_from_links(
             selectors: l.selectors.clone(),
             gateway: l.gateway.clone(),
             claims: l.claims.clone(),
+            place: l.place.clone(),
             origin,
         });
     }
@@ -451,6 +456,7 @@ fn read_clusters(path: &std::path::Path) -> (Result<Vec<LinkedCluster>, String>,
                     selectors: e.selectors,
                     gateway: e.gateway,
                     claims: e.claims,
+                    place: e.place,
                     origin: format!("clusters file {}", path.display()),
                 }
             })
@@ -644,8 +650,9 @@ async fn apply_desired(
         return false;
     }
     // Every new cluster is announced before any of them starts, so none of
-    // their names is NXDOMAIN while another one syncs.
-    let new: Vec<Event> = desired
+    // their names is NXDOMAIN while another one syncs; with it, every
+    // configured place that changed.
+    let mut events: Vec<Event> = desired
         .iter()
         .filter(|d| !running.contains_key(&d.name))
         .map(|d| Event::ClusterUp {
@@ -653,12 +660,18 @@ async fn apply_desired(
             local: false,
         })
         .collect();
-    if !new.is_empty() && cx.tx.send(SourceMsg::Events(new)).is_err() {
+    events.extend(place_events(desired, |name| {
+        running.get(name).map(|r| &r.spec.place)
+    }));
+    if !events.is_empty() && cx.tx.send(SourceMsg::Events(events)).is_err() {
         return false;
     }
     for spec in desired {
         let previous = match running.remove(&spec.name) {
-            Some(r) if r.spec == *spec => {
+            Some(mut r) if same_watches(&r.spec, spec) => {
+                cx.board
+                    .update(&spec.name, |r| r.place.clone_from(&spec.place));
+                r.spec.place.clone_from(&spec.place);
                 running.insert(spec.name.clone(), r);
                 continue;
             }
@@ -676,6 +689,38 @@ async fn apply_desired(
         running.insert(spec.name.clone(), started);
     }
     true
+}
+
+/// Whether `a` and `b` need the same watches: they differ in nothing but
+/// the configured place, which the model is told without a restart.
+fn same_watches(a: &LinkedCluster, b: &LinkedCluster) -> bool {
+    let unplaced = |c: &LinkedCluster| LinkedCluster {
+        place: Place::default(),
+        ..c.clone()
+    };
+    unplaced(a) == unplaced(b)
+}
+
+/// The configured place of each cluster of `desired` whose place the model
+/// does not hold yet: a new cluster with a place, or a running one whose
+/// place changed (an unknown one withdraws the old). `running` gives the
+/// place a running cluster was last given.
+fn place_events<'r>(
+    desired: &[LinkedCluster],
+    running: impl Fn(&str) -> Option<&'r Place>,
+) -> Vec<Event> {
+    desired
+        .iter()
+        .filter(|d| match running(&d.name) {
+            Some(was) => *was != d.place,
+            None => !d.place.is_unknown(),
+        })
+        .map(|d| Event::PlaceApplied {
+            cluster: d.name.clone(),
+            from: PlaceFrom::Configured,
+            place: d.place.clone(),
+        })
+        .collect()
 }
 
 /// Stops the tasks of clusters no longer linked and removes their names.
@@ -718,8 +763,10 @@ async fn start_cluster(
     previous: Option<ClusterState>,
 ) -> Running {
     cx.board.register(&spec.name, false, spec.origin.clone());
-    cx.board
-        .update(&spec.name, |r| r.claims = spec.claims.clone());
+    cx.board.update(&spec.name, |r| {
+        r.claims = spec.claims.clone();
+        r.place = spec.place.clone();
+    });
     let run = ClusterRun {
         name: spec.name.clone(),
         local: false,

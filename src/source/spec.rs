@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::selector::Selectors;
+use crate::vocab::place::Place;
 use crate::vocab::trust::Claims;
 
 /// One entry of a gateway address list: Link `gatewayAddress` is a
@@ -89,6 +90,9 @@ pub(crate) struct LinkedCluster {
     /// What it may claim: its address ranges and namespaces (clusters-file
     /// keys, Link annotations).
     pub claims: Claims,
+    /// Where it is, as configured (clusters-file `region`/`zone`, Link
+    /// annotations); changing it alone restarts no watch.
+    pub place: Place,
     /// Where it was declared, for messages: `Link linkerd-multicluster/east`
     /// or `clusters.yaml entry 2`.
     pub origin: String,

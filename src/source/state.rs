@@ -20,7 +20,9 @@
 //! through its [`Relist`](crate::k8s::index::Relist) (`relist`), which
 //! does the relist bookkeeping.
 //! [`ClusterState::listed`] takes a targeted list, [`ClusterState::settle`]
-//! ends a batch. It must not do I/O or read the clock.
+//! ends a batch. Under it, `mcs` owns the MCS join and `property` the
+//! ClusterProperty objects (the cluster's place, and its MCS id). It must
+//! not do I/O or read the clock.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -43,9 +45,11 @@ use crate::vocab::linkerd::LABEL_SERVICE_NAME;
 use crate::vocab::trust::Trust;
 
 mod mcs;
+mod property;
 mod relist;
 use mcs::Mcs;
 pub(crate) use mcs::McsReport;
+use property::Properties;
 
 /// Which of a cluster's watches delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,8 +63,9 @@ pub(crate) enum Watch {
     Gateway,
     /// ServiceExports (`--mcs`).
     Exports,
-    /// The ClusterProperty `cluster.clusterset.k8s.io` (`--mcs`).
-    ClusterId,
+    /// ClusterProperty objects (every mode): the place, and with `--mcs`
+    /// the cluster id.
+    Properties,
     /// ServiceImports of the local cluster (`--mcs`).
     Imports,
 }
@@ -74,7 +79,7 @@ pub(crate) enum Object {
     /// An EndpointSlice (from [`Watch::Slices`]).
     Slice(Box<K8sSlice>),
     /// A ServiceExport, ServiceImport or ClusterProperty (from
-    /// [`Watch::Exports`], [`Watch::Imports`], [`Watch::ClusterId`]): their
+    /// [`Watch::Exports`], [`Watch::Imports`], [`Watch::Properties`]): their
     /// version is the one the cluster serves, found at run time.
     Dynamic(Box<DynamicObject>),
 }
@@ -244,6 +249,8 @@ pub(crate) struct ClusterState {
     exported_count: usize,
     /// ServiceExports, the cluster id and ServiceImports (`--mcs`).
     mcs: Mcs,
+    /// The place its ClusterProperty objects state.
+    properties: Properties,
 }
 
 impl ClusterState {
@@ -281,6 +288,7 @@ impl ClusterState {
             synced: false,
             exported_count: 0,
             mcs: Mcs::off(),
+            properties: Properties::off(),
         }
     }
 
@@ -312,6 +320,7 @@ impl ClusterState {
         next.synced = self.synced;
         next.exported_count = self.exported_count;
         next.mcs = self.mcs.restart();
+        next.properties = self.properties.restart();
         next
     }
 
@@ -576,6 +585,7 @@ impl ClusterState {
             && self.gateway_listed
             && self.pending.is_empty()
             && self.mcs.synced()
+            && self.properties.listed
     }
 
     fn check_synced(&mut self) {

@@ -2,9 +2,9 @@
 //! per-cluster metrics: sync state, staleness, last event, watch restarts,
 //! objects held, objects skipped or clamped by reason, the gateway probe,
 //! what the cluster's API client layer sees (its last answer, requests in
-//! flight against the bound), and problems (missing credentials, a bad
-//! Link, invalid files); plus the file source's counters that outlive a
-//! cluster ([`SourceCounters`]).
+//! flight against the bound), where the cluster is and who said so, and
+//! problems (missing credentials, a bad Link, invalid files); plus the file
+//! source's counters that outlive a cluster ([`SourceCounters`]).
 //!
 //! Written by the live cluster tasks and the file source, read by the admin
 //! server and the metrics encoder. It must not drive any decision (health
@@ -24,6 +24,7 @@ use serde::Serialize;
 use super::convert::{Adjustment, Reason};
 use super::state::{BudgetReport, Counts, McsReport};
 use crate::k8s::layer::ApiStats;
+use crate::vocab::place::{Place, PlaceFrom};
 use crate::vocab::trust::Claims;
 
 /// Objects skipped or clamped, by what was done and why. Both keys come
@@ -96,6 +97,14 @@ pub struct ClusterReport {
     /// What it may claim (its clusters-file entry or Link annotations;
     /// the defaults elsewhere).
     pub claims: Claims,
+    /// Its place as configured (clusters-file `region`/`zone`, Link
+    /// annotations); the local cluster's flags are the model's settings,
+    /// handed to [`StatusBoard::debug_json`].
+    pub place: Place,
+    /// Its place as its own ClusterProperty objects state it.
+    pub property_place: Place,
+    /// Why its ClusterProperty objects give no place, if they cannot.
+    pub place_problem: Option<String>,
 }
 
 /// A live cluster's MCS membership, as `/debug/clusters` shows it.
@@ -241,7 +250,21 @@ impl ClusterReport {
             api: None,
             mcs: None,
             claims: Claims::default(),
+            place: Place::default(),
+            property_place: Place::default(),
+            place_problem: None,
         }
+    }
+
+    /// Where it is and who said so: the local cluster's `--region` and
+    /// `--topology-zone` (`local_place`) first, as the model ranks it
+    /// ([`crate::model::locality`]); else the configured place, whole;
+    /// else the one its ClusterProperty objects state.
+    pub fn place<'a>(&'a self, local_place: &'a Place) -> (&'a Place, PlaceFrom) {
+        if self.local && !local_place.is_unknown() {
+            return (local_place, PlaceFrom::Configured);
+        }
+        Place::choose(&self.place, &self.property_place)
     }
 }
 
@@ -457,18 +480,19 @@ impl StatusBoard {
         lock(&self.clusters).clone()
     }
 
-    /// `/debug/clusters` as JSON.
-    pub fn debug_json(&self) -> serde_json::Value {
-        self.debug_json_at(Instant::now())
+    /// `/debug/clusters` as JSON; `local_place` is the local cluster's
+    /// place from the settings in force (`--region`, `--topology-zone`).
+    pub fn debug_json(&self, local_place: &Place) -> serde_json::Value {
+        self.debug_json_at(Instant::now(), local_place)
     }
 
     /// `/debug/clusters` with its ages counted to `now`.
-    fn debug_json_at(&self, now: Instant) -> serde_json::Value {
+    fn debug_json_at(&self, now: Instant, local_place: &Place) -> serde_json::Value {
         let clusters = self.snapshot();
         let view = DebugView {
             clusters: clusters
                 .iter()
-                .map(|(name, r)| ClusterView::of(name, r, now))
+                .map(|(name, r)| ClusterView::of(name, r, now, local_place))
                 .collect(),
             problems: lock(&self.problems).clone(),
         };
@@ -522,6 +546,16 @@ struct ClusterView<'a> {
     budget: Option<BudgetView>,
     mcs: Option<McsView<'a>>,
     claims: ClaimsView,
+    place: PlaceView<'a>,
+    place_from: &'static str,
+    place_problem: Option<&'a str>,
+}
+
+/// A place: each part `null` when unknown.
+#[derive(Debug, Serialize)]
+struct PlaceView<'a> {
+    region: Option<&'a str>,
+    zone: Option<&'a str>,
 }
 
 /// The gateway probe.
@@ -571,10 +605,12 @@ struct ClaimsView {
 }
 
 impl<'a> ClusterView<'a> {
-    /// Cluster `name`'s entry from its report `r`, ages counted to `now`.
-    fn of(name: &'a str, r: &'a ClusterReport, now: Instant) -> Self {
+    /// Cluster `name`'s entry from its report `r`, ages counted to `now`;
+    /// `local_place` is the local cluster's from the settings.
+    fn of(name: &'a str, r: &'a ClusterReport, now: Instant, local_place: &'a Place) -> Self {
         let age = |t: Instant| secs(now.saturating_duration_since(t));
         let api = r.api.as_deref();
+        let (place, from) = r.place(local_place);
         Self {
             name,
             local: r.local,
@@ -604,6 +640,12 @@ impl<'a> ClusterView<'a> {
             budget: r.budget.as_ref().map(BudgetView::of),
             mcs: r.mcs.as_ref().map(McsStatus::view),
             claims: ClaimsView::of(&r.claims),
+            place: PlaceView {
+                region: place.region.as_deref(),
+                zone: place.zone.as_deref(),
+            },
+            place_from: from.as_str(),
+            place_problem: r.place_problem.as_deref(),
         }
     }
 }

@@ -135,6 +135,7 @@ impl FileSource {
         self.board.update(&load.name, |r| {
             r.synced = true;
             r.counts = counts;
+            r.property_place = objects.place.clone();
             r.files = Some(problems);
             // Per load, not summed over reloads: the files as they are now
             // (also when a failed reload keeps serving the previous data).

@@ -1103,3 +1103,290 @@ async fn reloaded_deny_addresses_relist_every_cluster() {
     .await;
     server.server.stop().await;
 }
+
+// ---------------------------------------------------------------------------
+// Where each cluster is (docs/locality.md)
+// ---------------------------------------------------------------------------
+
+const PROPERTIES: &str = "/apis/about.k8s.io/v1alpha1/clusterproperties";
+
+/// A ClusterProperty document.
+fn property_doc(name: &str, value: &str) -> serde_json::Value {
+    json!({"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+           "metadata": {"name": name}, "spec": {"value": value}})
+}
+
+/// Sets the value of ClusterProperty `name` (it exists).
+async fn patch_property(c: &kube::Client, name: &str, value: &str) {
+    let req = http::Request::patch(format!("{PROPERTIES}/{name}"))
+        .header("content-type", "application/merge-patch+json")
+        .body(serde_json::to_vec(&json!({"spec": {"value": value}})).expect("json"))
+        .expect("request");
+    c.request_text(req).await.expect("patch ClusterProperty");
+}
+
+/// A clusters file of `(cluster, extra keys)` entries.
+fn write_placed_clusters(path: &Path, clusters: &[(&kubesim::Cluster, &str)]) {
+    let text: String = clusters
+        .iter()
+        .map(|(c, extra)| {
+            format!(
+                "- name: {}\n  kubeconfig: {}\n{extra}",
+                c.name,
+                c.kubeconfig_path().display()
+            )
+        })
+        .collect();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write clusters file");
+    std::fs::rename(&tmp, path).expect("rename clusters file");
+}
+
+/// `cluster`'s place in `/debug/clusters` once it is `region`/`zone` from
+/// `from` (at most `limit`); returns the report.
+async fn until_place(
+    admin: SocketAddr,
+    cluster: &'static str,
+    (region, zone): (Option<&str>, Option<&str>),
+    from: &str,
+    limit: Duration,
+) -> serde_json::Value {
+    let want = json!({"region": region, "zone": zone});
+    until_report(
+        admin,
+        cluster,
+        &format!("{cluster} at {want} ({from})"),
+        limit,
+        |r| r["place"] == want && r["placeFrom"] == from,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_clusters_place_from_the_clusters_file_or_its_cluster_properties() {
+    let (sim, dir) = sim(&["local", "east", "north"], |c| {
+        c.settings.link_crd = false;
+    })
+    .await;
+    // South serves no ClusterProperty API: it still syncs, its place unknown.
+    let (bare_sim, _bare_dir) = crate::kubesim_api::sim(&["south"], |c| {
+        c.settings.about_crd = false;
+    })
+    .await;
+    let cluster = |n: &str| sim.cluster(n).expect("cluster").clone();
+    let (local, east, north) = (cluster("local"), cluster("east"), cluster("north"));
+    let south = bare_sim.cluster("south").expect("south").clone();
+    let (lc, ec, nc) = (
+        client(&local).await,
+        client(&east).await,
+        client(&north).await,
+    );
+    export(&ec, "api", &["10.1.0.1"]).await;
+    export(&nc, "api", &["10.2.0.1"]).await;
+    export(&client(&south).await, "api", &["10.3.0.1"]).await;
+    create_object(&lc, property_doc("region.clusterset-dns.io", "us-west")).await;
+    // East's file entry wins whole over what east says of itself.
+    create_object(&ec, property_doc("region.clusterset-dns.io", "ignored")).await;
+    create_object(&nc, property_doc("region.clusterset-dns.io", "eu-north")).await;
+    create_object(&nc, property_doc("zone.clusterset-dns.io", "eu-north-1a")).await;
+    let file = dir.path().join("clusters.yaml");
+    let placed = "  region: us-east\n  zone: us-east-1a\n";
+    write_placed_clusters(&file, &[(&east, placed), (&north, ""), (&south, "")]);
+    // Without --mcs: the ClusterProperty watch runs all the same.
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        Live::new(local.kubeconfig_path(), Links::File(file.clone())),
+    )
+    .await;
+    let (dns, admin) = (server.dns, server.admin);
+    until(
+        dns,
+        &fqdn("api-federated"),
+        ResponseCode::NoError,
+        &["10.1.0.1", "10.2.0.1", "10.3.0.1"],
+        5 * SECOND,
+    )
+    .await;
+    until_place(
+        admin,
+        "local",
+        (Some("us-west"), None),
+        "cluster-property",
+        5 * SECOND,
+    )
+    .await;
+    let e = until_place(
+        admin,
+        "east",
+        (Some("us-east"), Some("us-east-1a")),
+        "configured",
+        5 * SECOND,
+    )
+    .await;
+    until_place(
+        admin,
+        "north",
+        (Some("eu-north"), Some("eu-north-1a")),
+        "cluster-property",
+        5 * SECOND,
+    )
+    .await;
+    let s = until_place(admin, "south", (None, None), "unknown", 5 * SECOND).await;
+    assert_eq!(s["state"], "synced", "{s:#}");
+    assert_eq!(s["placeProblem"], serde_json::Value::Null, "{s:#}");
+
+    // The file moves east: the model is told, and east's watches go on.
+    write_placed_clusters(
+        &file,
+        &[
+            (&east, "  region: us-central\n"),
+            (&north, ""),
+            (&south, ""),
+        ],
+    );
+    let moved = until_place(
+        admin,
+        "east",
+        (Some("us-central"), None),
+        "configured",
+        5 * SECOND,
+    )
+    .await;
+    assert!(
+        moved["secondsSinceStart"].as_f64() >= e["secondsSinceStart"].as_f64(),
+        "east was not restarted: {moved:#}"
+    );
+    // North's zone turns invalid: its whole place is unknown, and why.
+    patch_property(&nc, "zone.clusterset-dns.io", "eu north 1a").await;
+    let n = until_place(admin, "north", (None, None), "unknown", 5 * SECOND).await;
+    assert!(
+        n["placeProblem"]
+            .as_str()
+            .is_some_and(|p| p.contains("not a Kubernetes label value")),
+        "{n:#}"
+    );
+    assert!(
+        n["adjustedObjects"]["skipped"]["place_invalid"].as_u64() >= Some(1),
+        "{n:#}"
+    );
+    delete(&nc, &format!("{PROPERTIES}/zone.clusterset-dns.io")).await;
+    until_place(
+        admin,
+        "north",
+        (Some("eu-north"), None),
+        "cluster-property",
+        5 * SECOND,
+    )
+    .await;
+    // South gets the CRD and a region: found without a restart.
+    south.install_crds("about.k8s.io");
+    create_object(
+        &client(&south).await,
+        property_doc("region.clusterset-dns.io", "ap-south"),
+    )
+    .await;
+    until_place(
+        admin,
+        "south",
+        (Some("ap-south"), None),
+        "cluster-property",
+        5 * SECOND,
+    )
+    .await;
+    server.server.stop().await;
+}
+
+/// Credentials that may read Services and EndpointSlices but no
+/// ClusterProperty, as Linkerd's own remote-access ServiceAccount.
+const LINKERD_LIKE_RBAC: &str = "
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: remote-access}
+rules:
+- {apiGroups: [''], resources: [services], verbs: [list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: remote-access}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: remote-access}
+subjects:
+- {kind: ServiceAccount, name: remote-access, namespace: linkerd-multicluster}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_that_may_not_read_cluster_properties_still_sync() {
+    let (sim, dir) = sim(&["local", "east"], |c| {
+        c.settings.link_crd = false;
+    })
+    .await;
+    let local = sim.cluster("local").expect("local").clone();
+    let east = sim.cluster("east").expect("east").clone();
+    let ec = client(&east).await;
+    export(&ec, "api", &["10.1.0.1"]).await;
+    create_object(&ec, property_doc("region.clusterset-dns.io", "us-east")).await;
+    let mut policy = kubesim::Policy::default();
+    policy
+        .add_yaml("linkerd-like", LINKERD_LIKE_RBAC)
+        .expect("policy");
+    east.set_policy(Some(policy));
+    let token = east.issue_service_account_token("linkerd-multicluster", "remote-access");
+    let kubeconfig = dir.path().join("east-remote-access.kubeconfig");
+    std::fs::write(&kubeconfig, east.kubeconfig_for("remote-access", &token)).expect("write");
+    let file = dir.path().join("clusters.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "- name: east\n  kubeconfig: {}\n  zone: us-east-1a\n",
+            kubeconfig.display()
+        ),
+    )
+    .expect("write clusters file");
+    let server = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        Live::new(local.kubeconfig_path(), Links::File(file)),
+    )
+    .await;
+    until(
+        server.dns,
+        &fqdn("api-east"),
+        ResponseCode::NoError,
+        &["10.1.0.1"],
+        5 * SECOND,
+    )
+    .await;
+    let r = until_report(
+        server.admin,
+        "east",
+        "east says why it has no property place",
+        5 * SECOND,
+        |r| r["placeProblem"].is_string(),
+    )
+    .await;
+    assert!(
+        r["placeProblem"]
+            .as_str()
+            .is_some_and(|p| p.contains("may not list ClusterProperties")),
+        "{r:#}"
+    );
+    // Synced and healthy: no watch was refused, the file's zone is its place.
+    assert_eq!(r["state"], "synced", "{r:#}");
+    assert_eq!(r["lastError"], serde_json::Value::Null, "{r:#}");
+    assert_eq!(r["placeFrom"], "configured", "{r:#}");
+    assert_eq!(
+        r["place"],
+        json!({"region": null, "zone": "us-east-1a"}),
+        "{r:#}"
+    );
+    assert_eq!(
+        east.request_count("watch", "clusterproperties.about.k8s.io"),
+        0
+    );
+    server.server.stop().await;
+}

@@ -4,7 +4,9 @@
 //! kubesim issues: the DNS server and the mirror controller in the local
 //! cluster, the remote reader in each linked cluster (its kubeconfig is what
 //! the Link credentials Secrets hold). Then:
-//! - the live DNS server runs from Links and Secrets and answers;
+//! - the live DNS server runs from Links and Secrets and answers, without
+//!   `--mcs` (its ClusterProperty watch, every cluster's place, still runs)
+//!   and with it;
 //! - the mirror controller, two replicas, creates, updates and deletes
 //!   mirrors, reports objects it does not own, and hands the Lease over;
 //! - sufficiency: no request of our ServiceAccounts was denied;
@@ -146,6 +148,15 @@ async fn fleet() -> Fleet {
                "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "east"}}),
     )
     .await;
+    // Where east and the local cluster are: read in every mode.
+    for (c, region) in [(&east, "us-east"), (&local, "eu-west")] {
+        create_object(
+            c,
+            json!({"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+                   "metadata": {"name": "region.clusterset-dns.io"}, "spec": {"value": region}}),
+        )
+        .await;
+    }
     for ns in [SA_NS, LINK_NS, NS] {
         create_object(&local, namespace(ns)).await;
     }
@@ -231,9 +242,51 @@ async fn answers(dns: SocketAddr, label: &str, want: &[&str]) {
 // The two runs
 // ---------------------------------------------------------------------------
 
+/// The place `/debug/clusters` shows for each cluster, once it shows
+/// `want` (region, or `None` for unknown).
+async fn places(admin: SocketAddr, want: &[(&'static str, Option<&str>)]) {
+    for (cluster, region) in want {
+        let region = region.map_or(Value::Null, |r| json!(r));
+        crate::live::until_report(
+            admin,
+            cluster,
+            &format!("{cluster}'s region {region}"),
+            Duration::from_secs(5),
+            |r| r["place"]["region"] == region,
+        )
+        .await;
+    }
+}
+
 /// (a) The live DNS server as the `clusterset-dns` ServiceAccount, its
-/// linked clusters from Links and Secrets.
+/// linked clusters from Links and Secrets: first without `--mcs` (its
+/// ClusterProperty watch runs under the always-needed roles), then with.
 async fn run_dns_server(f: &Fleet) {
+    let plain = start_live(
+        Options {
+            local: Some("local"),
+            ..Options::default()
+        },
+        Live::new(
+            &f.dns_kubeconfig,
+            Links::Linkerd {
+                namespace: LINK_NS.into(),
+            },
+        ),
+    )
+    .await;
+    answers(plain.dns, "api-east", &["10.1.0.1"]).await;
+    places(
+        plain.admin,
+        &[
+            ("local", Some("eu-west")),
+            ("east", Some("us-east")),
+            ("north", None),
+        ],
+    )
+    .await;
+    plain.server.stop().await;
+
     let server = start_live(
         Options {
             local: Some("local"),
@@ -257,6 +310,7 @@ async fn run_dns_server(f: &Fleet) {
     answers(dns, "api-federated", &["10.1.0.1", "10.2.0.1"]).await;
     // East exports web with a ServiceExport too: the MCS name.
     answers(dns, "web", &["10.1.1.1"]).await;
+    places(server.admin, &[("east", Some("us-east"))]).await;
     // A change in a linked cluster comes through the remote watch.
     let north = client(f.cluster("north")).await;
     set_endpoints(&north, "api", &["10.2.0.2"]).await;

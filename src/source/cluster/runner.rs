@@ -78,9 +78,11 @@ pub(super) struct Runner {
     pending: Vec<Event>,
     /// The every-Service watch (`--mcs`) was started, or found pointless.
     pub(super) all_services_started: bool,
-    /// The MCS and About APIs whose watches run (`--mcs`; `None` before
-    /// discovery answered).
+    /// The MCS and About APIs whose watches run (`None` before discovery
+    /// answered).
     pub(super) mcs_found: Option<McsApis>,
+    /// The credentials may not list ClusterProperties.
+    pub(super) property_forbidden: bool,
 }
 
 impl Runner {
@@ -131,6 +133,7 @@ impl Runner {
             pending: Vec::new(),
             all_services_started: false,
             mcs_found: None,
+            property_forbidden: false,
         };
         (r, rx)
     }
@@ -177,7 +180,7 @@ impl Runner {
         if selectors.is_empty() {
             self.start_slice_watch();
         }
-        self.start_mcs();
+        self.start_discovery();
     }
 
     /// Starts asking the API server whether it answers (the silence rule).
@@ -307,13 +310,14 @@ impl Runner {
         }
     }
 
-    /// Reports the health, counts and MCS state, and sends what is pending
-    /// to the feed. False when the model is gone.
+    /// Reports the health, counts, MCS state and place, and sends what is
+    /// pending to the feed. False when the model is gone.
     pub(super) async fn flush(&mut self) -> bool {
         self.push_health();
         let counts = self.state.counts();
         self.board.update(&self.run.name, |r| r.counts = counts);
         self.report_mcs();
+        self.report_place();
         if self.pending.is_empty() {
             return true;
         }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::source::spec::GatewayAddr;
 use crate::vocab::linkerd::{LABEL_EXPORTED, LABEL_FEDERATED};
+use crate::vocab::place::Place;
 use crate::vocab::trust::{Claims, parse_cidrs, parse_namespaces};
 
 const FULL: &str = r#"
@@ -18,6 +19,8 @@ const FULL: &str = r#"
     probe: {path: /ready, port: 4191, period: 3s, timeout: 30s, failureThreshold: 3}
   allowedAddresses: [10.10.0.0/16, "fd00:10::/64", 203.0.113.10]
   namespaces: {allow: [shop, data, kube-system], deny: [data]}
+  region: us-east-1
+  zone: us-east-1a
 - name: west
   kubeconfig: /etc/clusterset/west.kubeconfig
 "#;
@@ -71,6 +74,7 @@ fn full_example() {
                     allowed_namespaces: Some(parse_namespaces(["shop,data,kube-system"]).unwrap()),
                     denied_namespaces: parse_namespaces(["data"]).unwrap(),
                 },
+                place: Place::parse(Some("us-east-1"), Some("us-east-1a")).unwrap(),
             },
             ClusterEntry {
                 name: Arc::from("west"),
@@ -79,6 +83,7 @@ fn full_example() {
                 selectors: Selectors::linkerd_defaults(),
                 gateway: GatewaySource::RemoteService,
                 claims: Claims::default(),
+                place: Place::default(),
             },
         ]
     );
@@ -256,6 +261,31 @@ fn gateway_table() {
 }
 
 #[test]
+fn place_keys_table() {
+    // (keys of the entry, the place)
+    let cases: [(&str, Place); 4] = [
+        ("", Place::default()),
+        (
+            "region: eu-west-1",
+            Place::parse(Some("eu-west-1"), None).unwrap(),
+        ),
+        (
+            "zone: eu-west-1a",
+            Place::parse(None, Some("eu-west-1a")).unwrap(),
+        ),
+        (
+            "region: EU_1, zone: eu.1.a",
+            Place::parse(Some("EU_1"), Some("eu.1.a")).unwrap(),
+        ),
+    ];
+    for (keys, want) in cases {
+        let sep = if keys.is_empty() { "" } else { ", " };
+        let text = format!("- {{name: east, kubeconfig: k{sep}{keys}}}\n");
+        assert_eq!(one(&text).place, want, "{keys}");
+    }
+}
+
+#[test]
 fn invalid_files() {
     // (file, error containing)
     let cases: Vec<(&str, &str)> = vec![
@@ -333,6 +363,27 @@ fn invalid_files() {
         (
             "- name: a\n  kubeconfig: k\n  namespaces: {allowed: [x]}\n",
             "entry 0, namespaces.allowed: unknown field `allowed`",
+        ),
+        // The place: label values, named by key.
+        (
+            "- name: a\n  kubeconfig: k\n  region: eu west\n",
+            "entry 0 (a): region: region \"eu west\" is not a Kubernetes label value",
+        ),
+        (
+            "- name: a\n  kubeconfig: k\n  region: eu\n  zone: -eu-1\n",
+            "entry 0 (a): zone: zone \"-eu-1\" is not a Kubernetes label value",
+        ),
+        (
+            "- name: a\n  kubeconfig: k\n  region: \"\"\n",
+            "entry 0 (a): region: region \"\" is not a Kubernetes label value",
+        ),
+        (
+            "- name: a\n  kubeconfig: k\n  region: [eu]\n",
+            "entry 0, region: ",
+        ),
+        (
+            "- name: a\n  kubeconfig: k\n  topologyZone: eu-1\n",
+            "entry 0, topologyZone: unknown field `topologyZone`",
         ),
         // Values.
         (

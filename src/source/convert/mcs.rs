@@ -1,7 +1,9 @@
 //! The Kubernetes MCS API objects (`docs/mcs.md`): ServiceExport,
-//! ServiceImport and the ClusterProperty `cluster.clusterset.k8s.io`,
-//! turned into what the model holds — a ServiceExport's key and age, an
-//! import's clusterset IPs, a cluster's id.
+//! ServiceImport and the ClusterProperty objects we read
+//! (`cluster.clusterset.k8s.io`, and `region.clusterset-dns.io` and
+//! `zone.clusterset-dns.io` of docs/locality.md), turned into what the
+//! model holds — a ServiceExport's key and age, an import's clusterset
+//! IPs, a cluster's id, region and zone.
 //!
 //! Only the fields we read are typed (the mcs-api types have no maintained
 //! Rust crate); both `v1alpha1` and `v1beta1` decode through the same
@@ -9,6 +11,7 @@
 //! exports to Services (the sources do) nor build DNS records.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -21,6 +24,7 @@ use crate::vocab::mcs::{
     ABOUT_GROUP, ABOUT_VERSIONS, CLUSTER_ID_PROPERTY, MCS_GROUP, MCS_VERSIONS,
 };
 use crate::vocab::name::is_dns_label;
+use crate::vocab::place::{PROPERTY_REGION, PROPERTY_ZONE, place_value};
 use crate::vocab::trust::Trust;
 
 /// A ServiceExport or ServiceImport, as far as we read it.
@@ -131,14 +135,43 @@ pub(crate) fn convert_import(
     })
 }
 
-/// The cluster id a ClusterProperty gives: `Some` for
-/// `cluster.clusterset.k8s.io` with a valid value, `None` for any other
-/// property (not ours to read).
-pub(crate) fn convert_property(property: &ClusterProperty) -> Result<Option<String>, ConvertError> {
-    if property.metadata.name.as_deref() != Some(CLUSTER_ID_PROPERTY) {
-        return Ok(None);
-    }
+/// What a ClusterProperty we read says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Property {
+    /// `cluster.clusterset.k8s.io`: the MCS cluster id, an RFC 1123 label.
+    ClusterId(String),
+    /// `region.clusterset-dns.io`: the cluster's region.
+    Region(Arc<str>),
+    /// `zone.clusterset-dns.io`: the cluster's zone.
+    Zone(Arc<str>),
+}
+
+/// What a ClusterProperty gives: `Some` for one we read with a valid
+/// value, `None` for any other property (not ours to read). Values are
+/// trimmed (a YAML block scalar ends in a newline).
+pub(crate) fn convert_property(
+    property: &ClusterProperty,
+) -> Result<Option<Property>, ConvertError> {
     let value = property.spec.value.trim();
+    let place = |what: &'static str| {
+        place_value(what, value).map_err(|e| {
+            invalid(
+                Reason::PlaceInvalid,
+                "spec.value",
+                format!("{e}; the cluster's place from its ClusterProperty objects is unknown"),
+            )
+        })
+    };
+    Ok(Some(match property.metadata.name.as_deref() {
+        Some(CLUSTER_ID_PROPERTY) => Property::ClusterId(cluster_id(value)?),
+        Some(PROPERTY_REGION) => Property::Region(place("region")?),
+        Some(PROPERTY_ZONE) => Property::Zone(place("zone")?),
+        _ => return Ok(None),
+    }))
+}
+
+/// The value of `cluster.clusterset.k8s.io`, if it is a label.
+fn cluster_id(value: &str) -> Result<String, ConvertError> {
     if !is_dns_label(value) {
         return Err(invalid(
             Reason::ClusterIdNotALabel,
@@ -149,7 +182,7 @@ pub(crate) fn convert_property(property: &ClusterProperty) -> Result<Option<Stri
             ),
         ));
     }
-    Ok(Some(value.to_owned()))
+    Ok(value.to_owned())
 }
 
 /// A watched ServiceExport, ServiceImport or ClusterProperty (delivered as

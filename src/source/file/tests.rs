@@ -396,3 +396,4 @@ fn hostile_documents_are_counted_by_reason_and_a_clamp_is_no_error() {
 }
 
 mod mcs;
+mod place;

@@ -1,6 +1,7 @@
 use super::*;
 use crate::source::selector::{Operator, Requirement};
 use crate::vocab::linkerd::{LABEL_EXPORTED, LABEL_FEDERATED};
+use crate::vocab::place::Place;
 use crate::vocab::trust::{parse_cidrs, parse_namespaces};
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
@@ -113,9 +114,64 @@ fn generated_v1alpha3_link() {
                 probe: Some(probe("/ready", 4191, 3, 30, 3)),
             }),
             claims: Claims::default(),
+            place: Place::default(),
             warnings: vec![],
         }
     );
+}
+
+#[test]
+fn place_from_annotations_table() {
+    let place = |r: Option<&str>, z: Option<&str>| Place::parse(r, z).expect("a place");
+    // (annotations, the place, the warning)
+    let cases: Vec<(Value, Place, Option<&str>)> = vec![
+        (json!({}), Place::default(), None),
+        (
+            json!({"clusterset-dns.io/region": "eu-west-1"}),
+            place(Some("eu-west-1"), None),
+            None,
+        ),
+        (
+            json!({"clusterset-dns.io/region": "eu-west-1", "clusterset-dns.io/zone": " eu-west-1a "}),
+            place(Some("eu-west-1"), Some("eu-west-1a")),
+            None,
+        ),
+        (
+            json!({"clusterset-dns.io/zone": "z1", "topology.kubernetes.io/region": "eu"}),
+            place(None, Some("z1")),
+            None,
+        ),
+        // A bad value costs the configured place, not the Link: a place
+        // decides who answers first, never what a cluster may claim.
+        (
+            json!({"clusterset-dns.io/region": "eu west", "clusterset-dns.io/zone": "z1"}),
+            Place::default(),
+            Some(
+                "metadata.annotations[clusterset-dns.io/region]: region \"eu west\" is not a Kubernetes label value",
+            ),
+        ),
+        (
+            json!({"clusterset-dns.io/region": "eu", "clusterset-dns.io/zone": ""}),
+            Place::default(),
+            Some(
+                "metadata.annotations[clusterset-dns.io/zone]: zone \"\" is not a Kubernetes label value",
+            ),
+        ),
+    ];
+    for (annotations, want, warning) in cases {
+        let mut obj = v1alpha3();
+        obj["metadata"]["annotations"] = annotations.clone();
+        let link = parse_link(&obj).unwrap_or_else(|e| panic!("{annotations}: {e}"));
+        assert_eq!(link.place, want, "{annotations}");
+        match warning {
+            Some(w) => assert!(
+                link.warnings.len() == 1 && link.warnings[0].starts_with(w),
+                "{annotations}: {:?}",
+                link.warnings
+            ),
+            None => assert_eq!(link.warnings, Vec::<String>::new(), "{annotations}"),
+        }
+    }
 }
 
 #[test]

@@ -102,3 +102,124 @@ fn secret_kubeconfig_key() {
             .is_err_and(|e| e.contains("not UTF-8"))
     );
 }
+
+/// A Link for cluster `name` with `annotations`, read as the watch does.
+fn placed_link(name: &str, annotations: serde_json::Value) -> (String, Result<Link, String>) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "multicluster.linkerd.io/v1alpha3",
+        "kind": "Link",
+        "metadata": {"name": name, "namespace": "linkerd-multicluster",
+                     "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": annotations},
+        "spec": {"targetClusterName": name, "clusterCredentialsSecret": "c"}
+    }))
+    .expect("a Link object");
+    (
+        name.to_owned(),
+        link_from_dynamic(&obj).map_err(|e| e.to_string()),
+    )
+}
+
+#[test]
+fn a_links_place_is_its_clusters_and_a_bad_one_a_problem() {
+    let links: BTreeMap<_, _> = [
+        placed_link(
+            "east",
+            json!({"clusterset-dns.io/region": "us-east-1", "clusterset-dns.io/zone": "us-east-1a"}),
+        ),
+        placed_link("north", json!({"clusterset-dns.io/region": "eu north"})),
+    ]
+    .into_iter()
+    .collect();
+    let (clusters, problems) = desired_from_links("west", &links, &BTreeMap::new());
+    assert_eq!(
+        clusters[0].place,
+        Place::parse(Some("us-east-1"), Some("us-east-1a")).expect("a place")
+    );
+    // Still linked, with no configured place, and the reason shown.
+    assert_eq!(&*clusters[1].name, "north");
+    assert!(clusters[1].place.is_unknown());
+    let all = problems.join("\n");
+    assert!(
+        all.contains("Link north: metadata.annotations[clusterset-dns.io/region]: region \"eu north\" is not a Kubernetes label value")
+            && all.contains("; the Link configures no place"),
+        "{all}"
+    );
+}
+
+/// A linked cluster `name` at `region` (none: unknown).
+fn linked(name: &str, region: Option<&str>) -> LinkedCluster {
+    LinkedCluster {
+        name: name.into(),
+        kubeconfig: Ok("apiVersion: v1".to_owned()),
+        context: None,
+        selectors: Selectors::linkerd_defaults(),
+        gateway: GatewaySource::None,
+        claims: Claims::default(),
+        place: Place::parse(region, None).expect("a place"),
+        origin: format!("test {name}"),
+    }
+}
+
+#[test]
+fn a_changed_place_is_an_event_and_restarts_no_watch() {
+    // (name, running clusters and their places, desired, events)
+    type Case = (
+        &'static str,
+        Vec<(&'static str, Option<&'static str>)>,
+        Vec<LinkedCluster>,
+        Vec<&'static str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "new clusters: only a known place is said",
+            vec![],
+            vec![linked("east", Some("us")), linked("north", None)],
+            vec!["east configured us/?"],
+        ),
+        (
+            "unchanged: nothing",
+            vec![("east", Some("us")), ("north", None)],
+            vec![linked("east", Some("us")), linked("north", None)],
+            vec![],
+        ),
+        (
+            "changed, set and withdrawn",
+            vec![("east", Some("us")), ("north", None), ("south", Some("eu"))],
+            vec![
+                linked("east", Some("eu")),
+                linked("north", Some("eu")),
+                linked("south", None),
+            ],
+            vec![
+                "east configured eu/?",
+                "north configured eu/?",
+                "south configured ?/?",
+            ],
+        ),
+    ];
+    for (name, running, desired, want) in cases {
+        let held: BTreeMap<&str, Place> = running
+            .iter()
+            .map(|(n, r)| (*n, Place::parse(*r, None).expect("a place")))
+            .collect();
+        let got: Vec<String> = place_events(&desired, |n| held.get(n))
+            .iter()
+            .map(|e| match e {
+                Event::PlaceApplied {
+                    cluster,
+                    from,
+                    place,
+                } => format!("{cluster} {} {place}", from.as_str()),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(got, want, "{name}");
+    }
+    // The place alone restarts nothing; anything else does.
+    let a = linked("east", Some("us"));
+    assert!(same_watches(&a, &linked("east", Some("eu"))));
+    assert!(same_watches(&a, &linked("east", None)));
+    let mut b = linked("east", Some("us"));
+    b.context = Some("other".to_owned());
+    assert!(!same_watches(&a, &b));
+}

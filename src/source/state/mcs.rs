@@ -1,7 +1,8 @@
 //! The MCS part of one cluster's delivered state (issue 18, `--mcs`): the
 //! ServiceExports joined to the Services they export (namespace sameness),
-//! the cluster id from the ClusterProperty `cluster.clusterset.k8s.io`, and
-//! the local cluster's ServiceImports.
+//! the cluster id from the ClusterProperty `cluster.clusterset.k8s.io`
+//! (delivered by the ClusterProperty watch, [`super::property`]), and the
+//! local cluster's ServiceImports.
 //!
 //! Owns the export side of the join: an export arriving or leaving
 //! re-emits its Service through [`ClusterState::transition`], exactly as an
@@ -22,7 +23,7 @@ use super::{Action, Adjusted, ClusterState, Output, display_name, meta_key};
 use crate::model::Event;
 use crate::model::objects::{Import, ObjectKey};
 use crate::source::convert::mcs::{
-    ClusterProperty, McsObject, convert_export, convert_import, convert_property, from_dynamic,
+    McsObject, Property, convert_export, convert_import, from_dynamic,
 };
 use crate::source::convert::{Adjustment, ConvertError, Converted, Reason, Warning};
 use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
@@ -42,7 +43,6 @@ pub(super) struct Mcs {
     id: Option<Arc<str>>,
     /// Why the ClusterProperty's value is not used, if it is not.
     id_problem: Option<String>,
-    pub(super) id_listed: bool,
     pub(super) imports: HashMap<ObjectKey, Import>,
     pub(super) imports_listed: bool,
 }
@@ -68,7 +68,6 @@ impl Mcs {
             pending: HashMap::new(),
             id: None,
             id_problem: None,
-            id_listed: true,
             imports: HashMap::new(),
             imports_listed: true,
         }
@@ -87,7 +86,7 @@ impl Mcs {
 
     /// Every MCS watch has listed, and no targeted Service list is out.
     pub(super) fn synced(&self) -> bool {
-        self.exports_listed && self.id_listed && self.imports_listed && self.pending.is_empty()
+        self.exports_listed && self.imports_listed && self.pending.is_empty()
     }
 
     /// The ClusterProperty told something: an id, or why it is none.
@@ -114,14 +113,19 @@ fn object_name(kind: &str, o: &DynamicObject) -> String {
 
 impl ClusterState {
     /// Turns MCS on: Service watch `all_services` delivers every Service,
-    /// and sync waits for the ServiceExport and ClusterProperty watches
-    /// (and, in the local cluster, ServiceImports). The shell feeds an
-    /// empty list for a watch whose API the cluster does not serve.
+    /// the ClusterProperty watch ([`Self::set_property_watch`]) brings the
+    /// cluster id too, and sync waits for the ServiceExport watch (and, in
+    /// the local cluster, ServiceImports). The shell feeds an empty list
+    /// for a watch whose API the cluster does not serve.
     pub(crate) fn set_mcs(&mut self, all_services: usize) {
         self.mcs.all_services = Some(all_services);
         self.mcs.exports_listed = false;
-        self.mcs.id_listed = false;
         self.mcs.imports_listed = !self.local;
+    }
+
+    /// MCS is on: the cluster id is read.
+    pub(super) fn mcs_on(&self) -> bool {
+        self.mcs.all_services.is_some()
     }
 
     /// The ServiceExport watch has listed: the every-Service watch may
@@ -242,15 +246,20 @@ impl ClusterState {
 
     // ---- The cluster id -----------------------------------------------------
 
-    pub(super) fn property_apply(&mut self, o: &DynamicObject, out: &mut Output) {
-        let converted = from_dynamic::<ClusterProperty>(o).and_then(|p| convert_property(&p));
+    /// The ClusterProperty `cluster.clusterset.k8s.io` converted
+    /// ([`super::property`] routes it here).
+    pub(super) fn id_apply(
+        &mut self,
+        converted: Result<Option<Property>, ConvertError>,
+        out: &mut Output,
+    ) {
         match converted {
-            // Another property: not ours to read.
-            Ok(None) => {}
-            Ok(Some(id)) => {
+            Ok(Some(Property::ClusterId(id))) => {
                 self.mcs.id_problem = None;
                 self.set_id(Some(id.into()), out);
             }
+            // Another property: not ours to read.
+            Ok(_) => {}
             Err(e) => {
                 // KEP-2149 requires a label: the cluster's name stays its id.
                 self.mcs.id_problem = Some(e.to_string());
@@ -262,7 +271,7 @@ impl ClusterState {
 
     /// The cluster-id ClusterProperty is gone: the cluster's name is its
     /// id again.
-    pub(super) fn property_gone(&mut self, out: &mut Output) {
+    pub(super) fn id_gone(&mut self, out: &mut Output) {
         self.mcs.id_problem = None;
         self.set_id(None, out);
     }

@@ -14,10 +14,8 @@ use kube::runtime::watcher::Event as WatchEvent;
 use super::{ClusterState, Object, Output, Watch, meta_key, meta_key_any};
 use crate::k8s::index::{Index, Relist};
 use crate::model::objects::ObjectKey;
-use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
 
-/// The key of a watch that holds at most one object (the gateway Service,
-/// the cluster-id ClusterProperty).
+/// The key of a watch that holds at most one object (the gateway Service).
 fn single() -> ObjectKey {
     ObjectKey::new("", "")
 }
@@ -58,9 +56,7 @@ impl Index<Object> for Feed<'_> {
     fn key(&self, obj: &Object) -> Option<ObjectKey> {
         match (self.watch, obj) {
             (Watch::Gateway, Object::Service(_)) => Some(single()),
-            (Watch::ClusterId, Object::Dynamic(o)) => {
-                (o.metadata.name.as_deref() == Some(CLUSTER_ID_PROPERTY)).then(single)
-            }
+            (Watch::Properties, Object::Dynamic(o)) => self.state.property_key(o),
             (Watch::Services(_), Object::Service(s)) => {
                 meta_key(s.metadata.namespace.as_deref(), s.metadata.name.as_deref())
             }
@@ -80,7 +76,7 @@ impl Index<Object> for Feed<'_> {
             (Watch::Slices, Object::Slice(s)) => st.slice_delivered(s, self.listing, out),
             (Watch::Gateway, Object::Service(s)) => st.gateway_apply(s, self.listing, out),
             (Watch::Exports, Object::Dynamic(o)) => st.export_apply(o, out),
-            (Watch::ClusterId, Object::Dynamic(o)) => st.property_apply(o, out),
+            (Watch::Properties, Object::Dynamic(o)) => st.property_apply(o, out),
             (Watch::Imports, Object::Dynamic(o)) => st.import_apply(o, out),
             _ => {}
         }
@@ -95,7 +91,7 @@ impl Index<Object> for Feed<'_> {
             (Watch::Slices, _) => st.remove_slice(key, out),
             (Watch::Gateway, _) => st.gateway_delete(out),
             (Watch::Exports, _) => st.export_gone(key, out),
-            (Watch::ClusterId, _) => st.property_gone(out),
+            (Watch::Properties, _) => st.property_gone(key, out),
             (Watch::Imports, _) => st.import_gone(key.clone(), out),
         }
     }
@@ -114,7 +110,7 @@ impl Index<Object> for Feed<'_> {
             Watch::Slices => st.slices.keys().cloned().collect(),
             Watch::Gateway => st.has_gateway.then(single).into_iter().collect(),
             Watch::Exports => st.mcs.exports.keys().cloned().collect(),
-            Watch::ClusterId => st.mcs.has_id().then(single).into_iter().collect(),
+            Watch::Properties => st.property_keys(),
             Watch::Imports => st.mcs.imports.keys().cloned().collect(),
         }
     }
@@ -129,7 +125,7 @@ impl Index<Object> for Feed<'_> {
             Watch::Slices => st.slices.contains_key(key),
             Watch::Gateway => st.has_gateway,
             Watch::Exports => st.mcs.exports.contains_key(key),
-            Watch::ClusterId => st.mcs.has_id(),
+            Watch::Properties => st.holds_property(&key.name),
             Watch::Imports => st.mcs.imports.contains_key(key),
         }
     }
@@ -141,7 +137,7 @@ impl Index<Object> for Feed<'_> {
             Watch::Slices => st.slice_listed = true,
             Watch::Gateway => st.gateway_listed = true,
             Watch::Exports => st.mcs.exports_listed = true,
-            Watch::ClusterId => st.mcs.id_listed = true,
+            Watch::Properties => st.properties.listed = true,
             Watch::Imports => st.mcs.imports_listed = true,
         }
         st.check_synced();

@@ -818,3 +818,4 @@ fn only_a_change_brings_a_trigger_time_to_measure() {
 }
 
 mod mcs;
+mod property;

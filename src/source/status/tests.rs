@@ -28,7 +28,7 @@ use serde_json::json;
 
 /// `/debug/clusters` as it was built before its types existed (`json!`
 /// field by field): the page must keep every name and shape.
-fn reference(board: &StatusBoard, now: Instant) -> serde_json::Value {
+fn reference(board: &StatusBoard, now: Instant, local_place: &Place) -> serde_json::Value {
     let secs_since = |t: Instant| secs(now.saturating_duration_since(t));
     let clusters: Vec<serde_json::Value> = board
         .snapshot()
@@ -93,6 +93,12 @@ fn reference(board: &StatusBoard, now: Instant) -> serde_json::Value {
                     "clusterIdProblem": m.state.id_problem,
                 })),
                 "claims": claims_reference(&r.claims),
+                "place": {
+                    "region": r.place(local_place).0.region.as_deref(),
+                    "zone": r.place(local_place).0.zone.as_deref(),
+                },
+                "placeFrom": r.place(local_place).1.as_str(),
+                "placeProblem": r.place_problem,
             })
         })
         .collect();
@@ -168,6 +174,99 @@ fn full_report(r: &mut ClusterReport, now: Instant) {
         allowed_namespaces: Some(["prod".into(), "web".into()].into()),
         denied_namespaces: ["kube-system".into()].into(),
     };
+    r.place = place(Some("us"), Some("us-1"));
+    r.property_place = place(Some("eu"), None);
+    r.place_problem = Some("zone \"?\" is not a label value".to_owned());
+}
+
+fn place(region: Option<&str>, zone: Option<&str>) -> Place {
+    Place::parse(region, zone).expect("a place")
+}
+
+#[test]
+fn debug_clusters_shows_each_place_and_who_said_it() {
+    let eu = || place(Some("eu"), None);
+    let us = || place(Some("us"), Some("us-1"));
+    // (local, configured, from its properties, the local flags, shown
+    // region and zone, from)
+    type Case = (
+        bool,
+        Place,
+        Place,
+        Place,
+        (Option<&'static str>, Option<&'static str>),
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            false,
+            Place::default(),
+            Place::default(),
+            eu(),
+            (None, None),
+            "unknown",
+        ),
+        (
+            false,
+            Place::default(),
+            us(),
+            eu(),
+            (Some("us"), Some("us-1")),
+            "cluster-property",
+        ),
+        // A configured place wins whole: no zone from the properties.
+        (
+            false,
+            eu(),
+            us(),
+            Place::default(),
+            (Some("eu"), None),
+            "configured",
+        ),
+        // The flags are the local cluster's, and count as configured.
+        (
+            true,
+            Place::default(),
+            us(),
+            eu(),
+            (Some("eu"), None),
+            "configured",
+        ),
+        (
+            true,
+            Place::default(),
+            us(),
+            Place::default(),
+            (Some("us"), Some("us-1")),
+            "cluster-property",
+        ),
+        // Another cluster ignores the flags.
+        (
+            false,
+            Place::default(),
+            Place::default(),
+            us(),
+            (None, None),
+            "unknown",
+        ),
+    ];
+    for (i, (local, configured, property, flags, (region, zone), from)) in
+        cases.into_iter().enumerate()
+    {
+        let board = StatusBoard::default();
+        board.register(&"c".into(), local, "test".to_owned());
+        board.update(&"c".into(), |r| {
+            r.place = configured;
+            r.property_place = property;
+        });
+        let got = &board.debug_json_at(Instant::now(), &flags)["clusters"][0];
+        assert_eq!(
+            got["place"],
+            json!({"region": region, "zone": zone}),
+            "case {i}"
+        );
+        assert_eq!(got["placeFrom"], from, "case {i}");
+    }
 }
 
 #[test]
@@ -182,8 +281,9 @@ fn debug_clusters_keeps_every_field_name_and_shape() {
     board.update(&"east".into(), |r| full_report(r, now));
     board.update(&"north".into(), |r| r.broken_since = Some(now));
     board.set_problems(vec!["Link CRD missing".to_owned()]);
-    let got = board.debug_json_at(now);
-    assert_eq!(got, reference(&board, now));
+    let local_place = place(Some("eu"), None);
+    let got = board.debug_json_at(now, &local_place);
+    assert_eq!(got, reference(&board, now, &local_place));
     // Spot checks of what users read, so a broken reference shows too.
     let east = &got["clusters"][0];
     assert_eq!(east["name"], "east");
@@ -195,7 +295,13 @@ fn debug_clusters_keeps_every_field_name_and_shape() {
     assert_eq!(east["mcs"]["status"], "member");
     assert_eq!(east["claims"]["allowedNamespaces"], json!(["prod", "web"]));
     assert_eq!(east["apiMaxInFlight"], 8);
+    assert_eq!(east["place"], json!({"region": "us", "zone": "us-1"}));
+    assert_eq!(east["placeFrom"], "configured");
+    assert_eq!(east["placeProblem"], "zone \"?\" is not a label value");
     let north = &got["clusters"][1];
+    assert_eq!(north["place"], json!({"region": null, "zone": null}));
+    assert_eq!(north["placeFrom"], "unknown");
+    assert_eq!(north["placeProblem"], serde_json::Value::Null);
     assert_eq!(north["staleSeconds"], serde_json::Value::Null);
     assert_eq!(north["gatewayProbe"], serde_json::Value::Null);
     assert_eq!(north["adjustedObjects"], json!({}));

@@ -69,33 +69,93 @@ fn imports_table() {
 }
 
 #[test]
-fn the_cluster_id_property_is_a_label() {
-    let id = |name: &str, value: &str| {
-        convert_property(&property(&format!(
-            "metadata: {{name: {name}}}\nspec: {{value: '{value}'}}"
+fn the_properties_we_read_table() {
+    let region = |v: &str| Ok(Some(Property::Region(v.into())));
+    let zone = |v: &str| Ok(Some(Property::Zone(v.into())));
+    // (name, value, what it gives or the reason it is rejected)
+    type Case = (&'static str, String, Result<Option<Property>, Reason>);
+    let cases: Vec<Case> = vec![
+        (
+            "cluster.clusterset.k8s.io",
+            "east-1".into(),
+            Ok(Some(Property::ClusterId("east-1".to_owned()))),
+        ),
+        ("clusterset.k8s.io", "fleet".into(), Ok(None)),
+        (
+            "cluster.clusterset.k8s.io",
+            "East.1".into(),
+            Err(Reason::ClusterIdNotALabel),
+        ),
+        (
+            "cluster.clusterset.k8s.io",
+            String::new(),
+            Err(Reason::ClusterIdNotALabel),
+        ),
+        (
+            "cluster.clusterset.k8s.io",
+            "a".repeat(64),
+            Err(Reason::ClusterIdNotALabel),
+        ),
+        (
+            "region.clusterset-dns.io",
+            "eu-west-1".into(),
+            region("eu-west-1"),
+        ),
+        // Label values, not DNS labels: case and '_' are fine.
+        (
+            "region.clusterset-dns.io",
+            "EU_West.1".into(),
+            region("EU_West.1"),
+        ),
+        (
+            "region.clusterset-dns.io",
+            "eu west".into(),
+            Err(Reason::PlaceInvalid),
+        ),
+        (
+            "region.clusterset-dns.io",
+            String::new(),
+            Err(Reason::PlaceInvalid),
+        ),
+        (
+            "region.clusterset-dns.io",
+            "a".repeat(64),
+            Err(Reason::PlaceInvalid),
+        ),
+        (
+            "zone.clusterset-dns.io",
+            "eu-west-1a".into(),
+            zone("eu-west-1a"),
+        ),
+        (
+            "zone.clusterset-dns.io",
+            "-1a".into(),
+            Err(Reason::PlaceInvalid),
+        ),
+        // Another owner's spelling is not ours to read.
+        ("topology.kubernetes.io/region", "eu".into(), Ok(None)),
+    ];
+    for (name, value, want) in cases {
+        let got = convert_property(&property(&format!(
+            "metadata: {{name: '{name}'}}\nspec: {{value: '{value}'}}"
         )))
-        .map_err(|e| e.reason())
-    };
-    assert_eq!(
-        id("cluster.clusterset.k8s.io", "east-1"),
-        Ok(Some("east-1".to_owned()))
-    );
-    assert_eq!(
-        id("clusterset.k8s.io", "fleet"),
-        Ok(None),
-        "membership, not the id"
-    );
-    assert_eq!(
-        id("cluster.clusterset.k8s.io", "East.1"),
-        Err(Reason::ClusterIdNotALabel)
-    );
-    assert_eq!(
-        id("cluster.clusterset.k8s.io", ""),
-        Err(Reason::ClusterIdNotALabel)
-    );
-    assert_eq!(
-        id("cluster.clusterset.k8s.io", &"a".repeat(64)),
-        Err(Reason::ClusterIdNotALabel)
+        .map_err(|e| e.reason());
+        assert_eq!(got, want, "{name} = {value:?}");
+    }
+    // A block scalar's newline is not part of the value.
+    let p = property("metadata: {name: zone.clusterset-dns.io}\nspec:\n  value: |\n    z1\n");
+    assert_eq!(convert_property(&p).map_err(|e| e.reason()), zone("z1"));
+}
+
+#[test]
+fn a_bad_place_property_says_the_place_is_unknown() {
+    let p = property("metadata: {name: region.clusterset-dns.io}\nspec: {value: 'eu/west'}");
+    let e = convert_property(&p).expect_err("invalid");
+    let text = e.to_string();
+    assert!(text.starts_with("spec.value: region \"eu/west\""), "{text}");
+    assert!(
+        text.contains("place from its ClusterProperty objects is unknown"),
+        "{text}"
     );
 }
 

@@ -65,6 +65,8 @@ fn mcs_remote() -> ClusterState {
         Trust::default(),
         4,
     );
+    // As the shell does: the ClusterProperty watch runs in every mode.
+    st.set_property_watch();
     st.set_mcs(ALL);
     st
 }
@@ -119,7 +121,7 @@ fn first_sync(
     ));
     steps.extend(list(Watch::Services(2), vec![]));
     steps.extend(list(Watch::Exports, exports));
-    steps.extend(list(Watch::ClusterId, vec![]));
+    steps.extend(list(Watch::Properties, vec![]));
     steps.extend(list(
         Watch::Services(ALL),
         all.into_iter().map(svc_obj).collect(),
@@ -365,7 +367,7 @@ fn the_export_join_table() {
 
 #[test]
 fn the_cluster_id_table() {
-    let id = |v: &str| apply(Watch::ClusterId, property(CLUSTER_ID, v));
+    let id = |v: &str| apply(Watch::Properties, property(CLUSTER_ID, v));
     // Name, steps, what they say, the problem reported.
     type Case = (
         &'static str,
@@ -401,14 +403,14 @@ fn the_cluster_id_table() {
             "the property deleted",
             vec![
                 id("east-1"),
-                delete(Watch::ClusterId, property(CLUSTER_ID, "east-1")),
+                delete(Watch::Properties, property(CLUSTER_ID, "east-1")),
             ],
             vec!["id east-1", "id -"],
             None,
         ),
         (
             "a relist without it",
-            [vec![id("east-1")], list(Watch::ClusterId, vec![])]
+            [vec![id("east-1")], list(Watch::Properties, vec![])]
                 .into_iter()
                 .flatten()
                 .collect(),
@@ -418,7 +420,7 @@ fn the_cluster_id_table() {
         (
             "another property is not ours",
             vec![apply(
-                Watch::ClusterId,
+                Watch::Properties,
                 property("clusterset.k8s.io", "set"),
             )],
             vec![],
@@ -455,7 +457,7 @@ fn local_imports_follow_their_watch() {
     let mut setup = list(Watch::Services(0), vec![]);
     setup.extend(list(Watch::Services(1), vec![]));
     setup.extend(list(Watch::Exports, vec![]));
-    setup.extend(list(Watch::ClusterId, vec![]));
+    setup.extend(list(Watch::Properties, vec![]));
     setup.extend(list(Watch::Services(2), vec![]));
     setup.extend(list(Watch::Slices, vec![]));
     setup.push(Settle);
@@ -514,7 +516,7 @@ fn sync_waits_for_the_mcs_watches_and_an_empty_list_releases_it() {
     // What the shell does for a cluster without the CRDs.
     for w in [
         Watch::Exports,
-        Watch::ClusterId,
+        Watch::Properties,
         Watch::Services(ALL),
         Watch::Slices,
     ] {
@@ -537,6 +539,7 @@ fn a_restart_keeps_the_members_until_the_new_watches_list() {
         first_sync(vec![], vec![export("web", T1)], vec![plain("web")], vec![]),
     );
     let mut st = st.restart(Selectors::linkerd_defaults(), Trust::default(), 4);
+    st.set_property_watch();
     st.set_mcs(ALL);
     assert_eq!(st.counts().services, 1);
     let got = run(
