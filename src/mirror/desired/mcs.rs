@@ -32,15 +32,15 @@ use super::{
     Desired, Endpoints, Ep, MAX_SERVICE_NAME, MirrorSettings, Problem, Rank, Slices, Strings, Unit,
     fit_name, metadata, pod_hostname, ready, render_slices, service_ref, text,
 };
-use crate::vocab::place::Place;
 use crate::k8s::crd::{ImportPort, ServiceImport, ServiceImportSpec};
 use crate::mirror::{
     CLUSTER_LABEL, DERIVED_PREFIX, Kind, MANAGED_BY, MANAGED_BY_LABEL, Object, ObjectRef,
     SLICE_MANAGED_BY,
 };
 use crate::model::cluster::ClusterSet;
+use crate::model::entry::federation_eligible;
 use crate::model::entry::mcs::{Member, members, union_ports};
-use crate::model::entry::{BuildContext, federation_eligible};
+use crate::model::locality::place_of;
 use crate::model::objects::{ObjectKey, Port};
 use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
 use crate::vocab::mcs::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
@@ -151,6 +151,7 @@ pub(super) fn mcs_unit(
         endpoints: Endpoints::default(),
         extra,
         mcs: true,
+        nearest: false,
     });
 }
 
@@ -164,13 +165,7 @@ fn member_slices(
     settings: &MirrorSettings,
     headless: bool,
 ) -> Vec<Desired> {
-    let cx = BuildContext {
-        zone: "",
-        federated_grace: settings.federated_grace,
-        now: settings.now,
-        local: &Place::default(),
-        tiers: false,
-    };
+    let cx = settings.context();
     let held: Vec<&Member<'_>> = members.iter().filter(|m| !m.service.refused).collect();
     let eligible: Vec<bool> = held
         .iter()
@@ -180,6 +175,9 @@ fn member_slices(
     let mut out = BTreeMap::new();
     for (m, ok) in held.iter().zip(eligible) {
         let id = m.cluster.mcs_id();
+        // The cluster's zone stands for each endpoint's: the slim model
+        // keeps no per-endpoint zone (see `Ep::zone`).
+        let zone = place_of(m.cluster, &settings.local_place).0.zone.clone();
         let mut endpoints = Endpoints::default();
         for slice in m.cluster.slices_of(key) {
             for ep in slice.endpoints.iter().filter(|ep| ready(m.service, ep)) {
@@ -189,6 +187,7 @@ fn member_slices(
                         addr: ep.addr,
                         hostname: headless.then(|| pod_hostname(ep)),
                         ready: ok || fail_open,
+                        zone: zone.clone(),
                     },
                 );
             }
