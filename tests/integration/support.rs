@@ -18,6 +18,7 @@ use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
 pub(crate) use clusterset_dns::source::live::{Links, LiveConfig};
 use clusterset_dns::vocab::name::ZoneName;
+use clusterset_dns::vocab::place::Place;
 use clusterset_dns::vocab::trust::{TrustSettings, parse_cidrs};
 use futures_util::StreamExt;
 use hickory_net::client::Client;
@@ -77,6 +78,8 @@ pub(crate) struct Options {
     pub(crate) mcs: bool,
     /// `--deny-addresses`, `--exempt-addresses` and our namespace.
     pub(crate) trust: TrustSettings,
+    /// `--region` and `--topology-zone`: the local cluster's place.
+    pub(crate) place: Place,
 }
 
 /// Trust settings that accept loopback addresses (`--exempt-addresses
@@ -101,6 +104,7 @@ impl Default for Options {
             budget: None,
             mcs: false,
             trust: TrustSettings::default(),
+            place: Place::default(),
         }
     }
 }
@@ -137,6 +141,7 @@ fn settings(opts: &Options) -> Settings {
     settings.ns_addrs.clone_from(&opts.ns_addrs);
     settings.mcs = opts.mcs;
     settings.trust = opts.trust.clone();
+    settings.local_place = opts.place.clone();
     if let Some(budget) = opts.budget {
         settings.budget = budget;
     }
