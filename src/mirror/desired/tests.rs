@@ -1872,6 +1872,7 @@ mod random {
 }
 
 mod mcs_cases;
+mod nearest_cases;
 
 #[test]
 fn special_addresses_are_never_written_whatever_reached_the_model() {
