@@ -256,7 +256,9 @@ struct Ep {
     hostname: Option<Arc<str>>,
     ready: bool,
     /// The zone it is in, written as `zone` and `hints.forZones` (MCS
-    /// slices only, see [`mcs`]); `None`: unknown, neither is written.
+    /// slices only, see [`mcs`]); `None`: unknown, neither is written. The
+    /// known limit: the slim model keeps no per-endpoint zone, so this is
+    /// the zone of the endpoint's cluster.
     zone: Option<Arc<str>>,
 }
 
@@ -1137,9 +1139,10 @@ fn render_slices(s: &Slices<'_>, endpoints: Endpoints, out: &mut BTreeMap<Object
 }
 
 /// One endpoint: its one address, readiness, hostname if any, and where
-/// its zone is known, the zone and a hint for that zone (what the
-/// EndpointSlice controller writes for a Service with topology-aware
-/// routing: kube-proxy in that zone then prefers it).
+/// its zone is known, the zone and a hint for that zone (the shape the
+/// EndpointSlice controller writes for topology-aware routing; kube-proxy
+/// acts on hints only for a Service that asks for it, and only when every
+/// ready endpoint has one).
 fn slice_endpoint(ep: &Ep) -> SliceEndpoint {
     SliceEndpoint {
         addresses: vec![ep.addr.to_string()],

@@ -8,7 +8,12 @@
 //!   import), ports the members' union;
 //! - its EndpointSlices, one set per member cluster, labelled with the MCS
 //!   service name and the member's cluster id, so kube-proxy routes the
-//!   derived Service and CoreDNS names pods `<hostname>.<clusterid>`;
+//!   derived Service and CoreDNS names pods `<hostname>.<clusterid>`; each
+//!   endpoint with the zone of its cluster (`model::locality::place_of`:
+//!   `--topology-zone` for the local one) and `hints.forZones` for it,
+//!   where that zone is known. The known limit: the slim model's
+//!   `Endpoint` keeps no zone of its own, so a cluster spread over several
+//!   zones gives all its endpoints its one configured zone;
 //! - the `ServiceImport` `<svc>`: type, union ports, and as `ips` the
 //!   derived Service's ClusterIPs as read back from the API (an input:
 //!   [`super::McsSettings::derived_ips`]), none until known.
