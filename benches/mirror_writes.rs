@@ -10,16 +10,18 @@
 //! cluster has the `bench` namespace (mirrors go only into namespaces that exist) and the Lease
 //! namespace. The server runs with `--mirror --mirror-resync 2s`, and the bench waits until the
 //! local cluster holds every expected object carrying `app.kubernetes.io/managed-by=clusterset-dns`
-//! (`<svc>-<cluster>` per remote Service, `<svc>-federated` per federated Service, each a Service
-//! and one EndpointSlice), the contents match, and no write has come for a quiet period (1 s;
-//! 0.5 s in the smoke run).
+//! (`<svc>-<cluster>` per remote Service, `<svc>-federated` and `<svc>-nearest` per federated
+//! Service, each a Service and one EndpointSlice; no place is configured and the local cluster is
+//! no member, so every member is one tier and `<svc>-nearest` holds the union), the contents
+//! match, and no write has come for a quiet period (1 s; 0.5 s in the smoke run).
 //!
 //! Changes: 1,000, round-robin over clusters and services, each a JSON merge patch of one remote
 //! slice's `endpoints` that replaces one endpoint IP with an IP never used before. Latency of one
 //! change: from just before the remote write is sent to the local commit (seen by an in-process
 //! subscriber to the local cluster's store) of the mirror slice `<svc>-<cluster>-v4-0` holding the
-//! new IP, and for a federated member also of `<svc>-federated-v4-0`; at most 5 s per change, else
-//! a timeout. Changes are sequential: the next starts when the previous one is complete.
+//! new IP, and for a federated member also of `<svc>-federated-v4-0` (its `<svc>-nearest-v4-0` is
+//! written too, counted but not timed); at most 5 s per change, else a timeout. Changes are
+//! sequential: the next starts when the previous one is complete.
 //!
 //! Writes are counted with kubesim's request counters on the local cluster (create, update,
 //! patch, delete on Services and EndpointSlices, whatever their outcome); Lease writes (the
@@ -27,7 +29,7 @@
 //! convergence, the change phase (until a quiet period after the last change), and a window of
 //! 3.5 resync periods with no change, whose writes must be 0. To say where writes come from, the
 //! change phase also reports the local commits by object kind (flat slice, federated slice,
-//! Service) and the objects written more often than they were committed (writes that changed
+//! nearest slice, Service) and the objects written more often than they were committed (writes that changed
 //! nothing). The server's own `clusterset_dns_mirror_writes_total` and
 //! `clusterset_dns_mirror_reconcile_seconds` are reported next to kubesim's counts.
 //!
@@ -115,9 +117,10 @@ impl Sizes {
         (0..self.services).filter(|s| self.member(*s)).count()
     }
 
-    /// Our Services (and our EndpointSlices: one each) once converged.
+    /// Our Services (and our EndpointSlices: one each) once converged: a federated Service has
+    /// `<svc>-federated` and `<svc>-nearest`.
     fn expected_objects(&self) -> usize {
-        self.clusters * self.services + self.federated()
+        self.clusters * self.services + 2 * self.federated()
     }
 }
 
@@ -129,6 +132,11 @@ fn flat_slice(s: usize, c: usize) -> String {
 /// The local federated slice of service `s`.
 fn federated_slice(s: usize) -> String {
     format!("svc-{s}-federated-v4-0")
+}
+
+/// The local nearest slice of service `s`.
+fn nearest_slice(s: usize) -> String {
+    format!("svc-{s}-nearest-v4-0")
 }
 
 /// A running server.
@@ -465,10 +473,10 @@ fn check_mirrors(
             want.insert(flat_slice(s, c), sorted(cluster[s].clone()));
         }
         if sizes.member(s) {
-            want.insert(
-                federated_slice(s),
-                sorted(ips.iter().flat_map(|c| c[s].clone()).collect()),
-            );
+            let union = sorted(ips.iter().flat_map(|c| c[s].clone()).collect());
+            // One tier (no places, no local member): the nearest name answers the union.
+            want.insert(nearest_slice(s), union.clone());
+            want.insert(federated_slice(s), union);
         }
     }
     let mut problems = Vec::new();
@@ -514,6 +522,7 @@ fn wait_quiet(local: &kubesim::Cluster, quiet: Duration, deadline: Instant) {
 struct Commits {
     flat_slices: u64,
     federated_slices: u64,
+    nearest_slices: u64,
     services: u64,
     leases: u64,
     other: BTreeMap<String, u64>,
@@ -533,6 +542,8 @@ impl Commits {
         if ch.res == ENDPOINTSLICES {
             if ch.object.name().contains("-federated-") {
                 self.federated_slices += 1;
+            } else if ch.object.name().contains("-nearest-") {
+                self.nearest_slices += 1;
             } else {
                 self.flat_slices += 1;
             }
@@ -943,10 +954,11 @@ fn print(r: &mut Report, sizes: Sizes) {
         r.change_codes,
     );
     println!(
-        "    expected minimum {} (one slice per change + one federated slice per member change); local commits: {} flat slices, {} federated slices, {} Services, {} Leases, other {:?}",
-        n + m.member_changes,
+        "    expected minimum {} (one slice per change + a federated and a nearest slice per member change); local commits: {} flat slices, {} federated slices, {} nearest slices, {} Services, {} Leases, other {:?}",
+        n + 2 * m.member_changes,
         m.commits.flat_slices,
         m.commits.federated_slices,
+        m.commits.nearest_slices,
         m.commits.services,
         m.commits.leases,
         m.commits.other

@@ -312,17 +312,18 @@ impl Server {
         let mut tasks = JoinSet::new();
 
         let (feed, tx) = Feed::new();
+        let (settings_tx, settings_rx) = tokio::sync::watch::channel(config.settings.clone());
         let to_mirror = mirror.map(|m| {
             let (feed_tx, feed_rx) = mirror_feed::channel();
+            // The settings too: the mirror follows a reloaded local place.
             tasks.spawn(crate::mirror::run::run(
                 m,
-                feed_rx,
+                (feed_rx, settings_rx.clone()),
                 shared.mirror.clone(),
                 shutdown.clone(),
             ));
             feed_tx
         });
-        let (settings_tx, settings_rx) = tokio::sync::watch::channel(config.settings.clone());
         tasks.spawn(model_task(
             model,
             feed,

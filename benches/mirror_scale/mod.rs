@@ -96,9 +96,10 @@ impl Scale {
 }
 
 /// Endpoints in our local slices once converged: every remote one in its `<svc>-<cluster>`
-/// slice, and every member's again in `<svc>-federated`.
+/// slice, and every member's again in `<svc>-federated` and in `<svc>-nearest` (one tier: the
+/// union).
 fn mirrored(sizes: Sizes) -> usize {
-    sizes.clusters * sizes.endpoints * (sizes.services + sizes.federated())
+    sizes.clusters * sizes.endpoints * (sizes.services + 2 * sizes.federated())
 }
 
 /// Runs one size; with `restart`, also the restart.

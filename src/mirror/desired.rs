@@ -36,7 +36,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Service as ServiceObject, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{
-    Endpoint as SliceEndpoint, EndpointConditions, EndpointPort, EndpointSlice,
+    Endpoint as SliceEndpoint, EndpointConditions, EndpointHints, EndpointPort, EndpointSlice,
+    ForZone,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -52,7 +53,7 @@ use crate::vocab::linkerd::{
     ANNOTATION_REMOTE_GATEWAY_IDENTITY, LABEL_CLUSTER_NAME, LABEL_HEADLESS_PARENT, LABEL_MIRRORED,
     LABEL_REMOTE_SERVICE, LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY, REMOTE_DISCOVERY,
 };
-use crate::vocab::name::{FEDERATED, MAX_LABEL, MAX_NAME_TEXT, dashed_ip};
+use crate::vocab::name::{FEDERATED, MAX_LABEL, MAX_NAME_TEXT, NEAREST, dashed_ip};
 use crate::vocab::place::Place;
 use crate::vocab::trust::special;
 
@@ -84,6 +85,10 @@ pub(crate) struct MirrorSettings {
     /// How long a broken watch keeps a member in `<svc>-federated`; the same
     /// value the index uses, so DNS and mirrors agree.
     pub federated_grace: Duration,
+    /// The local cluster's configured place (`--region`,
+    /// `--topology-zone`): the tiers of `<svc>-nearest` and the zone of the
+    /// local cluster's MCS endpoints, as the index uses it.
+    pub local_place: Place,
     /// The MCS objects (`--mcs`).
     pub mcs: McsSettings,
 }
@@ -117,7 +122,8 @@ impl Default for McsSettings {
 impl MirrorSettings {
     #[cfg(test)]
     /// Settings with the documented defaults: `cluster.local`, Linkerd flat
-    /// compatibility off, no Linkerd-managed cluster, a 30 s grace.
+    /// compatibility off, no Linkerd-managed cluster, a 30 s grace, no
+    /// local place.
     pub(crate) fn new(local: impl Into<Arc<str>>, now: Instant) -> Self {
         Self {
             local: local.into(),
@@ -126,7 +132,21 @@ impl MirrorSettings {
             linkerd_managed: BTreeSet::new(),
             now,
             federated_grace: Duration::from_secs(30),
+            local_place: Place::default(),
             mcs: McsSettings::default(),
+        }
+    }
+
+    /// What the model's rules read of these settings: the grace, the time
+    /// and the local place (no zone: nothing here builds a DNS name; SRV
+    /// tiers are a DNS matter).
+    pub(crate) fn context(&self) -> BuildContext<'_> {
+        BuildContext {
+            zone: "",
+            federated_grace: self.federated_grace,
+            now: self.now,
+            local: &self.local_place,
+            tiers: false,
         }
     }
 }
@@ -157,7 +177,9 @@ impl fmt::Display for Problem {
 ///   docs/linkerd.md §3.1–3.3), plus `<hostname>-<cluster>` endpoint
 ///   mirrors for gateway-mode StatefulSets;
 /// - `<svc>-federated` for every service with a federated member anywhere,
-///   the local cluster included (§3.4, with EndpointSlices).
+///   the local cluster included (§3.4, with EndpointSlices), and beside it
+///   `<svc>-nearest`, whose slices hold the members the nearest DNS name
+///   answers ([`nearest`]);
 ///
 /// - with `--mcs`, for every MCS service with a member, `derived-<svc>`,
 ///   its per-cluster EndpointSlices and the ServiceImport `<svc>` ([`mcs`]).
@@ -233,6 +255,11 @@ struct Ep {
     addr: IpAddr,
     hostname: Option<Arc<str>>,
     ready: bool,
+    /// The zone it is in, written as `zone` and `hints.forZones` (MCS
+    /// slices only, see [`mcs`]); `None`: unknown, neither is written. The
+    /// known limit: the slim model keeps no per-endpoint zone, so this is
+    /// the zone of the endpoint's cluster.
+    zone: Option<Arc<str>>,
 }
 
 /// Endpoints grouped the way EndpointSlices must hold them: by address
@@ -288,6 +315,8 @@ struct Unit {
     extra: Vec<Desired>,
     /// An MCS derived Service (how a collision describes it).
     mcs: bool,
+    /// `<svc>-nearest` (how a collision describes it).
+    nearest: bool,
 }
 
 fn is_local(c: &Cluster, settings: &MirrorSettings) -> bool {
@@ -383,6 +412,7 @@ fn add_gateway_endpoints(c: &Cluster, ports: &[Port], eps: &mut Endpoints) {
                 addr: *addr,
                 hostname: None,
                 ready,
+                zone: None,
             },
         );
     }
@@ -424,6 +454,7 @@ fn cluster_units(
         endpoints: Endpoints::default(),
         extra: Vec::new(),
         mcs: false,
+        nearest: false,
     };
     match mode {
         ExportMode::Flat => {
@@ -481,6 +512,7 @@ fn add_pod_endpoints(c: &Cluster, svc: &Service, eps: &mut Endpoints) {
                     addr: ep.addr,
                     hostname,
                     ready: true,
+                    zone: None,
                 },
             );
         }
@@ -539,6 +571,7 @@ fn gateway_headless_units(
                     addr: *ip,
                     hostname: Some(host.clone()),
                     ready: true,
+                    zone: None,
                 },
             );
         }
@@ -620,6 +653,7 @@ fn endpoint_mirror_unit(
         endpoints,
         extra: Vec::new(),
         mcs: false,
+        nearest: false,
     })
 }
 
@@ -649,7 +683,8 @@ fn local_endpoint_mirror<'s>(
 type Members<'s> = Vec<(&'s Cluster, &'s Service)>;
 
 #[cfg(test)]
-/// `<svc>-federated` for every service with a federated member.
+/// `<svc>-federated` and `<svc>-nearest` for every service with a
+/// federated member.
 fn federated_units(
     set: &ClusterSet,
     settings: &MirrorSettings,
@@ -667,7 +702,8 @@ fn federated_units(
     }
 }
 
-/// `<svc>-federated` of service `key`, if it has a federated member.
+/// `<svc>-federated` and `<svc>-nearest` of service `key`, if it has a
+/// federated member.
 fn federated_unit(
     set: &ClusterSet,
     key: &ObjectKey,
@@ -694,14 +730,10 @@ fn federated_unit(
     let mut labels = Strings::new();
     labels.insert(LABEL_MIRRORED.to_owned(), text("true"));
     let slice_labels = labels.clone();
+    let used = union_members(&members, &settings.context());
+    let object = service_ref(&key.namespace, &name);
     units.push(Unit {
-        rank: Rank {
-            tier: 0,
-            created: Seniority::FIRST,
-            cluster: Arc::from(""),
-            service: key.clone(),
-            host: Arc::from(""),
-        },
+        rank: union_rank(key, ""),
         namespace: key.namespace.clone(),
         full_name,
         cluster: None,
@@ -714,13 +746,28 @@ fn federated_unit(
         headless: members.iter().all(|(_, s)| s.headless),
         slice_labels,
         slice_annotations: Strings::new(),
-        endpoints: federated_endpoints(key, &name, &members, settings, problems),
+        endpoints: member_endpoints(key, &object, &used, problems),
         extra: Vec::new(),
         mcs: false,
+        nearest: false,
     });
+    nearest::nearest_unit(set, key, &members, truth, settings, units, problems);
 }
 
-/// Every unit of service `key`: its `<svc>-federated`, and its
+/// The rank of a union name of service `key` (`<svc>-federated`, `host`
+/// empty; `<svc>-nearest`, `host` [`NEAREST`]): before every per-cluster
+/// name, as in the index's claims.
+fn union_rank(key: &ObjectKey, host: &str) -> Rank {
+    Rank {
+        tier: 0,
+        created: Seniority::FIRST,
+        cluster: Arc::from(""),
+        service: key.clone(),
+        host: Arc::from(host),
+    }
+}
+
+/// Every unit of service `key`: its `<svc>-federated` and `<svc>-nearest`, and its
 /// `<svc>-<cluster>` (with endpoint mirrors) in every remote cluster not
 /// managed by Linkerd. What `desired` computes, for one service.
 fn key_units(
@@ -754,8 +801,8 @@ fn key_held(set: &ClusterSet, key: &ObjectKey) -> Vec<(Arc<str>, Arc<str>)> {
     held
 }
 
-/// `<svc>-<cluster>`, `<svc>-federated` and `derived-<svc>` of a refused
-/// service.
+/// `<svc>-<cluster>`, `<svc>-federated`, `<svc>-nearest` and
+/// `derived-<svc>` of a refused service.
 fn refused_names(c: &Cluster, svc: &Service) -> Vec<(Arc<str>, Arc<str>)> {
     let mut held = Vec::new();
     let ns = svc.key.namespace.clone();
@@ -767,8 +814,10 @@ fn refused_names(c: &Cluster, svc: &Service) -> Vec<(Arc<str>, Arc<str>)> {
         held.push((ns.clone(), Arc::from(name)));
     }
     if svc.federated {
-        let name = fit_name(&format!("{}-{FEDERATED}", svc.key.name), MAX_SERVICE_NAME);
-        held.push((ns, Arc::from(name)));
+        for suffix in [FEDERATED, NEAREST] {
+            let name = fit_name(&format!("{}-{suffix}", svc.key.name), MAX_SERVICE_NAME);
+            held.push((ns.clone(), Arc::from(name)));
+        }
     }
     held
 }
@@ -799,38 +848,37 @@ fn federated_annotations(
     annotations
 }
 
-/// The ready pods of the members the DNS answer uses: the eligible ones, or
-/// all of them when none is (fail open), exactly as `build_federated_entry`.
-fn federated_endpoints(
-    key: &ObjectKey,
-    name: &str,
-    members: &Members<'_>,
-    settings: &MirrorSettings,
-    problems: &mut Vec<Problem>,
-) -> Endpoints {
-    // `federation_eligible` reads only the grace and the time.
-    let cx = BuildContext {
-        zone: "",
-        federated_grace: settings.federated_grace,
-        now: settings.now,
-        local: &Place::default(),
-        tiers: false,
-    };
+/// The members the federated DNS answer uses: the eligible ones, or all of
+/// them when none is (fail open), exactly as `build_federated_entry`.
+fn union_members<'m, 's>(
+    members: &'m Members<'s>,
+    cx: &BuildContext<'_>,
+) -> Vec<&'m (&'s Cluster, &'s Service)> {
     let eligible: Vec<&(&Cluster, &Service)> = members
         .iter()
-        .filter(|(c, _)| federation_eligible(&c.health, &cx))
+        .filter(|(c, _)| federation_eligible(&c.health, cx))
         .collect();
-    let used: Vec<&(&Cluster, &Service)> = if eligible.is_empty() {
+    if eligible.is_empty() {
         members.iter().collect()
     } else {
         eligible
-    };
+    }
+}
+
+/// The ready pods of the members `used`, for the slices of the union
+/// Service `object`: headless members' pods named `<hostname>-<cluster>`.
+fn member_endpoints(
+    key: &ObjectKey,
+    object: &ObjectRef,
+    used: &[&(&Cluster, &Service)],
+    problems: &mut Vec<Problem>,
+) -> Endpoints {
     let mut endpoints = Endpoints::default();
     for (c, svc) in used {
         for slice in c.slices_of(key) {
             for ep in slice.endpoints.iter().filter(|ep| ready(svc, ep)) {
                 let hostname = if svc.headless {
-                    federated_hostname(ep, c, &service_ref(&key.namespace, name), problems)
+                    federated_hostname(ep, c, object, problems)
                 } else {
                     None
                 };
@@ -840,6 +888,7 @@ fn federated_endpoints(
                         addr: ep.addr,
                         hostname,
                         ready: true,
+                        zone: None,
                     },
                 );
             }
@@ -848,10 +897,10 @@ fn federated_endpoints(
     endpoints
 }
 
-/// A headless member's pod is named `<hostname>-<cluster>`, the alias our
-/// DNS serves next to the canonical `<hostname>.<cluster>` (docs/architecture.md,
-/// decision 4); `None` (with a problem on `object`) if that is too long
-/// for a label.
+/// A headless member's pod is named `<hostname>-<cluster>` in the union
+/// Service `object`, the alias our DNS serves next to the canonical
+/// `<hostname>.<cluster>` (docs/architecture.md, decision 4); `None` (with a
+/// problem on `object`) if that is too long for a label.
 fn federated_hostname(
     ep: &Endpoint,
     c: &Cluster,
@@ -863,8 +912,8 @@ fn federated_hostname(
         problems.push(Problem {
             object: object.clone(),
             message: format!(
-                "pod {} of {} has no hostname in the federated slices: {alias:?} is longer than {MAX_LABEL} characters",
-                ep.addr, c.name
+                "pod {} of {} has no hostname in the slices of {}: {alias:?} is longer than {MAX_LABEL} characters",
+                ep.addr, c.name, object.name
             ),
         });
         return None;
@@ -932,6 +981,9 @@ fn finish(
 fn describe(unit: &Unit) -> String {
     if unit.mcs {
         return format!("{} (MCS {})", unit.full_name, unit.rank.service);
+    }
+    if unit.nearest {
+        return format!("{} (nearest {})", unit.full_name, unit.rank.service);
     }
     match &unit.cluster {
         Some(c) => format!(
@@ -1086,7 +1138,11 @@ fn render_slices(s: &Slices<'_>, endpoints: Endpoints, out: &mut BTreeMap<Object
     }
 }
 
-/// One endpoint: its one address, readiness, and hostname if any.
+/// One endpoint: its one address, readiness, hostname if any, and where
+/// its zone is known, the zone and a hint for that zone (the shape the
+/// EndpointSlice controller writes for topology-aware routing; kube-proxy
+/// acts on hints only for a Service that asks for it, and only when every
+/// ready endpoint has one).
 fn slice_endpoint(ep: &Ep) -> SliceEndpoint {
     SliceEndpoint {
         addresses: vec![ep.addr.to_string()],
@@ -1095,6 +1151,11 @@ fn slice_endpoint(ep: &Ep) -> SliceEndpoint {
             ..EndpointConditions::default()
         }),
         hostname: ep.hostname.as_deref().map(text),
+        zone: ep.zone.as_deref().map(text),
+        hints: ep.zone.as_deref().map(|zone| EndpointHints {
+            for_zones: Some(vec![ForZone { name: text(zone) }]),
+            for_nodes: None,
+        }),
         ..SliceEndpoint::default()
     }
 }
@@ -1128,6 +1189,7 @@ mod incremental;
 pub(crate) use incremental::DesiredState;
 
 pub(crate) mod mcs;
+mod nearest;
 
 #[cfg(test)]
 mod tests;

@@ -36,8 +36,9 @@ use super::{Desired, Kind, Object, ObjectRef};
 use crate::k8s::crd::ServiceExport;
 use crate::k8s::index::{Index, Relist};
 use crate::k8s::retry::retry_logged;
-use crate::model::ClusterSet;
 use crate::model::objects::ObjectKey;
+use crate::model::{ClusterSet, Settings};
+use crate::vocab::place::Place;
 
 /// The model's states for the mirror ([`super::feed`]).
 pub(crate) type ModelFeed = FeedRx;
@@ -147,6 +148,9 @@ struct Controller {
     /// next pass as leader ([`sweep`]); set by every full pass until a look
     /// is done.
     sweep: Sweep,
+    /// The local cluster's configured place, from the answer settings (it
+    /// reloads): what the desired state was computed with.
+    local_place: Place,
 }
 
 /// The local ServiceExports by namespace and name (`--mcs`), as their
@@ -233,7 +237,21 @@ impl Controller {
             exports: Exports::default(),
             exports_relist: Relist::default(),
             sweep,
+            local_place: Place::default(),
         }
+    }
+
+    /// Takes the local place of the answer settings in. A new one moves
+    /// every `<svc>-nearest` tier and the zone of the local cluster's MCS
+    /// endpoints, and the model reports no service for it: everything is
+    /// recomputed on the next pass.
+    fn set_local_place(&mut self, place: &Place) {
+        if *place == self.local_place {
+            return;
+        }
+        self.local_place = place.clone();
+        let since = self.pending.take().map_or_else(Instant::now, |(_, t)| t);
+        self.pending = Some((Changed::All, since));
     }
 
     /// Takes a model state in: the newest wins, what changed accumulates.
@@ -258,6 +276,7 @@ impl Controller {
             linkerd_managed: self.linkerd.clone(),
             now: Instant::now(),
             federated_grace: self.config.federated_grace,
+            local_place: self.local_place.clone(),
             mcs: McsSettings {
                 enabled: self.config.mcs,
                 import_version: self.mcs.import.as_ref().map(|ar| Arc::from(&*ar.version)),
@@ -608,6 +627,8 @@ enum Wake {
     Leading,
     /// A local ServiceExport changed (`--mcs`).
     Exports,
+    /// The answer settings were reloaded.
+    Settings,
     /// The resync period passed.
     Resync,
     /// Shutdown, the model feed closed, or the lease task ended.
@@ -617,6 +638,7 @@ enum Wake {
 /// The loop's inputs besides the controller.
 struct Inputs {
     model: ModelFeed,
+    settings: watch::Receiver<Arc<Settings>>,
     changes: mpsc::Receiver<Change>,
     exports: mpsc::Receiver<ExportChange>,
     /// Keeps the export channel open when nothing watches exports.
@@ -631,6 +653,8 @@ impl Inputs {
     async fn next(&mut self, c: &mut Controller) -> Wake {
         tokio::select! {
             open = self.model.changed() => if open { Wake::Model } else { Wake::Stop },
+            // A closed channel disables the branch: the settings stay.
+            Ok(()) = self.settings.changed() => Wake::Settings,
             m = self.changes.recv() => {
                 let Some(change) = m else { return Wake::Stop };
                 let mut news = c.on_watch(change);
@@ -663,10 +687,11 @@ impl Inputs {
     }
 }
 
-/// Runs the controller until `shutdown`.
+/// Runs the controller until `shutdown`, fed by the model's states and the
+/// answer settings.
 pub(crate) async fn run(
     config: MirrorConfig,
-    model: ModelFeed,
+    (model, mut settings): (ModelFeed, watch::Receiver<Arc<Settings>>),
     stats: Arc<MirrorStats>,
     shutdown: CancellationToken,
 ) {
@@ -690,6 +715,7 @@ pub(crate) async fn run(
         }
     });
     let mut c = Controller::new(config, stats.clone());
+    c.set_local_place(&settings.borrow_and_update().local_place);
     let (exports_tx, exports) = mpsc::channel::<ExportChange>(256);
     let exports_tx = start_mcs(&mut c, exports_tx, &shutdown).await;
     let (tx, changes) = mpsc::channel::<Change>(256);
@@ -704,6 +730,7 @@ pub(crate) async fn run(
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut inputs = Inputs {
         model,
+        settings,
         changes,
         exports,
         _exports_tx: exports_tx,
@@ -717,6 +744,11 @@ pub(crate) async fn run(
             Wake::Stop => return,
             // The export conditions are written after any pass.
             Wake::Model | Wake::Exports => false,
+            Wake::Settings => {
+                let place = inputs.settings.borrow_and_update().local_place.clone();
+                c.set_local_place(&place);
+                false
+            }
             Wake::Watched(news) => {
                 // Someone else's write to our objects: every object is
                 // compared again (nothing is recomputed for it).

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use hickory_proto::op::ResponseCode;
 use serde_json::json;
 
+use clusterset_dns::vocab::place::Place;
+
 use crate::kubesim_api::{client, sim};
 use crate::live::{NS, SECOND, a, fqdn, until};
 use crate::support::{
@@ -122,7 +124,7 @@ async fn nearest_follows_ready_pods_to_the_same_region_then_the_rest_and_back() 
     live.federated_grace = 60 * SECOND;
     let opts = Options {
         local: Some("local"),
-        region: Some("eu"),
+        place: Place::parse(Some("eu"), None).expect("region"),
         ..Options::default()
     };
     let server = start_live(opts, live).await;

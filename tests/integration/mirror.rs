@@ -281,11 +281,15 @@ async fn mirror_and_federated_objects_as_linkerd_reads_them() {
     let s = setup(async |_| {}).await;
     let server = serve(&s, MirrorSetup::new("a"), |_| {}).await;
     let c = &s.local;
+    // Objects are written in key order (Services, then slices by name):
+    // wait for web-east's slice too, written after db-federated's and
+    // db-nearest's.
     eventually("mirrors written", Duration::from_secs(10), || async {
         get(c, &svc_path("web-east")).await.is_some()
             && get(c, &svc_path("api-north")).await.is_some()
             && get(c, &svc_path("db-federated")).await.is_some()
             && !endpoints_of(c, "db-federated").await.is_empty()
+            && !endpoints_of(c, "web-east").await.is_empty()
     })
     .await;
 
@@ -817,9 +821,22 @@ async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_cluster_makes_the_mirror_write_nothing() {
-    let s = setup(async |_| {}).await;
+    // The local cluster is a member of db with a ready pod, so db-nearest
+    // answers the local tier whatever north's state: a stale member drops
+    // a tier (docs/locality.md), and without a local member north's outage
+    // would move db-nearest to east alone, by design, as the DNS answer
+    // moves (`the_nearest_mirror_follows_the_tier_dns_answers`).
+    let s = setup(async |local| {
+        create_object(
+            local,
+            service("db", json!({"mirror.linkerd.io/federated": "member"}), true),
+        )
+        .await;
+        create_object(local, slice("db", "db-1", &[("10.0.2.10", Some("db-0"))])).await;
+    })
+    .await;
     // The outage is shorter than the federated grace: nothing at all may
-    // be written because of it, federated slices included.
+    // be written because of it, federated and nearest slices included.
     let server = serve(&s, MirrorSetup::new("a"), |l| {
         l.cluster_timeout = Duration::from_secs(1);
     })
@@ -869,6 +886,10 @@ async fn a_silent_cluster_makes_the_mirror_write_nothing() {
     .await;
     assert!(after_change > writes, "new-east was written");
     assert_eq!(
+        endpoints_of(c, "db-nearest").await,
+        ["db-0-local=10.0.2.10"]
+    );
+    assert_eq!(
         server.server.shared.mirror.ok_writes(),
         after_change,
         "north's outage and relist wrote nothing"
@@ -905,4 +926,139 @@ async fn a_leader_whose_local_api_hangs_stops_leading_within_the_renew_deadline(
     })
     .await;
     a.server.stop().await;
+}
+
+/// The addresses our server answers (A) for `<label>.prod.svc.clusterset.local`.
+async fn dns_addrs(dns: SocketAddr, label: &str) -> Vec<String> {
+    let name = format!("{label}.{NS}.svc.clusterset.local.");
+    let (msg, _) = ask(dns, Proto::Udp, &q(&name, RecordType::A)).await;
+    let mut out: Vec<String> = msg
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            hickory_proto::rr::RData::A(a) => Some(a.0.to_string()),
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `db-nearest` answers (and holds) what the DNS name `db-nearest` does:
+/// every member while they share a tier, the local member alone while it
+/// has a ready pod, the rest again when it has none, east alone while
+/// north's watch is broken (a stale member drops a tier); it goes when db
+/// stops being federated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nearest_mirror_follows_the_tier_dns_answers() {
+    let s = setup(async |_| {}).await;
+    let server = serve(&s, MirrorSetup::new("a"), |l| {
+        l.cluster_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let c = &s.local;
+    let both = [
+        "db-0-east=10.1.2.10",
+        "db-0-north=10.2.2.10",
+        "db-1-east=10.1.2.11",
+    ];
+    // No place anywhere: east and north are one tier.
+    let follows = async |what: &str, want: &[&str], dns: &[&str]| {
+        eventually(what, Duration::from_secs(10), || async {
+            let (got, answered) = (
+                endpoints_of(c, "db-nearest").await,
+                dns_addrs(server.dns, "db-nearest").await,
+            );
+            if got != want || answered != dns {
+                return Err(format!("slices {got:?}, DNS {answered:?}"));
+            }
+            Ok(())
+        })
+        .await;
+    };
+    follows(
+        "every member",
+        &both,
+        &["10.1.2.10", "10.1.2.11", "10.2.2.10"],
+    )
+    .await;
+    // Ours, without Linkerd's marker or discovery annotations; headless as
+    // the members are.
+    let svc = get(c, &svc_path("db-nearest")).await.expect("db-nearest");
+    assert_eq!(
+        label(&svc, "app.kubernetes.io/managed-by"),
+        Some("clusterset-dns")
+    );
+    assert_eq!(label(&svc, "mirror.linkerd.io/mirrored-service"), None);
+    assert_eq!(
+        annotation(&svc, "multicluster.linkerd.io/remote-discovery"),
+        None
+    );
+    assert_eq!(svc["spec"]["clusterIP"], json!("None"));
+
+    // A local member with a ready pod: the local tier alone.
+    let member = json!({"mirror.linkerd.io/federated": "member"});
+    create_object(c, service("db", member, true)).await;
+    create_object(c, slice("db", "db-1", &[("10.0.2.10", Some("db-0"))])).await;
+    follows("the local tier", &["db-0-local=10.0.2.10"], &["10.0.2.10"]).await;
+
+    // Its pod not ready: the remote members again.
+    let body = json!({"endpoints": [
+        {"addresses": ["10.0.2.10"], "hostname": "db-0", "conditions": {"ready": false}}]});
+    let req = http::Request::patch(format!(
+        "/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices/db-1"
+    ))
+    .header("content-type", "application/merge-patch+json")
+    .body(serde_json::to_vec(&body).expect("json"))
+    .expect("request");
+    c.request_text(req).await.expect("not ready");
+    follows(
+        "the remote tier",
+        &both,
+        &["10.1.2.10", "10.1.2.11", "10.2.2.10"],
+    )
+    .await;
+
+    // North unreachable, within the grace: stale, a tier down; east alone.
+    let north = s.sim.cluster("north").expect("north").clone();
+    north.set_latency(Duration::from_secs(60));
+    follows(
+        "north demoted",
+        &["db-0-east=10.1.2.10", "db-1-east=10.1.2.11"],
+        &["10.1.2.10", "10.1.2.11"],
+    )
+    .await;
+    north.set_latency(Duration::ZERO);
+    follows(
+        "north back",
+        &both,
+        &["10.1.2.10", "10.1.2.11", "10.2.2.10"],
+    )
+    .await;
+
+    // db federated nowhere any more: db-nearest and its slices go (east's
+    // and north's flat mirrors stay).
+    let unfederate = json!({"metadata": {"labels": {"mirror.linkerd.io/federated": null}}});
+    for api in [
+        c.clone(),
+        client(s.sim.cluster("east").expect("east")).await,
+        client(&north).await,
+    ] {
+        let req = http::Request::patch(svc_path("db"))
+            .header("content-type", "application/merge-patch+json")
+            .body(serde_json::to_vec(&unfederate).expect("json"))
+            .expect("request");
+        api.request_text(req).await.expect("unfederate");
+    }
+    eventually("db-nearest deleted", Duration::from_secs(10), || async {
+        get(c, &svc_path("db-nearest")).await.is_none()
+            && slices_of(c, "db-nearest").await.is_empty()
+            && get(c, &svc_path("db-federated")).await.is_none()
+    })
+    .await;
+    assert!(
+        get(c, &svc_path("db-east")).await.is_some(),
+        "db-east stays"
+    );
+    server.server.stop().await;
 }

@@ -12,15 +12,17 @@
 //! compares name by name, "same labels, other zone":
 //!
 //! - **Headless** names (flat StatefulSets, with and without hostnames, and
-//!   `<svc>-federated` when every member is headless): the A/AAAA sets are
-//!   equal; the per-pod names are the same set, each with the same
-//!   addresses; SRV (bare and `_<port>._<proto>`) give the same ports and
-//!   targets. Our canonical federated pod name `<host>.<cluster>.<svc>-
-//!   federated` is compared with the `<host>-<cluster>.<svc>-federated` that
-//!   CoreDNS serves from the federated slices (docs/architecture.md, decision 4); the
-//!   alias is queried too.
-//! - **ClusterIP** names (flat non-headless mirrors, `<svc>-federated` with a
-//!   non-headless member): CoreDNS answers the mirror's VIP, we answer the
+//!   `<svc>-federated` and `<svc>-nearest` when every member is headless):
+//!   the A/AAAA sets are equal; the per-pod names are the same set, each
+//!   with the same addresses; SRV (bare and `_<port>._<proto>`) give the
+//!   same ports and targets. Our canonical federated pod name
+//!   `<host>.<cluster>.<svc>-federated` is compared with the
+//!   `<host>-<cluster>.<svc>-federated` that CoreDNS serves from the
+//!   federated slices (docs/architecture.md, decision 4); the alias is
+//!   queried too. Likewise under `<svc>-nearest`.
+//! - **ClusterIP** names (flat non-headless mirrors, `<svc>-federated` and
+//!   `<svc>-nearest` with a non-headless member): CoreDNS answers the
+//!   mirror's VIP, we answer the
 //!   pod addresses (decision 2). "Same address set" then means: our A/AAAA
 //!   set equals the set of addresses the VIP leads to, i.e. the ready
 //!   endpoint addresses of the Service's EndpointSlices (label
@@ -39,8 +41,10 @@
 //! server's index, so a name we serve cannot be left out by the fixture.
 //! The comparison runs once the mirror has converged and again after
 //! changes in remote and local clusters (a StatefulSet scaled up, pods
-//! marked not ready, a headless service left with no ready pod); each wait
-//! is a poll bounded in rounds and time.
+//! marked not ready, a headless service left with no ready pod, a local
+//! member left with none, so that `<svc>-nearest` fails over from the
+//! local tier to the remote members); each wait is a poll bounded in rounds
+//! and time.
 //!
 //! Not compared: names only CoreDNS serves (`<dashed-ip>.<svc>` endpoint
 //! names under a ClusterIP Service, SRV at a pod name), since the claim is
@@ -827,7 +831,18 @@ const NAMES: &[(&str, Kind)] = &[
     ("db-federated", Kind::Headless),
     ("queue-federated", Kind::Headless),
     ("shop-east", Kind::Gateway),
+    // The local tier (local is a member of web and db), and for queue,
+    // which local is no member of, every member (one tier: no places).
+    ("web-nearest", Kind::Vip),
+    ("db-nearest", Kind::Headless),
+    ("queue-nearest", Kind::Headless),
 ];
+
+/// Whether `label` is a union name (`<svc>-federated`, `<svc>-nearest`),
+/// whose pods we name `<host>.<cluster>` and CoreDNS `<host>-<cluster>`.
+fn union_label(label: &str) -> bool {
+    label.ends_with("-federated") || label.ends_with("-nearest")
+}
 
 /// Our labels whose counterpart has another label: `<svc>-<local>` is the
 /// local Service itself (decision 6).
@@ -835,8 +850,8 @@ const RENAMES: &[(&str, &str)] = &[("web-local", "web")];
 
 /// Our name (`…svc.clusterset.local`) → CoreDNS's name for the same thing
 /// (`…svc.cluster.local`): same labels, except the renames and our canonical
-/// federated pod names `<host>.<cluster>.<svc>-federated`, which CoreDNS
-/// serves as `<host>-<cluster>.<svc>-federated`.
+/// federated (and nearest) pod names `<host>.<cluster>.<svc>-federated`,
+/// which CoreDNS serves as `<host>-<cluster>.<svc>-federated`.
 fn theirs(name: &str) -> String {
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     let Some(base) = name.strip_suffix(&format!(".{OURS}")) else {
@@ -848,7 +863,7 @@ fn theirs(name: &str) -> String {
         if let Some((_, to)) = RENAMES.iter().find(|(from, _)| *from == labels[n - 2]) {
             labels[n - 2] = (*to).to_owned();
         }
-        if labels[n - 2].ends_with("-federated") && n == 4 && !labels[0].starts_with('_') {
+        if union_label(&labels[n - 2]) && n == 4 && !labels[0].starts_with('_') {
             let alias = format!("{}-{}", labels[0], labels[1]);
             labels.splice(0..2, [alias]);
         }
@@ -1036,16 +1051,12 @@ async fn headless(
 }
 
 /// Our names for CoreDNS's endpoint name `pod` below our service `name`:
-/// the same label; for a federated `<host>-<cluster>` also the canonical
-/// `<host>.<cluster>`.
+/// the same label; for a federated (or nearest) `<host>-<cluster>` also the
+/// canonical `<host>.<cluster>`.
 fn ours_for(pod: &str, name: &str) -> Vec<String> {
     let host = pod.split('.').next().expect("label");
     let mut out = vec![format!("{host}.{name}")];
-    if name
-        .split('.')
-        .next()
-        .is_some_and(|l| l.ends_with("-federated"))
-    {
+    if name.split('.').next().is_some_and(union_label) {
         for c in CLUSTERS {
             if let Some(h) = host.strip_suffix(&format!("-{c}")) {
                 out.push(format!("{h}.{c}.{name}"));
@@ -1288,6 +1299,13 @@ async fn coredns_over_the_mirrors_answers_what_we_answer() {
                     "fd00-3-5--1-south.{}",
                     fqdn_theirs("queue-federated")
                 ))
+                && z.backends.contains_key(&fqdn_theirs("web-nearest"))
+                && z.names
+                    .contains_key(&format!("db-0-local.{}", fqdn_theirs("db-nearest")))
+                && z.names.contains_key(&format!(
+                    "fd00-3-5--1-south.{}",
+                    fqdn_theirs("queue-nearest")
+                ))
         },
     )
     .await;
@@ -1311,6 +1329,23 @@ async fn coredns_over_the_mirrors_answers_what_we_answer() {
             .map(|(_, _, p)| *p)
             .collect::<BTreeSet<_>>(),
         [8080, 8081].into_iter().collect()
+    );
+    // The nearest names: the local tier while it has a ready pod, else
+    // (queue) every member.
+    assert_eq!(
+        backends("web-nearest").addrs,
+        addrs(&["10.0.1.1", "10.0.1.2"])
+    );
+    assert_eq!(
+        zone.endpoint_names(&fqdn_theirs("db-nearest")),
+        ["db-0-local", "db-1-local"]
+            .iter()
+            .map(|h| format!("{h}.{}", fqdn_theirs("db-nearest")))
+            .collect::<BTreeSet<_>>()
+    );
+    assert_eq!(
+        node("queue-nearest").addrs,
+        addrs(&["10.1.5.1", "fd00:3:5::1"])
     );
     assert_eq!(node("kafka-east").addrs, addrs(&["10.1.1.10", "10.1.1.11"]));
     assert_eq!(
@@ -1352,7 +1387,8 @@ async fn coredns_over_the_mirrors_answers_what_we_answer() {
 
     // Changes in the remote and local clusters: a StatefulSet scaled up, a
     // pod not ready, a dual-stack pod not ready, a Deployment with no ready
-    // pod left, a local member's pod not ready.
+    // pod left, a local member's pod not ready, a local member with no
+    // ready pod left (db-nearest fails over to the remote members).
     let c = |n: &str| sim.cluster(n).expect("cluster");
     let east = client(c("east")).await;
     let north = client(c("north")).await;
@@ -1388,6 +1424,15 @@ async fn coredns_over_the_mirrors_answers_what_we_answer() {
         ],
     )
     .await;
+    patch_endpoints(
+        &local,
+        "db-1",
+        vec![
+            ep("10.0.2.10", Some("db-0"), Some(false)),
+            ep("10.0.2.11", Some("db-1"), Some(false)),
+        ],
+    )
+    .await;
 
     let changed = |z: &coredns::Zone| {
         z.names
@@ -1404,6 +1449,11 @@ async fn coredns_over_the_mirrors_answers_what_we_answer() {
             && z.backends
                 .get(&fqdn_theirs("web-federated"))
                 .is_some_and(|b| !b.addrs.contains(&ip("10.0.1.2")))
+            && z.names
+                .contains_key(&format!("db-2-east.{}", fqdn_theirs("db-nearest")))
+            && !z
+                .names
+                .contains_key(&format!("db-0-local.{}", fqdn_theirs("db-federated")))
     };
     let (zone, _) = converge(
         "after the changes",
@@ -1415,7 +1465,17 @@ async fn coredns_over_the_mirrors_answers_what_we_answer() {
         changed,
     )
     .await;
-    assert_eq!(zone.endpoint_names(&fqdn_theirs("db-federated")).len(), 7);
+    // East's three, north's and south's: local has no ready pod left, and
+    // db-nearest, its tier empty, answers every member as the union does.
+    assert_eq!(zone.endpoint_names(&fqdn_theirs("db-federated")).len(), 5);
+    let bare = |svc: &str| {
+        let suffix = format!(".{}", fqdn_theirs(svc));
+        zone.endpoint_names(&fqdn_theirs(svc))
+            .iter()
+            .map(|n| n.strip_suffix(&suffix).unwrap_or(n).to_owned())
+            .collect::<BTreeSet<_>>()
+    };
+    assert_eq!(bare("db-nearest"), bare("db-federated"));
     // Both sides say NXDOMAIN for the Deployment with no ready pod (checked
     // in `headless`); ours explicitly:
     let got = query(server.dns, &ours("workers-north"), RecordType::A).await;
@@ -1462,6 +1522,10 @@ fn our_names_map_to_coredns_names() {
         (
             "kafka-0.kafka-east.prod.svc.clusterset.local",
             "kafka-0.kafka-east.prod.svc.cluster.local",
+        ),
+        (
+            "db-0.east.db-nearest.prod.svc.clusterset.local",
+            "db-0-east.db-nearest.prod.svc.cluster.local",
         ),
     ];
     for (ours, want) in cases {

@@ -7,7 +7,8 @@
 //! through kubectl, as a user (or CoreDNS's `multicluster`) sees it. A
 //! member that stops exporting takes exactly its slices with it; restarted
 //! without `--mcs`, the controller deletes the import, the derived Service
-//! and its slices.
+//! and its slices. With the local cluster's zone configured, its member
+//! slices carry that zone and a hint for it; a reload moves them.
 //!
 //! Every wait is a bounded poll; everything listens and dials on loopback.
 
@@ -21,6 +22,7 @@ use crate::kubectl::kubectl;
 use crate::kubesim_api::{client, sim};
 use crate::live::{NS, a, clusters_file, fqdn};
 use crate::support::{Links, Live, MirrorSetup, Options, create_object, eventually, start_live};
+use clusterset_dns::vocab::place::Place;
 
 const MCS: &str = "multicluster.x-k8s.io/v1beta1";
 
@@ -280,5 +282,96 @@ async fn mcs_mirror_objects_read_back_through_kubectl() {
             .is_some(),
         "east's ServiceExport stays"
     );
+    server.server.stop().await;
+}
+
+/// `(source-cluster, endpoints)` of every slice of the MCS service `db`:
+/// the endpoints as written, zone and hints included.
+async fn member_endpoints(kubeconfig: &Path) -> Vec<(String, Value)> {
+    let list = get_json(
+        kubeconfig,
+        &[
+            "endpointslices",
+            "-l",
+            "multicluster.kubernetes.io/service-name=db",
+        ],
+    )
+    .await;
+    let items = list.as_ref().and_then(|l| l["items"].as_array().cloned());
+    let mut out: Vec<(String, Value)> = items
+        .unwrap_or_default()
+        .iter()
+        .map(|s| {
+            let id = label(s, "multicluster.kubernetes.io/source-cluster").unwrap_or("");
+            (id.to_owned(), s["endpoints"].clone())
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// One ready endpoint at `ip`, in `zone` (with its hint) when known.
+fn zoned(ip: &str, zone: Option<&str>) -> Value {
+    let mut e = json!({"addresses": [ip], "conditions": {"ready": true}});
+    if let Some(z) = zone {
+        e["zone"] = json!(z);
+        e["hints"] = json!({"forZones": [{"name": z}]});
+    }
+    json!([e])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcs_member_slices_carry_their_clusters_zone_where_known() {
+    let (sim, dir) = sim(&["local", "east"], |_| {}).await;
+    let cluster = |n: &str| sim.cluster(n).expect("cluster");
+    let (local, east) = (
+        client(cluster("local")).await,
+        client(cluster("east")).await,
+    );
+    create_object(
+        &local,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )
+    .await;
+    export_db(&local, "10.0.0.1").await;
+    export_db(&east, "10.1.0.1").await;
+    let file = clusters_file(dir.path(), &[cluster("east")]);
+    let kubeconfig: PathBuf = cluster("local").kubeconfig_path().to_owned();
+    let mut live = Live::new(&kubeconfig, Links::File(file));
+    live.mirror = Some(MirrorSetup::new("a"));
+    // `--region eu --topology-zone eu-1a`; east's place is unknown.
+    let place = |zone| Place::parse(Some("eu"), Some(zone)).expect("place");
+    let options = Options {
+        local: Some("local"),
+        mcs: true,
+        place: place("eu-1a"),
+        ..Options::default()
+    };
+    let server = start_live(options, live).await;
+    // As kube-apiserver keeps them (kubesim validates the hints as it does).
+    let want = |zone| {
+        vec![
+            ("east".to_owned(), zoned("10.1.0.1", None)),
+            ("local".to_owned(), zoned("10.0.0.1", Some(zone))),
+        ]
+    };
+    eventually(
+        "the local member's slice in its zone, east's in none",
+        Duration::from_secs(10),
+        || async { member_endpoints(&kubeconfig).await == want("eu-1a") },
+    )
+    .await;
+
+    // A reloaded zone is written into the slices.
+    let handle = server.server.settings_handle();
+    let mut settings = (*handle.get()).clone();
+    settings.local_place = place("eu-1b");
+    handle.set(std::sync::Arc::new(settings));
+    eventually(
+        "the local member's slice in the reloaded zone",
+        Duration::from_secs(10),
+        || async { member_endpoints(&kubeconfig).await == want("eu-1b") },
+    )
+    .await;
     server.server.stop().await;
 }

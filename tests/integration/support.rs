@@ -18,6 +18,7 @@ use clusterset_dns::model::Settings;
 use clusterset_dns::runtime::{Server, Sockets, SourceSetup};
 pub(crate) use clusterset_dns::source::live::{Links, LiveConfig};
 use clusterset_dns::vocab::name::ZoneName;
+use clusterset_dns::vocab::place::Place;
 use clusterset_dns::vocab::trust::{TrustSettings, parse_cidrs};
 use futures_util::StreamExt;
 use hickory_net::client::Client;
@@ -77,8 +78,8 @@ pub(crate) struct Options {
     pub(crate) mcs: bool,
     /// `--deny-addresses`, `--exempt-addresses` and our namespace.
     pub(crate) trust: TrustSettings,
-    /// `--region`: the local cluster's region.
-    pub(crate) region: Option<&'static str>,
+    /// `--region` and `--topology-zone`: the local cluster's place.
+    pub(crate) place: Place,
     /// `--srv-priority-tiers`.
     pub(crate) srv_tiers: bool,
 }
@@ -105,7 +106,7 @@ impl Default for Options {
             budget: None,
             mcs: false,
             trust: TrustSettings::default(),
-            region: None,
+            place: Place::default(),
             srv_tiers: false,
         }
     }
@@ -143,8 +144,7 @@ fn settings(opts: &Options) -> Settings {
     settings.ns_addrs.clone_from(&opts.ns_addrs);
     settings.mcs = opts.mcs;
     settings.trust = opts.trust.clone();
-    settings.local_place =
-        clusterset_dns::vocab::place::Place::parse(opts.region, None).expect("region");
+    settings.local_place = opts.place.clone();
     settings.srv_priority_tiers = opts.srv_tiers;
     if let Some(budget) = opts.budget {
         settings.budget = budget;

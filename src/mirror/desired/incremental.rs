@@ -3,10 +3,12 @@
 //! the services a batch touched.
 //!
 //! Every object comes from one service key (namespace, name): its
-//! `<svc>-federated`, its `<svc>-<cluster>` in every cluster, their endpoint
-//! mirrors. Those depend only on that key's entries in the cluster state
-//! (and on cluster-level gateway and health, which the model reports as the
-//! key's change), except for names: two units may want one name, and the
+//! `<svc>-federated` and `<svc>-nearest`, its `<svc>-<cluster>` in every
+//! cluster, their endpoint mirrors, its MCS objects. Those depend only on
+//! that key's entries in the cluster state (and on cluster-level gateway,
+//! health and place, which the model reports as the key's change; the
+//! local place of the settings changes everything, and the controller
+//! then builds from scratch), except for names: two units may want one name, and the
 //! one `super::finish` gives it to wins. So the state keeps, per key, its
 //! candidate units already rendered, and per Service name, who claims it;
 //! recomputing a key re-settles only the names it claimed or claims and the
@@ -263,9 +265,13 @@ impl DesiredState {
 
     /// The service keys whose objects a batch that touched `dirty` may
     /// have changed, `before` and `after` being the states around it: the
-    /// services it names, and for a cluster whose health changed, its
-    /// gateway-mode services (gateway readiness), federated and MCS ones
-    /// (federation eligibility) — nothing else reads a cluster's health.
+    /// services it names, and for a cluster whose health or place changed
+    /// (the model reports both as health), its gateway-mode services
+    /// (gateway readiness), federated ones (federation eligibility, and
+    /// the cluster's tier in `<svc>-nearest`) and MCS ones (eligibility,
+    /// the zone of its endpoints) — nothing else reads a cluster's health
+    /// or place. A new place of the local cluster moves every other
+    /// cluster's tier: the model names every federated service then.
     pub(crate) fn keys_of(
         dirty: &Dirty,
         before: &ClusterSet,

@@ -8,7 +8,12 @@
 //!   import), ports the members' union;
 //! - its EndpointSlices, one set per member cluster, labelled with the MCS
 //!   service name and the member's cluster id, so kube-proxy routes the
-//!   derived Service and CoreDNS names pods `<hostname>.<clusterid>`;
+//!   derived Service and CoreDNS names pods `<hostname>.<clusterid>`; each
+//!   endpoint with the zone of its cluster (`model::locality::place_of`:
+//!   `--topology-zone` for the local one) and `hints.forZones` for it,
+//!   where that zone is known. The known limit: the slim model's
+//!   `Endpoint` keeps no zone of its own, so a cluster spread over several
+//!   zones gives all its endpoints its one configured zone;
 //! - the `ServiceImport` `<svc>`: type, union ports, and as `ips` the
 //!   derived Service's ClusterIPs as read back from the API (an input:
 //!   [`super::McsSettings::derived_ips`]), none until known.
@@ -38,8 +43,9 @@ use crate::mirror::{
     SLICE_MANAGED_BY,
 };
 use crate::model::cluster::ClusterSet;
+use crate::model::entry::federation_eligible;
 use crate::model::entry::mcs::{Member, members, union_ports};
-use crate::model::entry::{BuildContext, federation_eligible};
+use crate::model::locality::place_of;
 use crate::model::objects::{ObjectKey, Port};
 use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
 use crate::vocab::mcs::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
@@ -151,6 +157,7 @@ pub(super) fn mcs_unit(
         endpoints: Endpoints::default(),
         extra,
         mcs: true,
+        nearest: false,
     });
 }
 
@@ -164,13 +171,7 @@ fn member_slices(
     settings: &MirrorSettings,
     headless: bool,
 ) -> Vec<Desired> {
-    let cx = BuildContext {
-        zone: "",
-        federated_grace: settings.federated_grace,
-        now: settings.now,
-        local: &Place::default(),
-        tiers: false,
-    };
+    let cx = settings.context();
     let held: Vec<&Member<'_>> = members.iter().filter(|m| !m.service.refused).collect();
     let eligible: Vec<bool> = held
         .iter()
@@ -180,6 +181,9 @@ fn member_slices(
     let mut out = BTreeMap::new();
     for (m, ok) in held.iter().zip(eligible) {
         let id = m.cluster.mcs_id();
+        // The cluster's zone stands for each endpoint's: the slim model
+        // keeps no per-endpoint zone (see `Ep::zone`).
+        let zone = place_of(m.cluster, &settings.local_place).0.zone.clone();
         let mut endpoints = Endpoints::default();
         for slice in m.cluster.slices_of(key) {
             for ep in slice.endpoints.iter().filter(|ep| ready(m.service, ep)) {
@@ -189,6 +193,7 @@ fn member_slices(
                         addr: ep.addr,
                         hostname: headless.then(|| pod_hostname(ep)),
                         ready: ok || fail_open,
+                        zone: zone.clone(),
                     },
                 );
             }

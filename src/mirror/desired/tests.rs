@@ -695,6 +695,81 @@ fn db_federated_service() -> Value {
     })
 }
 
+/// `<svc>-nearest` as we write it: ours, without Linkerd's marker label or
+/// discovery annotations; `spec` and `annotations` (if any) as given.
+fn nearest_service(name: &str, ns: &str, spec: Value, annotations: Option<Value>) -> Value {
+    let mut v = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {
+            "name": name, "namespace": ns,
+            "labels": {"app.kubernetes.io/managed-by": "clusterset-dns"}
+        },
+        "spec": spec
+    });
+    if let Some(a) = annotations {
+        v["metadata"]["annotations"] = a;
+    }
+    v
+}
+
+/// Slice `n` (IPv4) of `<svc>-nearest` `svc`.
+fn nearest_slice(svc: &str, ns: &str, n: u32, endpoints: Value, ports: Value) -> Value {
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {
+            "name": format!("{svc}-v4-{n}"), "namespace": ns,
+            "labels": {
+                "app.kubernetes.io/managed-by": "clusterset-dns",
+                "kubernetes.io/service-name": svc,
+                "endpointslice.kubernetes.io/managed-by": "clusterset-dns.io/mirror"
+            }
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": ports
+    })
+}
+
+/// `bb-nearest` of [`federated_bb`] while the local member west has its
+/// ready pod: west's alone, with west's ports.
+fn bb_nearest_west() -> Vec<Value> {
+    vec![
+        nearest_service(
+            "bb-nearest",
+            "prod",
+            json!({"ports": [{"name": "http", "protocol": "TCP", "port": 82}]}),
+            None,
+        ),
+        nearest_slice(
+            "bb-nearest",
+            "prod",
+            0,
+            ready_eps(&["10.30.3.1"]),
+            json!([{"name": "http", "protocol": "TCP", "port": 8080}]),
+        ),
+    ]
+}
+
+/// `db-nearest` of [`federated_db`] holding `endpoints` (headless, named
+/// as in `db-federated`).
+fn db_nearest(endpoints: Value) -> Vec<Value> {
+    vec![
+        nearest_service(
+            "db-nearest",
+            "prod",
+            json!({"clusterIP": "None", "ports": [{"name": "pg", "protocol": "TCP", "port": 5432}]}),
+            None,
+        ),
+        nearest_slice(
+            "db-nearest",
+            "prod",
+            0,
+            endpoints,
+            json!([{"name": "pg", "protocol": "TCP", "port": 5432}]),
+        ),
+    ]
+}
+
 fn with(mut base: Vec<Event>, more: impl IntoIterator<Item = Event>) -> Vec<Event> {
     base.extend(more);
     base
@@ -1091,6 +1166,7 @@ fn federated() {
                 vec![bb_federated_service("bb@east,bb@north")],
                 bb_slices(true),
                 bb_mirrors(),
+                bb_nearest_west(),
             ]),
             problems: vec![],
         },
@@ -1101,6 +1177,9 @@ fn federated() {
             want: concat([
                 vec![db_federated_service(), db_federated_slice(all_db.clone())],
                 federated_db_flat_mirrors(),
+                // West is no member; east and north share the default
+                // tier of clusters without a place.
+                db_nearest(all_db.clone()),
             ]),
             problems: vec![],
         },
@@ -1112,6 +1191,7 @@ fn federated() {
                 vec![bb_federated_service("bb@east,bb@north")],
                 bb_slices(false),
                 bb_mirrors(),
+                bb_nearest_west(),
             ]),
             problems: vec![],
         },
@@ -1126,8 +1206,10 @@ fn federated() {
             ),
             settings: defaults,
             want: concat([
-                vec![db_federated_service(), db_federated_slice(north_db)],
+                vec![db_federated_service(), db_federated_slice(north_db.clone())],
                 federated_db_flat_mirrors(),
+                // North alone is left: stale, a tier down, still chosen.
+                db_nearest(north_db),
             ]),
             problems: vec![],
         },
@@ -1142,8 +1224,10 @@ fn federated() {
             ),
             settings: defaults,
             want: concat([
-                vec![db_federated_service(), db_federated_slice(all_db)],
+                vec![db_federated_service(), db_federated_slice(all_db.clone())],
                 federated_db_flat_mirrors(),
+                // No tier at all: the union, as the DNS answer.
+                db_nearest(all_db),
             ]),
             problems: vec![],
         },
@@ -1157,6 +1241,7 @@ fn federated() {
                 vec![bb_federated_service("bb@east,bb@north")],
                 bb_slices(true),
                 bb_mirror("north", 80, "10.20.3.1", 9090),
+                bb_nearest_west(),
             ]),
             problems: vec![],
         },
@@ -1206,6 +1291,20 @@ fn federated() {
                 }),
                 federated_slice(
                     "solo-federated",
+                    "prod",
+                    0,
+                    ready_eps(&["10.30.9.1"]),
+                    json!([{"name": "http", "protocol": "TCP", "port": 8080}]),
+                ),
+                // Opaque ports kept: meshed clients need them here too.
+                nearest_service(
+                    "solo-nearest",
+                    "prod",
+                    json!({"ports": [{"name": "http", "protocol": "TCP", "port": 80}]}),
+                    Some(json!({"config.linkerd.io/opaque-ports": "80"})),
+                ),
+                nearest_slice(
+                    "solo-nearest",
                     "prod",
                     0,
                     ready_eps(&["10.30.9.1"]),
@@ -1502,17 +1601,25 @@ fn federated_alias_too_long_is_reported() {
         ),
     ));
     let (got, problems) = run_events(ev, defaults);
-    let slice = got
+    // The same pod is in `db-federated` and `db-nearest`: reported for each.
+    let slices: Vec<&Desired> = got
         .iter()
-        .find(|d| d.key.kind == Kind::EndpointSlice)
-        .expect("a slice");
-    assert_eq!(
-        to_json(&slice.object)["endpoints"],
-        json!([{"addresses": ["10.10.9.9"], "conditions": {"ready": true}}])
-    );
-    assert_eq!(problems.len(), 1, "{problems:?}");
+        .filter(|d| d.key.kind == Kind::EndpointSlice)
+        .collect();
+    assert_eq!(slices.len(), 2, "{slices:?}");
+    for slice in slices {
+        assert_eq!(
+            to_json(&slice.object)["endpoints"],
+            json!([{"addresses": ["10.10.9.9"], "conditions": {"ready": true}}])
+        );
+    }
+    let mut objects: Vec<&str> = problems.iter().map(|p| &*p.object.name).collect();
+    objects.sort_unstable();
+    assert_eq!(objects, ["db-federated", "db-nearest"], "{problems:?}");
     assert!(
-        problems[0].message.contains("has no hostname"),
+        problems
+            .iter()
+            .all(|p| p.message.contains("has no hostname")),
         "{problems:?}"
     );
 }
@@ -1564,7 +1671,7 @@ fn concat_events(parts: impl IntoIterator<Item = Vec<Event>>) -> Vec<Event> {
 }
 
 #[test]
-fn refused_services_hold_their_mirrors_and_federated_unions() {
+fn refused_services_hold_their_mirrors_and_federated_and_nearest_unions() {
     use crate::model::objects::ExportMode::Flat;
     let mut events = Vec::new();
     events.extend(up("west", true));
@@ -1610,6 +1717,7 @@ fn refused_services_hold_their_mirrors_and_federated_unions() {
         ("prod".to_owned(), shortened),
         ("prod".to_owned(), "web-east".to_owned()),
         ("prod".to_owned(), "web-federated".to_owned()),
+        ("prod".to_owned(), "web-nearest".to_owned()),
     ];
     want.sort();
     assert_eq!(held, want, "api is admitted: nothing of it is held");
@@ -1764,6 +1872,7 @@ mod random {
 }
 
 mod mcs_cases;
+mod nearest_cases;
 
 #[test]
 fn special_addresses_are_never_written_whatever_reached_the_model() {

@@ -617,7 +617,7 @@ fn validate_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
 
 /// The endpoints of a slice of address type `ty`: at most 1000, each with 1 to 100
 /// addresses, every address valid for the type (`check`) and not refused by kube's
-/// `ValidateEndpointIP`.
+/// `ValidateEndpointIP`, and its topology hints valid ([`validate_hints`]).
 fn validate_slice_endpoints(
     object: &Value,
     ty: &str,
@@ -658,6 +658,7 @@ fn validate_slice_endpoints(
                 format!("Too many: {}: must have at most 100 items", addrs.len()),
             ));
         }
+        validate_hints(i, e, causes);
         for (j, a) in addrs.iter().enumerate() {
             let text = a.as_str().unwrap_or("");
             if !check(text) {
@@ -675,6 +676,50 @@ fn validate_slice_endpoints(
                     format!("Invalid value: {}: {why}", kubemsg::go_quote(text)),
                 ));
             }
+        }
+    }
+}
+
+/// Most zone hints an endpoint may carry (kube's `maxZoneHints`).
+const MAX_ZONE_HINTS: usize = 8;
+
+/// kube's `validateHints` for endpoint `i` (`e`): at most [`MAX_ZONE_HINTS`] `forZones`
+/// (beyond that nothing else about them is reported), each name once and a label value (empty
+/// passes, as `IsValidLabelValue` lets it). The endpoint's `zone` itself kube does not validate;
+/// `forNodes` (alpha in 1.33) is not checked here.
+fn validate_hints(i: usize, e: &Value, causes: &mut Vec<Cause>) {
+    let Some(zones) = e.pointer("/hints/forZones").and_then(Value::as_array) else {
+        return;
+    };
+    let path = format!("endpoints[{i}].hints.forZones");
+    if zones.len() > MAX_ZONE_HINTS {
+        causes.push(cause(
+            "FieldValueTooMany",
+            path,
+            format!(
+                "Too many: {}: must have at most {MAX_ZONE_HINTS} items",
+                zones.len()
+            ),
+        ));
+        return;
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (j, z) in zones.iter().enumerate() {
+        let name = z.get("name").and_then(Value::as_str).unwrap_or("");
+        let field = format!("{path}[{j}].name");
+        if !seen.insert(name) {
+            causes.push(cause(
+                "FieldValueDuplicate",
+                &field,
+                format!("Duplicate value: {}", kubemsg::go_quote(name)),
+            ));
+        }
+        for msg in kubemsg::label_value_errors(name) {
+            causes.push(cause(
+                "FieldValueInvalid",
+                &field,
+                format!("Invalid value: {}: {msg}", kubemsg::go_quote(name)),
+            ));
         }
     }
 }

@@ -371,6 +371,89 @@ fn mcs_objects() {
     }
 }
 
+/// `clusterset_ip` with east's place (from `from`) as given.
+fn placed_east(
+    from: crate::vocab::place::PlaceFrom,
+    region: &str,
+    zone: Option<&str>,
+) -> Vec<Event> {
+    let mut ev = clusterset_ip();
+    ev.push(Event::PlaceApplied {
+        cluster: c("east"),
+        from,
+        place: Place {
+            region: Some(Arc::from(region)),
+            zone: zone.map(Arc::from),
+        },
+    });
+    ev
+}
+
+/// The objects of [`clusterset_ip`] (no ips), east's endpoint in
+/// `east_zone` and west's in `west_zone`, each with its hint, where given.
+fn zoned_objects(east_zone: Option<&str>, west_zone: Option<&str>) -> Vec<Value> {
+    let mut objects = clusterset_ip_objects(None, true);
+    for (i, zone) in [(1, east_zone), (2, west_zone)] {
+        if let Some(z) = zone {
+            let ep = &mut objects[i]["endpoints"][0];
+            ep["zone"] = json!(z);
+            ep["hints"] = json!({"forZones": [{"name": z}]});
+        }
+    }
+    objects
+}
+
+/// MCS on; the local cluster (west) is in zone `eu-1b`.
+fn mcs_in_eu_1b(s: &mut MirrorSettings) {
+    mcs_on(s);
+    s.local_place = Place {
+        region: Some(Arc::from("eu")),
+        zone: Some(Arc::from("eu-1b")),
+    };
+}
+
+#[test]
+fn mcs_slices_carry_their_clusters_zone() {
+    use crate::vocab::place::PlaceFrom::{Configured, Property};
+    let cases = vec![
+        Case {
+            name: "each member's endpoints in its cluster's zone, with a hint for it; the local cluster's from the settings",
+            events: placed_east(Configured, "eu", Some("eu-1a")),
+            settings: mcs_in_eu_1b,
+            want: zoned_objects(Some("eu-1a"), Some("eu-1b")),
+            problems: vec![],
+        },
+        Case {
+            name: "a zone from the cluster's ClusterProperty; a cluster whose zone is unknown gets none",
+            events: placed_east(Property, "eu", Some("eu-1c")),
+            settings: mcs_on,
+            want: zoned_objects(Some("eu-1c"), None),
+            problems: vec![],
+        },
+        Case {
+            name: "a configured place without a zone: none (a configured place wins whole)",
+            events: {
+                let mut ev = placed_east(Property, "eu", Some("eu-1c"));
+                ev.extend(placed_east(Configured, "eu", None).pop());
+                ev
+            },
+            settings: mcs_on,
+            want: zoned_objects(None, None),
+            problems: vec![],
+        },
+        Case {
+            name: "no place anywhere: no zone, no hints (as before)",
+            events: clusterset_ip(),
+            settings: mcs_on,
+            want: zoned_objects(None, None),
+            problems: vec![],
+        },
+    ];
+    for case in cases {
+        check(case);
+    }
+}
+
 #[test]
 fn refused_member_holds_the_derived_service() {
     let mut ev = clusterset_ip();

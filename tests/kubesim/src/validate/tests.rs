@@ -872,6 +872,78 @@ fn endpoint_slice_validation() {
 }
 
 #[test]
+fn endpoint_slice_zone_hints() {
+    let slice = |endpoint: Value| json!({"metadata": {"name": "web-x"}, "addressType": "IPv4", "endpoints": [endpoint]});
+    let hinted = |zones: &[&str]| {
+        let for_zones: Vec<Value> = zones.iter().map(|z| json!({"name": z})).collect();
+        slice(json!({"addresses": ["10.0.0.1"], "hints": {"forZones": for_zones}}))
+    };
+    let nine: Vec<String> = (0..9).map(|i| format!("z{i}")).collect();
+    let nine: Vec<&str> = nine.iter().map(String::as_str).collect();
+    let not_a_label = format!(
+        "Invalid value: \"eu 1a\": {}",
+        kubemsg::label_value_errors("eu 1a").join("")
+    );
+    let cases: Vec<(&str, Value, Checked)> = vec![
+        (
+            "a zone and a hint for it",
+            slice(json!({"addresses": ["10.0.0.1"], "zone": "eu-1a",
+                         "hints": {"forZones": [{"name": "eu-1a"}]}})),
+            Ok(()),
+        ),
+        (
+            "any zone text: kube does not validate it",
+            slice(json!({"addresses": ["10.0.0.1"], "zone": "not a label/value"})),
+            Ok(()),
+        ),
+        ("an empty hint list", hinted(&[]), Ok(())),
+        ("eight hints", hinted(&nine[..8]), Ok(())),
+        (
+            "nine hints: too many, nothing else reported",
+            hinted(&["z0", "z0", "z1", "z2", "z3", "z4", "z5", "z6", "bad zone"]),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[(
+                    "FieldValueTooMany",
+                    "endpoints[0].hints.forZones",
+                    "Too many: 9: must have at most 8 items",
+                )],
+            ),
+        ),
+        (
+            "a zone hinted twice",
+            hinted(&["eu-1a", "eu-1a"]),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[(
+                    "FieldValueDuplicate",
+                    "endpoints[0].hints.forZones[1].name",
+                    "Duplicate value: \"eu-1a\"",
+                )],
+            ),
+        ),
+        (
+            "a hint that is no label value",
+            hinted(&["eu 1a"]),
+            invalid(
+                "EndpointSlice.discovery.k8s.io",
+                "web-x",
+                &[(
+                    "FieldValueInvalid",
+                    "endpoints[0].hints.forZones[0].name",
+                    &not_a_label,
+                )],
+            ),
+        ),
+    ];
+    for (case, object, want) in cases {
+        assert_eq!(validated(ENDPOINTSLICES, &object, None), want, "{case}");
+    }
+}
+
+#[test]
 fn endpoint_slice_address_type_is_immutable() {
     let slice = |ty: &str, address: &str| {
         json!({"metadata": {"name": "web-x"}, "addressType": ty,
