@@ -27,6 +27,7 @@ async fn ready_is_503_until_loaded() {
         board: Arc::default(),
         mirror: Arc::default(),
         propagation: Arc::default(),
+        views: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
