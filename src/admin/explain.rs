@@ -81,6 +81,7 @@ pub(crate) enum Kind {
 
 /// A service's failover rule, as `explain` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct RuleView {
     /// The explicit order (`*`: the rest, by default tiers); `None` for
     /// the default tiers.
@@ -94,6 +95,7 @@ pub(crate) struct RuleView {
 
 /// Which tier a nearest name answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct NearestView {
     /// The tier answered; `None` when no tier has `min-ready` ready
     /// endpoints and the federated union is answered (fail open).
@@ -104,6 +106,7 @@ pub(crate) struct NearestView {
 
 /// One member cluster of the name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct MemberView {
     /// The cluster.
     pub cluster: String,
@@ -132,6 +135,7 @@ pub(crate) struct MemberView {
 
 /// What the server answers for one query type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct RrsetView {
     /// `A`, `AAAA` or `SRV`.
     pub qtype: String,
@@ -150,6 +154,7 @@ pub(crate) struct RrsetView {
 
 /// Everything `explain` says about one name: the JSON of `/debug/name`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Explanation {
     /// The name, absolute, with the trailing dot.
     pub name: String,

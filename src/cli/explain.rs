@@ -39,16 +39,16 @@ pub struct ExplainArgs {
     /// The name: absolute (web-nearest.prod.svc.clusterset.local) or relative to the zone (web-nearest.prod).
     pub name: String,
     /// Admin address of the running server, asked for the explanation (/debug/name) [default: 127.0.0.1:9153].
-    #[arg(long, value_name = "ADDR", value_parser = admin_addr)]
+    #[arg(long, env = "CLUSTERSET_DNS_ADMIN", value_name = "ADDR", value_parser = admin_addr)]
     pub admin: Option<SocketAddr>,
     /// Also ask this DNS server (IP, or IP:PORT; port 53 by default) for NAME's A, AAAA and SRV records, as a client does.
-    #[arg(long, value_name = "ADDR", value_parser = dns_addr)]
+    #[arg(long, env = "CLUSTERSET_DNS_SERVER", value_name = "ADDR", value_parser = dns_addr)]
     pub server: Option<SocketAddr>,
     /// Completes a relative NAME for --server when no admin server answers [default: clusterset.local].
-    #[arg(long, value_name = "ZONE")]
+    #[arg(long, env = "CLUSTERSET_DNS_ZONE", value_name = "ZONE")]
     pub zone: Option<String>,
     /// Print the admin server's JSON instead of text.
-    #[arg(long)]
+    #[arg(long, env = "CLUSTERSET_DNS_JSON")]
     pub json: bool,
 }
 

@@ -458,12 +458,12 @@ fn the_json_names_every_member_field() {
     let json = serde_json::to_value(&explained).expect("json");
     assert_eq!(json["kind"], "nearest");
     assert_eq!(json["service"], "shop/cache");
-    assert_eq!(json["rule"]["min_ready"], 1);
+    assert_eq!(json["rule"]["minReady"], 1);
     assert_eq!(json["nearest"]["tier"], 2);
     let east = &json["members"][2];
     assert_eq!(east["cluster"], "east", "{json:#}");
     assert_eq!(east["region"], "eu");
-    assert_eq!(east["place_from"], "configured");
+    assert_eq!(east["placeFrom"], "configured");
     assert_eq!(east["tier"], 3);
     assert_eq!(east["ready"], 2);
     assert_eq!(east["answered"], false);
