@@ -4,9 +4,9 @@
 //! and what each of them lacks.
 
 use super::{Cx, Explanation, Kind};
-use crate::model::Entry;
 use crate::model::entry::federated_members;
 use crate::model::objects::ObjectKey;
+use crate::model::{Entry, Origin};
 use crate::vocab::name::{FEDERATED, NEAREST};
 
 /// Explains why there is no entry at `key` (`<label>.<ns>`).
@@ -135,11 +135,18 @@ pub(super) fn collisions(cx: &Cx<'_>, out: &mut Explanation, entry: &Entry, labe
         wants.push(format!("the MCS name of {mcs_key}"));
     }
     if wants.len() > 1 {
+        let winner = match &entry.origin {
+            Origin::Cluster { name, .. } => format!(
+                "service {} of cluster {name}",
+                out.service.as_deref().unwrap_or("?")
+            ),
+            Origin::Federated { mcs: true, .. } => "the MCS name".to_owned(),
+            Origin::Federated { .. } => "the union".to_owned(),
+        };
         out.notes.push(format!(
-            "name collision: {} want {}; {} has it (the older Service wins; <svc>-federated and <svc>-nearest always mean the union)",
+            "name collision: {} want {}.; {winner} has it (the older Service wins; <svc>-federated and <svc>-nearest always mean the union)",
             wants.join(" and "),
             entry.name,
-            out.service.as_deref().unwrap_or("one")
         ));
     }
 }

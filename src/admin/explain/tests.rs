@@ -354,6 +354,44 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        name: "collision: service a-b of cluster c and service a of cluster b-c both make a-b-c",
+        settings,
+        events: || {
+            let mut ev = cluster("c", true, healthy());
+            ev.extend(cluster("b-c", false, healthy()));
+            let svc = |name: &str| {
+                service(
+                    "prod",
+                    name,
+                    Some(ExportMode::Flat),
+                    false,
+                    false,
+                    &["10.1.1.1"],
+                    vec![],
+                )
+            };
+            ev.push(svc_event("c", svc("a-b")));
+            ev.push(svc_event("b-c", svc("a")));
+            ev
+        },
+        query: "a-b-c.prod",
+        want: &[
+            "what <svc>-<cluster> name of service prod/a-b in cluster c: flat: its ready endpoints' addresses",
+            "note name collision: service prod/a of cluster b-c and service prod/a-b of cluster c want a-b-c.prod.svc.clusterset.local.; service prod/a-b of cluster c has it (the older Service wins; <svc>-federated and <svc>-nearest always mean the union)",
+            "A NOERROR (no records: NODATA)",
+        ],
+    },
+    Case {
+        name: "a namespace is a name of the zone's own",
+        settings,
+        events: fixture_events,
+        query: "prod",
+        want: &[
+            "what namespace prod: exists (NODATA) while some cluster exports a service into it",
+            "A NOERROR (no records: NODATA)",
+        ],
+    },
+    Case {
         name: "the zone's own names and names outside it",
         settings,
         events: fixture_events,
