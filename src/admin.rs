@@ -1,15 +1,20 @@
 //! The admin HTTP server: `/live`, `/ready`, `/metrics` (Prometheus text,
-//! encoded by `metrics`) and `/debug/clusters` (per-cluster status as JSON).
+//! encoded by `metrics`), `/debug/clusters` (per-cluster status as JSON)
+//! and `/debug/name?name=` (why one name answers what it answers, as JSON
+//! or with `&format=text` as text: [`explain`]).
 //!
 //! Thin: it reads the shared state and renders; it must not change anything.
 
+pub(crate) mod explain;
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +30,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/ready", get(ready))
         .route("/metrics", get(move || metrics(registry.clone())))
         .route("/debug/clusters", get(debug_clusters))
+        .route("/debug/name", get(debug_name))
         .with_state(shared)
 }
 
@@ -47,6 +53,46 @@ async fn debug_clusters(State(shared): State<Arc<Shared>>) -> impl IntoResponse 
     body["serial"] = snapshot.serial.into();
     let text = serde_json::to_string_pretty(&body).unwrap_or_default() + "\n";
     ([(header::CONTENT_TYPE, "application/json")], text)
+}
+
+/// How long `/debug/name` waits for the model task, which answers between
+/// two batches (a batch takes milliseconds; a full rebuild after a reload
+/// of a large clusterset, seconds).
+const VIEW_WAIT: Duration = Duration::from_secs(5);
+
+/// `/debug/name?name=<name>`: the explanation of one name as JSON (with
+/// `&format=text`, the text `clusterset-dns explain` prints); 400 with the
+/// reason for a missing or invalid name, 503 when the model task does not
+/// answer.
+async fn debug_name(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    let text = |status, body: String| {
+        let headers = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+        (status, headers, body).into_response()
+    };
+    let param = |key: &str| {
+        query.as_deref().and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.into_owned())
+        })
+    };
+    let Some(name) = param("name") else {
+        let e = explain::NameInputError::Missing;
+        return text(StatusCode::BAD_REQUEST, format!("{e}\n"));
+    };
+    let as_text = param("format").is_some_and(|f| f == "text");
+    let view = match shared.views.get(VIEW_WAIT).await {
+        Ok(view) => view,
+        Err(e) => return text(StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
+    };
+    match explain::explain(&name, &view.snapshot, &view.clusters, Instant::now()) {
+        Ok(explained) if as_text => text(StatusCode::OK, explained.text()),
+        Ok(explained) => match serde_json::to_string_pretty(&explained) {
+            Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body + "\n").into_response(),
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+        },
+        Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    }
 }
 
 async fn metrics(registry: Arc<Metrics>) -> impl IntoResponse {

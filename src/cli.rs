@@ -1,7 +1,11 @@
-//! The command line: `serve`, `check` and `dump`.
+//! The command line: `serve`, `mirror`, `check`, `dump` and `explain`.
 //!
 //! Parses arguments, resolves configuration, and runs one subcommand. The
 //! only place (with `main.rs`) that uses `anyhow`.
+
+mod explain;
+
+pub use explain::ExplainArgs;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -52,6 +56,8 @@ pub enum Command {
     Check(ZoneArgs),
     /// Print the whole zone as RFC 1035 zone-file text (loadable by Knot DNS or NSD).
     Dump(ZoneArgs),
+    /// Ask a running server why NAME answers what it answers: each member cluster's tier, health, ready endpoints, and why it is in or out.
+    Explain(ExplainArgs),
 }
 
 /// What a command line asks for, its configuration resolved.
@@ -68,6 +74,8 @@ enum Plan {
     Check(Box<Config>),
     /// `dump` a zones directory.
     Dump(Box<Config>),
+    /// `explain` a name, asking a running server.
+    Explain(ExplainArgs),
 }
 
 /// The configuration `command` runs under: flags and environment (merged
@@ -91,6 +99,7 @@ fn plan(command: Command) -> Result<Plan, ConfigError> {
         }
         Command::Check(args) => Plan::Check(Box::new(Config::resolve_zone(&args)?)),
         Command::Dump(args) => Plan::Dump(Box::new(Config::resolve_zone(&args)?)),
+        Command::Explain(args) => Plan::Explain(args),
     })
 }
 
@@ -111,6 +120,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
             init_logging(LogFormat::Text);
             dump(&config)
         }
+        Plan::Explain(args) => explain::run(&args),
     }
 }
 

@@ -9,7 +9,8 @@
 //! relaxed atomic add) and the encoder is the crate's, which escapes every
 //! label value. It also defines [`Shared`], the state observers read, with
 //! the one counter that belongs to no lower layer ([`ConfigReloads`], which
-//! the `serve` command bumps). It must not decide anything; label values
+//! the `serve` command bumps), and the way an observer asks the model task
+//! for its cluster state ([`ModelViews`]). It must not decide anything; label values
 //! come only from fixed sets and validated cluster names, never from input
 //! text.
 
@@ -30,7 +31,7 @@ use arc_swap::ArcSwap;
 
 use crate::dns::stats::{DnsCounts, DnsStats};
 use crate::mirror::stats::MirrorStats;
-use crate::model::Snapshot;
+use crate::model::{ClusterSet, Snapshot};
 use crate::propagation::Propagation;
 use crate::source::status::{ClusterReport, Phase, StatusBoard};
 
@@ -53,6 +54,75 @@ pub struct Shared {
     pub board: Arc<StatusBoard>,
     /// Per-cluster propagation times, observed by the model task.
     pub propagation: Arc<Propagation>,
+    /// Asks the model task for its cluster state (`/debug/name`).
+    pub views: ModelViews,
+}
+
+/// The model's cluster state at one moment and the snapshot answered from
+/// then: what `/debug/name` explains a name from.
+#[derive(Debug, Clone)]
+pub(crate) struct ModelView {
+    /// The snapshot the DNS path answers from.
+    pub snapshot: Arc<Snapshot>,
+    /// Every cluster's state (an O(1) clone of the model's).
+    pub clusters: ClusterSet,
+}
+
+/// A request for a [`ModelView`]: where to send it.
+type ViewRequest = tokio::sync::oneshot::Sender<ModelView>;
+
+/// How observers ask the model task for a [`ModelView`].
+///
+/// On request rather than published with every snapshot: the cluster maps
+/// are persistent, so a clone held between two batches makes the model's
+/// next change copy the nodes on its path; asked for only when an operator
+/// explains a name, the model pays nothing the rest of the time.
+#[derive(Debug, Default)]
+pub struct ModelViews(Option<tokio::sync::mpsc::Sender<ViewRequest>>);
+
+/// The model task's end of [`ModelViews`].
+#[derive(Debug)]
+pub(crate) struct ViewRequests(tokio::sync::mpsc::Receiver<ViewRequest>);
+
+/// Why no [`ModelView`] came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ViewError {
+    /// No model task serves requests (it ended, or never ran here).
+    #[error("the model task is not running")]
+    NoModel,
+    /// The model task did not answer in time (a long batch in hand).
+    #[error("the model task did not answer within {0:?}")]
+    Busy(std::time::Duration),
+}
+
+impl ModelViews {
+    /// A connected pair: observers ask with the first, the model task
+    /// answers from the second. (`Default` gives one nobody answers.)
+    pub(crate) fn channel() -> (Self, ViewRequests) {
+        // A few explains at once at most; more wait for room.
+        let (tx, rx) = tokio::sync::mpsc::channel(8);
+        (Self(Some(tx)), ViewRequests(rx))
+    }
+
+    /// The model's state now, if the model task answers within `within`.
+    pub(crate) async fn get(&self, within: std::time::Duration) -> Result<ModelView, ViewError> {
+        let tx = self.0.as_ref().ok_or(ViewError::NoModel)?;
+        let ask = async {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            tx.send(reply).await.map_err(|_| ViewError::NoModel)?;
+            answer.await.map_err(|_| ViewError::NoModel)
+        };
+        tokio::time::timeout(within, ask)
+            .await
+            .map_err(|_| ViewError::Busy(within))?
+    }
+}
+
+impl ViewRequests {
+    /// The next request; `None` once every asker is gone.
+    pub(crate) async fn next(&mut self) -> Option<ViewRequest> {
+        self.0.recv().await
+    }
 }
 
 /// Configuration reloads, counted by whoever reloads (the `serve` command).
@@ -709,6 +779,7 @@ mod tests {
             mirror: Arc::default(),
             board: Arc::default(),
             propagation: Arc::default(),
+            views: ModelViews::default(),
         })
     }
 

@@ -32,7 +32,7 @@ use crate::source::live::{self, LiveConfig};
 use crate::source::status::StatusBoard;
 use crate::source::watch::{self, FileSource};
 
-use crate::metrics::Shared;
+use crate::metrics::{ModelView, ModelViews, Shared, ViewRequests};
 
 /// Pre-bound sockets for the server.
 #[derive(Debug)]
@@ -299,6 +299,7 @@ impl Server {
             config.settings.clone(),
             Epoch::new(Instant::now(), SystemTime::now()),
         );
+        let (views, view_requests) = ModelViews::channel();
         let shared = Arc::new(Shared {
             snapshot: Arc::new(ArcSwap::new(model.snapshot())),
             dns: stats.clone(),
@@ -307,6 +308,7 @@ impl Server {
             board: Arc::new(StatusBoard::default()),
             mirror: Arc::new(MirrorStats::default()),
             propagation: Arc::default(),
+            views,
         });
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
@@ -329,7 +331,7 @@ impl Server {
             feed,
             settings_rx.clone(),
             shared.clone(),
-            to_mirror,
+            (to_mirror, view_requests),
             shutdown.clone(),
         ));
         let origin = spawn_source(
@@ -448,13 +450,14 @@ impl Drop for CloseOnDrop {
 
 /// The one writer of the model: applies what the sources queued, a round
 /// of every cluster's queue at a time, and publishes a snapshot after each
-/// round; also the clock tick and settings reloads.
+/// round; also the clock tick, settings reloads, and between rounds the
+/// cluster state for whoever asks (`/debug/name`).
 async fn model_task(
     mut model: Model,
     feed: Arc<Feed>,
     mut settings: tokio::sync::watch::Receiver<Arc<Settings>>,
     shared: Arc<Shared>,
-    mirror: Option<MirrorFeed>,
+    (mirror, mut views): (Option<MirrorFeed>, ViewRequests),
     shutdown: CancellationToken,
 ) {
     let _close = CloseOnDrop(feed.clone());
@@ -473,6 +476,15 @@ async fn model_task(
         let (changed, mirror_due) = tokio::select! {
             biased;
             () = shutdown.cancelled() => return,
+            Some(reply) = views.next() => {
+                // The snapshot published last is the one that matches the
+                // state: a batch that changed no name publishes none.
+                let _ = reply.send(ModelView {
+                    snapshot: shared.snapshot.load_full(),
+                    clusters: model.clusters().clone(),
+                });
+                continue;
+            }
             Ok(()) = settings.changed() => {
                 let new = settings.borrow_and_update().clone();
                 let started = Instant::now();

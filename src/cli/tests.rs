@@ -227,3 +227,39 @@ fn durations_take_units() {
     assert_eq!(config.settings.cluster_timeout, Duration::from_secs(3));
     assert_eq!(config.settings.federated_grace, Duration::from_secs(120));
 }
+
+#[test]
+fn explain_takes_addresses_with_or_without_a_port() {
+    let Ok(Plan::Explain(args)) = plan_of(&[
+        "explain",
+        "web-nearest.prod",
+        "--admin",
+        "10.0.0.9",
+        "--server",
+        "10.96.0.10",
+    ]) else {
+        panic!("explain");
+    };
+    assert_eq!(args.name, "web-nearest.prod");
+    assert_eq!(args.admin, Some("10.0.0.9:9153".parse().expect("addr")));
+    assert_eq!(args.server, Some("10.96.0.10:53".parse().expect("addr")));
+    let Ok(Plan::Explain(args)) = plan_of(&["explain", "x", "--server", "[::1]:5353"]) else {
+        panic!("explain");
+    };
+    assert_eq!(args.server, Some("[::1]:5353".parse().expect("addr")));
+    assert_eq!(args.admin, None, "the default is applied when asking");
+    for argv in [
+        &["explain", "x", "--server", "dns.example"][..],
+        &["explain", "x", "--admin", "127.0.0.1:http"][..],
+    ] {
+        let err = parse(argv).expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::ValueValidation, "{argv:?}: {err}");
+        assert!(
+            err.to_string()
+                .contains("neither IP:PORT nor an IP address"),
+            "{err}"
+        );
+    }
+    let err = parse(&["explain"]).expect_err("a name is required");
+    assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument, "{err}");
+}

@@ -30,6 +30,7 @@ impl Task {
             board: Arc::default(),
             mirror: Arc::default(),
             propagation: Arc::default(),
+            views: ModelViews::default(),
         });
         let (feed, tx) = Feed::new();
         let (settings, settings_rx) = tokio::sync::watch::channel(Arc::new(settings()));
@@ -40,7 +41,7 @@ impl Task {
             feed,
             settings_rx,
             shared.clone(),
-            Some(to_mirror),
+            (Some(to_mirror), ModelViews::channel().1),
             shutdown.clone(),
         ));
         Self {

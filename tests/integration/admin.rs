@@ -27,6 +27,7 @@ async fn ready_is_503_until_loaded() {
         board: Arc::default(),
         mirror: Arc::default(),
         propagation: Arc::default(),
+        views: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -180,6 +181,69 @@ async fn debug_clusters_lists_each_cluster_directory() {
             .is_some_and(|e| e.contains("previous data")),
         "{north:#}"
     );
+    server.server.stop().await;
+}
+
+/// `/debug/name`: the JSON of one name (or its text), 400 with the reason
+/// for no name or a name that is not one, the same explanation whether
+/// the name is relative or absolute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_name_explains_one_name() {
+    let server = start(
+        &crate::support::demo(),
+        Options {
+            local: Some("west"),
+            ..Options::default()
+        },
+    )
+    .await;
+    let admin = server.admin;
+    let get = |path: String| tokio::task::spawn_blocking(move || http_get(admin, &path));
+    let (status, body) = get("/debug/name?name=db-federated.data".to_owned())
+        .await
+        .expect("join");
+    assert_eq!(status, 200, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(json["name"], "db-federated.data.svc.clusterset.local.");
+    assert_eq!(json["kind"], "federated");
+    assert_eq!(json["service"], "data/db");
+    let members: Vec<(&str, bool, u64)> = json["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|m| {
+            (
+                m["cluster"].as_str().expect("cluster"),
+                m["answered"].as_bool().expect("answered"),
+                m["ready"].as_u64().expect("ready"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        members,
+        [("east", true, 3), ("north", true, 3), ("south", true, 3)],
+        "{json:#}"
+    );
+    assert_eq!(json["answers"][0]["count"], 9, "{json:#}");
+    // Percent-encoded, absolute, as text.
+    let (status, text) =
+        get("/debug/name?format=text&name=db-federated.data.svc.clusterset.local%2E".to_owned())
+            .await
+            .expect("join");
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.starts_with("name     db-federated.data.svc.clusterset.local.\n"),
+        "{text}"
+    );
+    for (path, want) in [
+        ("/debug/name", "no name given"),
+        ("/debug/name?name=", "no name given"),
+        ("/debug/name?name=a%20b.prod", "is not a DNS name"),
+    ] {
+        let (status, body) = get(path.to_owned()).await.expect("join");
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body.contains(want), "{path}: {body}");
+    }
     server.server.stop().await;
 }
 

@@ -1,9 +1,9 @@
-//! `check`, `dump` and configuration, through the built binary.
+//! `check`, `dump`, `explain` and configuration, through the built binary.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::binary::bin;
+use crate::binary::{bin, serve};
 use crate::support::{copy_tree, demo, fixture};
 
 fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
@@ -254,5 +254,173 @@ fn serve_refuses_a_missing_zones_directory() {
     assert!(
         err.contains("zones directory /nonexistent/zones does not exist"),
         "{err}"
+    );
+}
+
+/// `out`'s lines with runs of spaces collapsed: the table's alignment is
+/// not what is asserted, its cells are.
+fn lines(out: &[u8]) -> Vec<String> {
+    text(out)
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+fn assert_lines(context: &str, out: &Output, want: &[&str]) {
+    let got = lines(&out.stdout);
+    for w in want {
+        assert!(
+            got.iter().any(|l| l == w),
+            "{context}: no line {w:?} in:\n{}\nstderr:\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn explain_says_why_each_member_is_in_or_out() {
+    let served = serve(&demo(), &["--local-cluster", "west"]);
+    let (admin, dns) = (served.admin.to_string(), served.dns.to_string());
+    let federated = run(&["explain", "cache-federated.shop", "--admin", &admin], &[]);
+    assert!(federated.status.success(), "{}", text(&federated.stderr));
+    assert_lines(
+        "cache-federated",
+        &federated,
+        &[
+            "name cache-federated.shop.svc.clusterset.local.",
+            "what <svc>-federated name of service shop/cache: the union of its healthy members' ready endpoints",
+            "local west, place unknown",
+            "A NOERROR ttl 5, 4 records: 10.10.40.1, 10.10.40.2, 10.30.40.1, 10.30.40.2",
+            "CLUSTER PLACE TIER HEALTH READY ANSWER WHY",
+            "west (local) unknown 0: the local cluster synced 2 in a healthy member",
+            "east unknown 2: place unknown (its region or ours) synced 2 in a healthy member",
+        ],
+    );
+    // Absolute, and asking the DNS server too: what clients get.
+    let nearest = run(
+        &[
+            "explain",
+            "cache-nearest.shop.svc.clusterset.local.",
+            "--admin",
+            &admin,
+            "--server",
+            &dns,
+        ],
+        &[],
+    );
+    assert!(nearest.status.success(), "{}", text(&nearest.stderr));
+    assert_lines(
+        "cache-nearest",
+        &nearest,
+        &[
+            "nearest tier 0 (west): 2 ready, min-ready 1",
+            "A NOERROR ttl 5, 2 records: 10.30.40.1, 10.30.40.2",
+            "west (local) unknown 0: the local cluster synced 2 in tier 0 is answered",
+            "east unknown 2: place unknown (its region or ours) synced 2 out tier 0 is nearer and has enough ready",
+            &format!("DNS server {dns} (what clients get)"),
+            "A NOERROR 2 records",
+            "cache-nearest.shop.svc.clusterset.local. 5 IN A 10.30.40.1",
+            "SRV NOERROR 1 record",
+            "cache-nearest.shop.svc.clusterset.local. 5 IN SRV 0 100 6379 cache-nearest.shop.svc.clusterset.local.",
+        ],
+    );
+    // 120 SRV records (60 pods, 2 ports) do not fit UDP: asked again over TCP, as a client would.
+    let big = run(
+        &[
+            "explain",
+            "search-east.shop",
+            "--admin",
+            &admin,
+            "--server",
+            &dns,
+        ],
+        &[],
+    );
+    assert!(big.status.success(), "{}", text(&big.stderr));
+    assert_lines(
+        "search-east",
+        &big,
+        &[
+            "SRV NOERROR 120 records (truncated over UDP: asked again over TCP)",
+            "and 110 more",
+        ],
+    );
+    // A name nobody serves says why; the JSON is there for scripts.
+    let missing = run(
+        &[
+            "explain",
+            "payments-federated.shop",
+            "--admin",
+            &admin,
+            "--json",
+        ],
+        &[],
+    );
+    assert!(missing.status.success(), "{}", text(&missing.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&missing.stdout).expect("json");
+    assert_eq!(json["kind"], "missing");
+    assert_eq!(
+        json["notes"][0],
+        "no cluster federates shop/payments; it is exported per cluster by north"
+    );
+    assert_eq!(json["answers"][0]["rcode"], "NXDOMAIN");
+}
+
+#[test]
+fn explain_without_a_server_is_a_clear_error() {
+    // A port nobody listens on: bound, then closed.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    drop(listener);
+    let out = run(&["explain", "web-federated.prod", "--admin", &addr], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("error: no admin server answers at {addr}"))
+            && stderr.contains("is `clusterset-dns serve` running?"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    // A DNS server that does not answer either: both said, still exit 1.
+    let out = run(
+        &[
+            "explain",
+            "web-federated.prod",
+            "--admin",
+            &addr,
+            "--server",
+            &addr,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "error: the DNS server {addr} gave no answer to A web-federated.prod.svc.clusterset.local."
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn explain_refuses_a_name_that_is_not_one() {
+    let served = serve(&demo(), &["--local-cluster", "west"]);
+    let out = run(
+        &[
+            "explain",
+            "web federated",
+            "--admin",
+            &served.admin.to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("answered 400: \"web federated\" is not a DNS name"),
+        "{stderr}"
     );
 }
