@@ -49,7 +49,6 @@ use crate::model::locality::place_of;
 use crate::model::objects::{ObjectKey, Port};
 use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
 use crate::vocab::mcs::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
-use crate::vocab::place::Place;
 use crate::vocab::trust::special;
 
 /// The name of MCS service `svc`'s derived Service, as written.

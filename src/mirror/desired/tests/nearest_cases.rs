@@ -29,6 +29,9 @@ fn place(cluster: &str, from: PlaceFrom, place: Place) -> Event {
     }
 }
 
+/// A pod of a test slice: address, hostname, ready.
+type Pod<'a> = (&'a str, Option<&'a str>, bool);
+
 /// `web` in `shop`, federated in west (local), east (region eu) and north
 /// (region us), under `rule`: west's pod 10.1.0.1 ready when `west_ready`,
 /// east's two and north's one ready unless `east_ready` is false.
@@ -36,7 +39,7 @@ fn web(west_ready: bool, east_ready: bool, rule: Option<Rule>) -> Vec<Event> {
     let mut ev = clusters(&[("west", true), ("east", false), ("north", false)]);
     ev.push(place("east", PlaceFrom::Configured, region("eu")));
     ev.push(place("north", PlaceFrom::Configured, region("us")));
-    let pods: [(&str, Vec<(&str, Option<&str>, bool)>); 3] = [
+    let pods: [(&str, Vec<Pod<'_>>); 3] = [
         ("west", vec![("10.1.0.1", None, west_ready)]),
         (
             "east",
