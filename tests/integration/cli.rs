@@ -290,11 +290,11 @@ fn explain_says_why_each_member_is_in_or_out() {
         &[
             "name cache-federated.shop.svc.clusterset.local.",
             "what <svc>-federated name of service shop/cache: the union of its healthy members' ready endpoints",
-            "local west, place unknown",
+            "local west, place eu-west/? (cluster-property)",
             "A NOERROR ttl 5, 4 records: 10.10.40.1, 10.10.40.2, 10.30.40.1, 10.30.40.2",
             "CLUSTER PLACE TIER HEALTH READY ANSWER WHY",
-            "west (local) unknown 0: the local cluster synced 2 in a healthy member",
-            "east unknown 2: place unknown (its region or ours) synced 2 in a healthy member",
+            "west (local) eu-west/? (cluster-property) 0: the local cluster synced 2 in a healthy member",
+            "east eu-west/? (cluster-property) 1: same region as the local cluster synced 2 in a healthy member",
         ],
     );
     // Absolute, and asking the DNS server too: what clients get.
@@ -316,13 +316,27 @@ fn explain_says_why_each_member_is_in_or_out() {
         &[
             "nearest tier 0 (west): 2 ready, min-ready 1",
             "A NOERROR ttl 5, 2 records: 10.30.40.1, 10.30.40.2",
-            "west (local) unknown 0: the local cluster synced 2 in tier 0 is answered",
-            "east unknown 2: place unknown (its region or ours) synced 2 out tier 0 is nearer and has enough ready",
+            "west (local) eu-west/? (cluster-property) 0: the local cluster synced 2 in tier 0 is answered",
+            "east eu-west/? (cluster-property) 1: same region as the local cluster synced 2 out tier 0 is nearer and has enough ready",
             &format!("DNS server {dns} (what clients get)"),
             "A NOERROR 2 records",
             "cache-nearest.shop.svc.clusterset.local. 5 IN A 10.30.40.1",
             "SRV NOERROR 1 record",
             "cache-nearest.shop.svc.clusterset.local. 5 IN SRV 0 100 6379 cache-nearest.shop.svc.clusterset.local.",
+        ],
+    );
+    // West is no member of data/db: its region (east) first.
+    let region = run(&["explain", "db-nearest.data", "--admin", &admin], &[]);
+    assert!(region.status.success(), "{}", text(&region.stderr));
+    assert_lines(
+        "db-nearest",
+        &region,
+        &[
+            "nearest tier 1 (east): 3 ready, min-ready 1",
+            "A NOERROR ttl 5, 3 records: 10.10.30.10, 10.10.30.11, 10.10.30.12",
+            "east eu-west/? (cluster-property) 1: same region as the local cluster synced 3 in tier 1 is answered",
+            "north us-east/? (cluster-property) 2: another region synced 3 out tier 1 is nearer and has enough ready",
+            "south ap-south/? (cluster-property) 2: another region synced 3 out tier 1 is nearer and has enough ready",
         ],
     );
     // 120 SRV records (60 pods, 2 ports) do not fit UDP: asked again over TCP, as a client would.
