@@ -8,7 +8,7 @@
 //! publishing a new snapshot O(changes). It must not parse queries or build
 //! DNS messages.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +21,7 @@ use super::cluster::{ClusterSet, Dirty, Seniority};
 use super::entry::mcs::{Conflicts, build_mcs_entry, conflicts};
 use super::entry::{
     BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry,
-    build_nearest_entry, federated_members,
+    build_nearest_entry, federated_members, nearest_unchanged,
 };
 use super::epoch::Epoch;
 use super::objects::{ObjectKey, Service};
@@ -204,6 +204,10 @@ fn next_generation() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+/// The clusters whose objects of a federated service changed in a batch;
+/// `None` when anything may have changed (a cluster's health or place).
+type Touch = Option<Vec<Arc<str>>>;
+
 /// Who wants a label. Among Linkerd's forms lower sorts first and wins;
 /// an MCS claim then competes with that winner by age ([`winner`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -261,6 +265,10 @@ pub(crate) struct Index {
     ptrs: Ptrs,
     /// Each held slice's part of its names, rebuilt only when it changes.
     parts: PartCache,
+    /// During a refresh: the nearest names whose service changed only in
+    /// these clusters (no health or place change), so a change in a
+    /// farther tier keeps the entry as it is.
+    nearest_touch: HashMap<Arc<str>, Vec<Arc<str>>>,
     snap: Snapshot,
     /// Wall-clock time for serials.
     epoch: Epoch,
@@ -284,6 +292,7 @@ impl Index {
             mcs_id_taken: HashMap::new(),
             ptrs: Ptrs::default(),
             parts: PartCache::default(),
+            nearest_touch: HashMap::new(),
         }
     }
 
@@ -371,41 +380,14 @@ impl Index {
             return false;
         }
         let mut touched: BTreeSet<Arc<str>> = BTreeSet::new();
-        let mut federated: BTreeSet<ObjectKey> = BTreeSet::new();
-        let mut mcs: BTreeSet<ObjectKey> = BTreeSet::new();
-        for (cluster, key) in &dirty.services {
-            self.parts.update(set, cluster, key, self.settings.mcs);
-            let held = set
-                .get(cluster)
-                .and_then(|c| Some((c.services.get(key)?, c)));
-            let service = held.map(|(s, _)| s);
-            // Most services never are federated: their federated name needs
-            // no look at every cluster unless one of them makes it exist.
-            if service.is_some_and(|s| s.federated) || self.has_federated_claim(key) {
-                federated.insert(key.clone());
-            }
-            if self.settings.mcs
-                && (service.is_some_and(|s| s.mcs.is_some()) || self.has_mcs_claim(key))
-            {
-                mcs.insert(key.clone());
-            }
-            let seniority = held.map(|(s, c)| (s, c.seniority(s.created)));
-            self.update_cluster_claim(cluster, key, seniority, &mut touched);
-        }
-        for name in &dirty.health {
-            if let Some(c) = set.get(name) {
-                for s in c.services.values() {
-                    if s.federated {
-                        federated.insert(s.key.clone());
-                    }
-                    if s.mcs.is_some() && self.settings.mcs {
-                        mcs.insert(s.key.clone());
-                    }
-                }
-            }
-        }
-        for key in &federated {
+        let (federated, mcs) = self.collect_dirty(set, dirty, &mut touched);
+        for (key, clusters) in &federated {
             self.update_federated_claim(set, key, &mut touched);
+            if let Some(clusters) = clusters {
+                let label_key = format!("{}-{NEAREST}.{}", key.name, key.namespace);
+                self.nearest_touch
+                    .insert(label_key.into(), clusters.clone());
+            }
         }
         for key in &mcs {
             self.update_mcs_claim(set, key, &mut touched);
@@ -423,6 +405,7 @@ impl Index {
         for key in &touched {
             self.rebuild(set, key, &cx);
         }
+        self.nearest_touch.clear();
         if !dirty.health.is_empty() {
             self.refresh_statuses(set);
         }
@@ -439,6 +422,54 @@ impl Index {
                 .sum::<u64>();
         self.bump_serial(now);
         true
+    }
+
+    /// Brings the parts and per-cluster claims of every dirty service up
+    /// to date, and says which federated and MCS names to look at again:
+    /// for each federated service, the clusters whose objects changed, or
+    /// `None` when a cluster's health or place changed (anything may have).
+    fn collect_dirty(
+        &mut self,
+        set: &ClusterSet,
+        dirty: &Dirty,
+        touched: &mut BTreeSet<Arc<str>>,
+    ) -> (BTreeMap<ObjectKey, Touch>, BTreeSet<ObjectKey>) {
+        let mut federated: BTreeMap<ObjectKey, Touch> = BTreeMap::new();
+        let mut mcs: BTreeSet<ObjectKey> = BTreeSet::new();
+        for (cluster, key) in &dirty.services {
+            self.parts.update(set, cluster, key, self.settings.mcs);
+            let held = set
+                .get(cluster)
+                .and_then(|c| Some((c.services.get(key)?, c)));
+            let service = held.map(|(s, _)| s);
+            // Most services never are federated: their federated name needs
+            // no look at every cluster unless one of them makes it exist.
+            if (service.is_some_and(|s| s.federated) || self.has_federated_claim(key))
+                && let Some(clusters) = federated.entry(key.clone()).or_insert(Some(Vec::new()))
+            {
+                clusters.push(cluster.clone());
+            }
+            if self.settings.mcs
+                && (service.is_some_and(|s| s.mcs.is_some()) || self.has_mcs_claim(key))
+            {
+                mcs.insert(key.clone());
+            }
+            let seniority = held.map(|(s, c)| (s, c.seniority(s.created)));
+            self.update_cluster_claim(cluster, key, seniority, touched);
+        }
+        for name in &dirty.health {
+            if let Some(c) = set.get(name) {
+                for s in c.services.values() {
+                    if s.federated {
+                        federated.insert(s.key.clone(), None);
+                    }
+                    if s.mcs.is_some() && self.settings.mcs {
+                        mcs.insert(s.key.clone());
+                    }
+                }
+            }
+        }
+        (federated, mcs)
     }
 
     /// Records whether a service's name is too long to serve, warning once
@@ -663,6 +694,17 @@ impl Index {
             None => None,
             Some(w) if w.mcs => build_mcs_entry(set, &self.parts, &w.service, cx),
             Some(w) if w.nearest => {
+                let old = self.snap.entries.get(key).cloned();
+                let changed_in = self.nearest_touch.get(key).map(Vec::as_slice);
+                // Claims as before (only the nearest one): a change in a
+                // farther tier leaves the entry, and everything about it, as
+                // it is.
+                if claims.len() == 1
+                    && let (Some(old), Some(changed_in)) = (&old, changed_in)
+                    && nearest_unchanged(set, &self.parts, &w.service, old, changed_in, cx)
+                {
+                    return;
+                }
                 // Rebuilt after the federated name (touched keys are
                 // sorted: `-federated.` before `-nearest.`), so this is
                 // the federated entry of the same state.

@@ -702,3 +702,68 @@ fn a_budget_alone_is_no_answer_setting_and_rebuilds_nothing() {
     assert_eq!(m.settings().budget, s.budget, "the new budget is held");
     assert_eq!(after.stats.names, before.stats.names);
 }
+
+/// A nearest name answered by the local tier keeps its very entry when a
+/// farther member changes, and follows a change of its own tier; the entry
+/// it keeps is the one a full rebuild gives.
+#[test]
+fn a_change_in_a_farther_tier_keeps_the_nearest_entry() {
+    let mut m = model();
+    let mut fed = flat("prod", "db", 1);
+    fed.federated = true;
+    let mut ev = up("west", true);
+    ev.extend(up("east", false));
+    ev.extend(up("north", false));
+    for (cluster, ip) in [
+        ("west", "10.0.0.1"),
+        ("east", "10.1.0.1"),
+        ("north", "10.2.0.1"),
+    ] {
+        ev.push(svc_event(cluster, fed.clone()));
+        ev.push(endpoint_slice(cluster, "prod", "db", ip));
+    }
+    m.apply(ev, t0());
+    let before = m.snapshot();
+    let nearest = |s: &Snapshot| s.entries.get("db-nearest.prod").cloned().expect("nearest");
+    assert_eq!(
+        addrs(&before, "db-nearest.prod").expect("nearest"),
+        ["10.0.0.1"]
+    );
+
+    m.apply([endpoint_slice("east", "prod", "db", "10.1.0.2")], t0());
+    let after = m.snapshot();
+    assert!(Arc::ptr_eq(&nearest(&before), &nearest(&after)), "kept");
+    assert_eq!(
+        addrs(&after, "db-federated.prod").expect("federated"),
+        ["10.0.0.1", "10.1.0.2", "10.2.0.1"]
+    );
+    // A rebuild from scratch (a settings reload) gives the same entry.
+    let mut fresh = settings();
+    fresh.ttl += 1;
+    m.set_settings(Arc::new(fresh), t0());
+    assert_eq!(*nearest(&m.snapshot()).parts, *nearest(&after).parts);
+
+    m.apply([endpoint_slice("west", "prod", "db", "10.0.0.2")], t0());
+    assert_eq!(
+        addrs(&m.snapshot(), "db-nearest.prod").expect("nearest"),
+        ["10.0.0.2"]
+    );
+    // The local tier empties: the rest, both of them.
+    m.apply(
+        [Event::SliceDeleted {
+            cluster: c("west"),
+            key: ObjectKey::new("prod", "db-x"),
+        }],
+        t0(),
+    );
+    assert_eq!(
+        addrs(&m.snapshot(), "db-nearest.prod").expect("nearest"),
+        ["10.1.0.2", "10.2.0.1"]
+    );
+    // A change in the answered tier now rebuilds it.
+    m.apply([endpoint_slice("north", "prod", "db", "10.2.0.9")], t0());
+    assert_eq!(
+        addrs(&m.snapshot(), "db-nearest.prod").expect("nearest"),
+        ["10.1.0.2", "10.2.0.9"]
+    );
+}
