@@ -874,20 +874,74 @@ pub(crate) fn build_nearest_entry(
     key: &ObjectKey,
     (label, federated): (&str, Option<&Entry>),
     cx: &BuildContext<'_>,
+    plan: &Plan<'_>,
 ) -> Option<Entry> {
-    let plan = member_plan(set, parts, key, cx);
-    let reuse = federated.filter(|f| {
-        plan.chosen.is_none()
-            || plan
-                .members
-                .iter()
-                .filter(|m| f.parts.iter().any(|p| p.cluster == m.cluster.name))
-                .all(|m| m.tier == plan.chosen)
-    });
-    match reuse {
-        Some(f) => Some(renamed_nearest(f, label, key, cx, &plan)),
-        None => union_entry(set, parts, key, label, cx, Some(&plan), true),
+    let Some(f) = federated else {
+        return union_entry(set, parts, key, label, cx, Some(plan), true);
+    };
+    let whole = plan.chosen.is_none()
+        || plan
+            .members
+            .iter()
+            .filter(|m| f.parts.iter().any(|p| p.cluster == m.cluster.name))
+            .all(|m| m.tier == plan.chosen);
+    if whole {
+        Some(renamed_nearest(f, label, key, cx, plan))
+    } else {
+        federated_subset(f, plan, set, key, (label, cx))
     }
+}
+
+/// The chosen tier's share of federated entry `f`: its parts are already
+/// gathered, sorted and held, so only the tier's are kept.
+fn federated_subset(
+    f: &Entry,
+    plan: &Plan<'_>,
+    set: &ClusterSet,
+    key: &ObjectKey,
+    (label, cx): (&str, &BuildContext<'_>),
+) -> Option<Entry> {
+    let tier = plan.chosen?;
+    let chosen: Vec<&Cluster> = plan
+        .members
+        .iter()
+        .filter(|m| m.tier == Some(tier))
+        .map(|m| m.cluster)
+        .collect();
+    let services = || {
+        chosen
+            .iter()
+            .filter_map(|c| Some((*c, c.services.get(key)?)))
+    };
+    let found: Vec<Arc<Part>> = f
+        .parts
+        .chunk_by(|a, b| a.cluster == b.cluster)
+        .filter(|group| chosen.iter().any(|c| c.name == group[0].cluster))
+        .flatten()
+        .cloned()
+        .collect();
+    let mut ports = Vec::new();
+    for (c, _) in services().filter(|(_, s)| !s.headless) {
+        ports.extend(c.slices_of(key).flat_map(|s| s.ports.iter().cloned()));
+    }
+    let refused_headless = federated_members(set, key)
+        .filter_map(|c| c.services.get(key))
+        .filter(|s| s.refused)
+        .all(|s| s.headless);
+    let head = Head {
+        name: format!("{label}.{}.svc.{}", key.namespace, cx.zone).into(),
+        namespace: key.namespace.clone(),
+        origin: Origin::Federated {
+            fail_open: false,
+            stale: chosen.iter().any(|c| c.health.broken_since.is_some()),
+            mcs: false,
+            nearest: Nearest::Tier(tier),
+        },
+        headless: refused_headless && services().all(|(_, s)| s.headless),
+        refused: f.refused.clone(),
+        tiers: f.tiers.clone(),
+    };
+    Entry::from_parts(head, found, ports)
 }
 
 /// True when nearest entry `old` of service `key` is still its answer after
@@ -897,14 +951,7 @@ pub(crate) fn build_nearest_entry(
 /// that changed is in a farther tier. This is most changes of a big
 /// federated service, whose nearest answer is the local tier: only the
 /// plan is computed, no record gathered.
-pub(crate) fn nearest_unchanged(
-    set: &ClusterSet,
-    parts: &PartCache,
-    key: &ObjectKey,
-    old: &Entry,
-    changed_in: &[Arc<str>],
-    cx: &BuildContext<'_>,
-) -> bool {
+pub(crate) fn nearest_unchanged(plan: &Plan<'_>, old: &Entry, changed_in: &[Arc<str>]) -> bool {
     let Origin::Federated {
         nearest: Nearest::Tier(t),
         fail_open: false,
@@ -913,7 +960,6 @@ pub(crate) fn nearest_unchanged(
     else {
         return false;
     };
-    let plan = member_plan(set, parts, key, cx);
     if plan.chosen != Some(t)
         || !changed_in
             .iter()

@@ -21,7 +21,7 @@ use super::cluster::{ClusterSet, Dirty, Seniority};
 use super::entry::mcs::{Conflicts, build_mcs_entry, conflicts};
 use super::entry::{
     BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry,
-    build_nearest_entry, federated_members, nearest_unchanged,
+    build_nearest_entry, federated_members, member_plan, nearest_unchanged,
 };
 use super::epoch::Epoch;
 use super::objects::{ObjectKey, Service};
@@ -694,14 +694,14 @@ impl Index {
             None => None,
             Some(w) if w.mcs => build_mcs_entry(set, &self.parts, &w.service, cx),
             Some(w) if w.nearest => {
-                let old = self.snap.entries.get(key).cloned();
-                let changed_in = self.nearest_touch.get(key).map(Vec::as_slice);
+                let plan = member_plan(set, &self.parts, &w.service, cx);
                 // Claims as before (only the nearest one): a change in a
                 // farther tier leaves the entry, and everything about it, as
                 // it is.
                 if claims.len() == 1
-                    && let (Some(old), Some(changed_in)) = (&old, changed_in)
-                    && nearest_unchanged(set, &self.parts, &w.service, old, changed_in, cx)
+                    && let (Some(old), Some(changed_in)) =
+                        (self.snap.entries.get(key), self.nearest_touch.get(key))
+                    && nearest_unchanged(&plan, old, changed_in)
                 {
                     return;
                 }
@@ -709,14 +709,9 @@ impl Index {
                 // sorted: `-federated.` before `-nearest.`), so this is
                 // the federated entry of the same state.
                 let federated = format!("{}-{FEDERATED}.{}", w.service.name, w.service.namespace);
-                let federated = self.snap.entries.get(federated.as_str()).cloned();
-                build_nearest_entry(
-                    set,
-                    &self.parts,
-                    &w.service,
-                    (label, federated.as_deref()),
-                    cx,
-                )
+                let federated = self.snap.entries.get(federated.as_str());
+                let label = (label, federated.map(|f| &**f));
+                build_nearest_entry(set, &self.parts, &w.service, label, cx, &plan)
             }
             Some(w) if !w.per_cluster => {
                 build_federated_entry(set, &self.parts, &w.service, label, cx)
