@@ -546,6 +546,10 @@ impl Cached {
 #[derive(Debug, Default)]
 pub(crate) struct PartCache {
     parts: HashMap<(Arc<str>, ObjectKey), Vec<Cached>>,
+    /// Ready endpoints of each held federated (cluster, service), counted
+    /// when its parts change: a locality plan reads it for every member on
+    /// every change of the service, far more often than it changes.
+    ready: HashMap<(Arc<str>, ObjectKey), u64>,
 }
 
 impl PartCache {
@@ -566,6 +570,7 @@ impl PartCache {
             .filter(|(_, s)| !s.refused && (s.export.is_some() || s.federated || s.mcs.is_some()));
         let Some((c, svc)) = held else {
             self.parts.remove(&pair);
+            self.ready.remove(&pair);
             return;
         };
         let rules = Rules {
@@ -601,7 +606,21 @@ impl PartCache {
                 mcs,
             });
         }
+        if svc.federated {
+            self.ready
+                .insert(pair.clone(), ready_count(new.iter().map(|c| &*c.part)));
+        } else {
+            self.ready.remove(&pair);
+        }
         self.parts.insert(pair, new);
+    }
+
+    /// Ready endpoints of federated service `key` in `cluster`.
+    pub(crate) fn ready_of(&self, cluster: &Arc<str>, key: &ObjectKey) -> u64 {
+        self.ready
+            .get(&(cluster.clone(), key.clone()))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The part of `slice` of service `key`, if it was built from this
@@ -1012,15 +1031,18 @@ pub(crate) fn member_plan<'s>(
     key: &ObjectKey,
     cx: &BuildContext<'_>,
 ) -> Plan<'s> {
-    plan(set, key, cx.local, cx, |c, _| {
-        let (mut v4, mut v6) = (0, 0);
-        for p in parts.of(&c.name, key) {
-            v4 += p.v4.len() as u64;
-            v6 += p.v6.len() as u64;
-        }
-        // A dual-stack endpoint is in a slice of each family: once.
-        v4.max(v6)
-    })
+    plan(set, key, cx.local, cx, |c, _| parts.ready_of(&c.name, key))
+}
+
+/// Ready endpoints in `parts`: a dual-stack endpoint is in a slice of each
+/// family, and counts once.
+fn ready_count<'p>(parts: impl Iterator<Item = &'p Part>) -> u64 {
+    let (mut v4, mut v6) = (0, 0);
+    for p in parts {
+        v4 += p.v4.len() as u64;
+        v6 += p.v6.len() as u64;
+    }
+    v4.max(v6)
 }
 
 /// The union of the members `plan` lets in (every eligible one for the

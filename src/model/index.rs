@@ -24,6 +24,7 @@ use super::entry::{
     build_nearest_entry, federated_members, member_plan, nearest_unchanged,
 };
 use super::epoch::Epoch;
+use super::locality::Plan;
 use super::objects::{ObjectKey, Service};
 use crate::vocab::name::{FEDERATED, NEAREST};
 use crate::vocab::name::{MAX_LABEL, MAX_NAME_TEXT, ZoneName};
@@ -208,6 +209,16 @@ fn next_generation() -> u64 {
 /// `None` when anything may have changed (a cluster's health or place).
 type Touch = Option<Vec<Arc<str>>>;
 
+/// What the last plan of a nearest name answered by one tier decided: the
+/// members of farther tiers and where the rule came from. Tiers move only
+/// with a health, place, rule or settings change, each of which plans
+/// again.
+#[derive(Debug)]
+struct NearestMemo {
+    far: Vec<Arc<str>>,
+    rule_from: Option<Arc<str>>,
+}
+
 /// Who wants a label. Among Linkerd's forms lower sorts first and wins;
 /// an MCS claim then competes with that winner by age ([`winner`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -269,6 +280,9 @@ pub(crate) struct Index {
     /// these clusters (no health or place change), so a change in a
     /// farther tier keeps the entry as it is.
     nearest_touch: HashMap<Arc<str>, Vec<Arc<str>>>,
+    /// What the last plan of each nearest name answered by one tier
+    /// decided.
+    nearest_memo: HashMap<ObjectKey, NearestMemo>,
     snap: Snapshot,
     /// Wall-clock time for serials.
     epoch: Epoch,
@@ -293,6 +307,7 @@ impl Index {
             ptrs: Ptrs::default(),
             parts: PartCache::default(),
             nearest_touch: HashMap::new(),
+            nearest_memo: HashMap::new(),
         }
     }
 
@@ -382,8 +397,11 @@ impl Index {
         let mut touched: BTreeSet<Arc<str>> = BTreeSet::new();
         let (federated, mcs) = self.collect_dirty(set, dirty, &mut touched);
         for (key, clusters) in &federated {
-            self.update_federated_claim(set, key, &mut touched);
-            if let Some(clusters) = clusters {
+            let far = clusters
+                .as_deref()
+                .is_some_and(|changed| self.only_farther(set, key, changed));
+            self.update_federated_claim(set, key, &mut touched, !far);
+            if let Some(clusters) = clusters.as_ref().filter(|_| !far) {
                 let label_key = format!("{}-{NEAREST}.{}", key.name, key.namespace);
                 self.nearest_touch
                     .insert(label_key.into(), clusters.clone());
@@ -422,6 +440,25 @@ impl Index {
                 .sum::<u64>();
         self.bump_serial(now);
         true
+    }
+
+    /// True when the nearest name of `key` cannot change because of changes
+    /// in clusters `changed`: by the last plan, each is in a tier farther
+    /// than the one answered, still a held federated member, and sets no
+    /// failover rule (its Service may have changed: a rule could reorder
+    /// the tiers). Then not even a plan is needed.
+    fn only_farther(&self, set: &ClusterSet, key: &ObjectKey, changed: &[Arc<str>]) -> bool {
+        let Some(memo) = self.nearest_memo.get(key) else {
+            return false;
+        };
+        changed.iter().all(|c| {
+            memo.far.contains(c)
+                && memo.rule_from.as_ref() != Some(c)
+                && set
+                    .get(c)
+                    .and_then(|cl| cl.services.get(key))
+                    .is_some_and(|s| s.federated && !s.refused && s.locality.is_none())
+        })
     }
 
     /// Brings the parts and per-cluster claims of every dirty service up
@@ -644,15 +681,20 @@ impl Index {
         set: &ClusterSet,
         key: &ObjectKey,
         touched: &mut BTreeSet<Arc<str>>,
+        with_nearest: bool,
     ) {
         let present = federated_members(set, key).next().is_some();
-        let age = || {
-            federated_members(set, key)
-                .filter_map(|c| Some(c.seniority(c.services.get(key)?.created)))
-                .min()
-                .unwrap_or(Seniority::LAST)
-        };
+        if !present {
+            self.nearest_memo.remove(key);
+        }
+        let age = federated_members(set, key)
+            .filter_map(|c| Some(c.seniority(c.services.get(key)?.created)))
+            .min()
+            .unwrap_or(Seniority::LAST);
         for (suffix, nearest) in [(FEDERATED, false), (NEAREST, true)] {
+            if nearest && !with_nearest {
+                continue;
+            }
             let label = format!("{}-{suffix}", key.name);
             let label_key: Arc<str> = format!("{label}.{}", key.namespace).into();
             let fits = self.name_fits(&label, &key.namespace);
@@ -673,13 +715,36 @@ impl Index {
                         seniority: Seniority::FIRST,
                         mcs: false,
                         nearest,
-                        age: age(),
+                        age,
                         cluster: Arc::from(""),
                         service: key.clone(),
                     },
                 );
             }
             touched.insert(label_key);
+        }
+    }
+
+    /// Keeps what `plan` decided for the nearest name of `key` (nothing
+    /// when no tier is answered: any change may move a fail-open union).
+    fn remember_plan(&mut self, key: &ObjectKey, plan: &Plan<'_>) {
+        match plan.chosen {
+            Some(t) => {
+                let far = plan
+                    .members
+                    .iter()
+                    .filter(|m| m.tier.is_some_and(|tier| tier > t))
+                    .map(|m| m.cluster.name.clone())
+                    .collect();
+                let memo = NearestMemo {
+                    far,
+                    rule_from: plan.rule_from.clone(),
+                };
+                self.nearest_memo.insert(key.clone(), memo);
+            }
+            None => {
+                self.nearest_memo.remove(key);
+            }
         }
     }
 
@@ -695,6 +760,7 @@ impl Index {
             Some(w) if w.mcs => build_mcs_entry(set, &self.parts, &w.service, cx),
             Some(w) if w.nearest => {
                 let plan = member_plan(set, &self.parts, &w.service, cx);
+                self.remember_plan(&w.service, &plan);
                 // Claims as before (only the nearest one): a change in a
                 // farther tier leaves the entry, and everything about it, as
                 // it is.

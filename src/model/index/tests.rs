@@ -457,6 +457,11 @@ fn events_for(set: &ClusterSet) -> Vec<Event> {
             cluster: cl.name.clone(),
             gateway: cl.gateway.clone(),
         });
+        ev.push(Event::PlaceApplied {
+            cluster: cl.name.clone(),
+            from: crate::vocab::place::PlaceFrom::Property,
+            place: cl.property_place.clone(),
+        });
     }
     ev
 }
@@ -485,10 +490,11 @@ fn op() -> impl Strategy<Value = Event> {
             any::<bool>(),
             any::<bool>(),
             0i64..4,
-            any::<bool>()
+            any::<bool>(),
+            0u32..3
         )
             .prop_map(
-                |(cl, ns, name, export, federated, headless, created, not_ready)| {
+                |(cl, ns, name, export, federated, headless, created, not_ready, min_ready)| {
                     let mut s = service(
                         ns,
                         name,
@@ -501,6 +507,13 @@ fn op() -> impl Strategy<Value = Event> {
                     s.created = created;
                     // Changes the part of every slice without changing a slice.
                     s.publish_not_ready = not_ready;
+                    // Nearest names under a min-ready rule (0: none).
+                    s.locality = (min_ready > 0).then(|| {
+                        Arc::new(crate::vocab::place::Rule {
+                            order: None,
+                            min_ready,
+                        })
+                    });
                     svc_event(cl, s)
                 }
             ),
@@ -537,6 +550,15 @@ fn op() -> impl Strategy<Value = Event> {
                         &refs,
                     ),
                 )
+            }),
+        (
+            cluster.clone(),
+            prop_oneof![Just(None), Just(Some("eu")), Just(Some("us"))]
+        )
+            .prop_map(|(cl, region)| Event::PlaceApplied {
+                cluster: c(cl),
+                from: crate::vocab::place::PlaceFrom::Property,
+                place: crate::vocab::place::Place::parse(region, None).expect("region"),
             }),
         (cluster.clone(), ns.clone(), name.clone(), slice_no).prop_map(|(cl, ns, name, k)| {
             Event::SliceDeleted {
@@ -765,5 +787,48 @@ fn a_change_in_a_farther_tier_keeps_the_nearest_entry() {
     assert_eq!(
         addrs(&m.snapshot(), "db-nearest.prod").expect("nearest"),
         ["10.1.0.2", "10.2.0.9"]
+    );
+}
+
+/// The memo that spares a plan must not outlive the name: a service that
+/// leaves every cluster and comes back gets its nearest name again.
+#[test]
+fn a_nearest_name_comes_back_with_its_service() {
+    let mut m = model();
+    let mut fed = flat("prod", "db", 1);
+    fed.federated = true;
+    let mut ev = up("west", true);
+    ev.extend(up("east", false));
+    for (cluster, ip) in [("west", "10.0.0.1"), ("east", "10.1.0.1")] {
+        ev.push(svc_event(cluster, fed.clone()));
+        ev.push(endpoint_slice(cluster, "prod", "db", ip));
+    }
+    m.apply(ev, t0());
+    let gone = |cluster: &str| Event::ServiceDeleted {
+        cluster: c(cluster),
+        key: ObjectKey::new("prod", "db"),
+    };
+    m.apply([gone("west"), gone("east")], t0());
+    assert_eq!(addrs(&m.snapshot(), "db-nearest.prod"), None);
+    m.apply([svc_event("east", fed.clone())], t0());
+    assert_eq!(
+        addrs(&m.snapshot(), "db-nearest.prod").expect("back"),
+        ["10.1.0.1"]
+    );
+    m.apply([svc_event("west", fed)], t0());
+    assert_eq!(
+        addrs(&m.snapshot(), "db-nearest.prod").expect("local"),
+        ["10.0.0.1"]
+    );
+    // Far changes keep it; a local one moves it.
+    m.apply([endpoint_slice("east", "prod", "db", "10.1.0.2")], t0());
+    assert_eq!(
+        addrs(&m.snapshot(), "db-nearest.prod").expect("local"),
+        ["10.0.0.1"]
+    );
+    m.apply([endpoint_slice("west", "prod", "db", "10.0.0.2")], t0());
+    assert_eq!(
+        addrs(&m.snapshot(), "db-nearest.prod").expect("local"),
+        ["10.0.0.2"]
     );
 }
