@@ -558,7 +558,7 @@ fn op() -> impl Strategy<Value = Event> {
             .prop_map(|(cl, region)| Event::PlaceApplied {
                 cluster: c(cl),
                 from: crate::vocab::place::PlaceFrom::Property,
-                place: crate::vocab::place::Place::parse(region, None).expect("region"),
+                place: Place::parse(region, None).expect("region"),
             }),
         (cluster.clone(), ns.clone(), name.clone(), slice_no).prop_map(|(cl, ns, name, k)| {
             Event::SliceDeleted {
