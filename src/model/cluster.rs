@@ -519,6 +519,7 @@ impl ClusterSet {
                 dirty
                     .services
                     .extend(c.services.keys().map(|k| (cluster.clone(), k.clone())));
+                self.every_federated(dirty);
             }
             Some(_) => {}
             None => {
@@ -527,6 +528,9 @@ impl ClusterSet {
                 self.clusters
                     .insert(cluster.clone(), Cluster::new(cluster.clone(), id, local));
                 dirty.health.insert(cluster);
+                if local {
+                    self.every_federated(dirty);
+                }
             }
         }
     }
@@ -572,9 +576,15 @@ impl ClusterSet {
         }
         *slot = place;
         dirty.health.insert(cluster.clone());
-        if !c.local {
-            return;
+        if c.local {
+            self.every_federated(dirty);
         }
+    }
+
+    /// Marks every federated service dirty: the local cluster's place (or
+    /// the local cluster itself) came or went, which moves the tier of
+    /// every member of every one (decision 14).
+    fn every_federated(&self, dirty: &mut Dirty) {
         for c in self.clusters.values() {
             dirty.services.extend(
                 c.services
@@ -597,6 +607,9 @@ impl ClusterSet {
 
     fn cluster_down(&mut self, cluster: &Arc<str>, dirty: &mut Dirty) {
         if let Some(c) = self.clusters.remove(cluster) {
+            if c.local {
+                self.every_federated(dirty);
+            }
             dirty
                 .services
                 .extend(c.services.keys().map(|k| (cluster.clone(), k.clone())));

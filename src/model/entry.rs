@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cluster::{Cluster, ClusterSet, Health};
-use super::locality::{Plan, plan};
+use super::locality::{Plan, Why, plan};
 use super::objects::{Endpoint, ExportMode, ObjectKey, Port, Service, Slice};
 use crate::vocab::name::dashed_ip;
 use crate::vocab::place::Place;
@@ -898,11 +898,13 @@ pub(crate) fn build_nearest_entry(
     let Some(f) = federated else {
         return union_entry(set, parts, key, label, cx, Some(plan), true);
     };
+    // Every member the federated name uses (held and healthy) is in the
+    // chosen tier: the same records, ports and flags.
     let whole = plan.chosen.is_none()
         || plan
             .members
             .iter()
-            .filter(|m| f.parts.iter().any(|p| p.cluster == m.cluster.name))
+            .filter(|m| !matches!(m.why, Why::Unhealthy | Why::Refused))
             .all(|m| m.tier == plan.chosen);
     if whole {
         Some(renamed_nearest(f, label, key, cx, plan))
