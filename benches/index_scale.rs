@@ -603,6 +603,7 @@ fn big_setup(per_cluster: usize) -> ChangeSetup {
                 refused: false,
                 mcs: None,
                 locality: None,
+                mcs_nearest: false,
             },
         };
         let slice = |svc: &str, k: usize, from: usize, n: usize, host: bool| Slice {

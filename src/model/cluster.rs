@@ -589,7 +589,7 @@ impl ClusterSet {
             dirty.services.extend(
                 c.services
                     .values()
-                    .filter(|s| s.federated)
+                    .filter(|s| s.federated || s.mcs_nearest)
                     .map(|s| (c.name.clone(), s.key.clone())),
             );
         }

@@ -606,7 +606,7 @@ impl PartCache {
                 mcs,
             });
         }
-        if svc.federated {
+        if svc.federated || svc.mcs_nearest {
             self.ready
                 .insert(pair.clone(), ready_count(new.iter().map(|c| &*c.part)));
         } else {
@@ -615,7 +615,8 @@ impl PartCache {
         self.parts.insert(pair, new);
     }
 
-    /// Ready endpoints of federated service `key` in `cluster`.
+    /// Ready endpoints of federated (or nearest MCS) service `key` in
+    /// `cluster`.
     pub(crate) fn ready_of(&self, cluster: &Arc<str>, key: &ObjectKey) -> u64 {
         self.ready
             .get(&(cluster.clone(), key.clone()))

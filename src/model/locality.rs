@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use super::cluster::{Cluster, ClusterSet};
-use super::entry::{BuildContext, federated_members, federation_eligible};
+use super::entry::{BuildContext, federation_eligible};
 use super::objects::{ObjectKey, Service};
 use crate::vocab::place::{OrderItem, Place, PlaceFrom, Rule};
 
@@ -127,13 +127,32 @@ pub(crate) fn place_of<'c>(c: &'c Cluster, local: &'c Place) -> (&'c Place, Plac
     Place::choose(&c.place, &c.property_place)
 }
 
+/// Which clusters are members of a service, for a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Membership {
+    /// Linkerd's federated members (`<svc>-nearest`).
+    Federated,
+    /// The clusters a ServiceExport exports it from (an MCS name that opts
+    /// into nearest answers).
+    Mcs,
+}
+
+impl Membership {
+    fn holds(self, s: &Service) -> bool {
+        match self {
+            Self::Federated => s.federated,
+            Self::Mcs => s.mcs.is_some(),
+        }
+    }
+}
+
 /// The failover rule of service `key`: the one set on the most senior
 /// member's Service that sets one (the local cluster's first, decision 7),
 /// else the default.
-fn rule_of(set: &ClusterSet, key: &ObjectKey) -> (Rule, Option<Arc<str>>) {
-    federated_members(set, key)
+fn rule_of(set: &ClusterSet, key: &ObjectKey, by: Membership) -> (Rule, Option<Arc<str>>) {
+    set.iter()
         .filter_map(|c| {
-            let s = c.services.get(key)?;
+            let s = c.services.get(key).filter(|s| by.holds(s))?;
             let rule = s.locality.as_ref()?;
             Some((c.seniority(s.created), rule, &c.name))
         })
@@ -203,14 +222,25 @@ pub(crate) fn plan<'s>(
     cx: &BuildContext<'_>,
     ready: impl Fn(&Cluster, &Service) -> u64,
 ) -> Plan<'s> {
-    let (rule, rule_from) = rule_of(set, key);
+    plan_of(set, key, Membership::Federated, (local, cx), ready)
+}
+
+/// [`plan`] over the members `by` names.
+pub(crate) fn plan_of<'s>(
+    set: &'s ClusterSet,
+    key: &ObjectKey,
+    by: Membership,
+    (local, cx): (&Place, &BuildContext<'_>),
+    ready: impl Fn(&Cluster, &Service) -> u64,
+) -> Plan<'s> {
+    let (rule, rule_from) = rule_of(set, key, by);
     let local_region = set
         .iter()
         .find(|c| c.local)
         .and_then(|c| place_of(c, local).0.region.clone());
     let mut members: Vec<Ranked<'s>> = Vec::new();
     for c in set.iter() {
-        let Some(svc) = c.services.get(key).filter(|s| s.federated) else {
+        let Some(svc) = c.services.get(key).filter(|s| by.holds(s)) else {
             continue;
         };
         let mut ranked = Ranked {

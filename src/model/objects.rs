@@ -152,6 +152,9 @@ pub struct Service {
     /// Its failover rule (`clusterset-dns.io/failover-order` and
     /// `min-ready`), when it sets one (docs/locality.md).
     pub locality: Option<Arc<crate::vocab::place::Rule>>,
+    /// Its ServiceExport opts its MCS name into nearest answers
+    /// (`clusterset-dns.io/nearest: "true"`, docs/locality.md).
+    pub mcs_nearest: bool,
 }
 
 /// A ServiceImport of the local cluster (Kubernetes MCS API): what the

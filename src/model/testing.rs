@@ -56,6 +56,7 @@ pub(crate) fn service(
         refused: false,
         mcs: None,
         locality: None,
+        mcs_nearest: false,
     }
 }
 

@@ -858,6 +858,7 @@ fn exported(
         refused: false,
         mcs: None,
         locality: locality_rule(meta, w),
+        mcs_nearest: false,
     };
     Ok(if exported {
         ServiceKind::Exported(service)

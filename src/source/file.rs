@@ -8,7 +8,7 @@
 //! data. It must not build DNS records; watching for changes is in
 //! `source::watch`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::convert::mcs::{
     ClusterProperty, McsObject, Property, convert_export, convert_import, convert_property,
-    is_about_api, is_mcs_api,
+    export_opts_nearest, is_about_api, is_mcs_api,
 };
 use super::convert::{
     Adjustment, ConvertError, Converted, Reason, ServiceKind, Warning, convert_service,
@@ -475,6 +475,8 @@ struct Reader {
     unexported: BTreeMap<ObjectKey, Service>,
     /// ServiceExports (key, creationTimestamp) with their location.
     exports: Vec<(ObjectKey, i64, PathBuf, usize, usize, Option<usize>)>,
+    /// ServiceExports that opt their MCS name into nearest answers.
+    nearest_exports: HashSet<ObjectKey>,
     /// A place property is invalid: the place is unknown, whatever the
     /// other one says.
     place_invalid: bool,
@@ -692,6 +694,9 @@ impl Reader {
             }
             Ok((key, created)) => {
                 if self.first_definition("ServiceExport", &key, path, doc, item) {
+                    if export_opts_nearest(export) {
+                        self.nearest_exports.insert(key.clone());
+                    }
                     let at = (path.to_owned(), self.line, doc, item);
                     self.exports.push((key, created, at.0, at.1, at.2, at.3));
                 }
@@ -763,10 +768,13 @@ impl Reader {
     /// condition would.
     fn join_exports(&mut self) {
         for (key, created, path, line, doc, item) in std::mem::take(&mut self.exports) {
+            let nearest = self.nearest_exports.contains(&key);
             if let Some(s) = self.load.objects.services.get_mut(&key) {
                 s.mcs = Some(created);
+                s.mcs_nearest = nearest;
             } else if let Some(mut s) = self.unexported.remove(&key) {
                 s.mcs = Some(created);
+                s.mcs_nearest = nearest;
                 self.load.objects.services.insert(key, s);
             } else {
                 self.line = line;
@@ -890,6 +898,7 @@ pub fn load_cluster(dir: &ClusterDir, local: bool, trust: &Trust) -> ClusterLoad
         slices: Vec::new(),
         unexported: BTreeMap::new(),
         exports: Vec::new(),
+        nearest_exports: HashSet::new(),
         place_invalid: false,
         line: 1,
     };

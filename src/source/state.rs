@@ -507,11 +507,13 @@ impl ClusterState {
         match &h.kind {
             ServiceKind::Exported(s) => Served::Exported(crate::model::objects::Service {
                 mcs: export,
+                mcs_nearest: export.is_some() && self.mcs.nearest.contains(key),
                 ..s.clone()
             }),
             ServiceKind::Unexported(s) => export.map_or(Served::Nothing, |t| {
                 Served::Exported(crate::model::objects::Service {
                     mcs: Some(t),
+                    mcs_nearest: self.mcs.nearest.contains(key),
                     ..s.clone()
                 })
             }),

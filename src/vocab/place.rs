@@ -22,6 +22,10 @@ pub const PROPERTY_ZONE: &str = "zone.clusterset-dns.io";
 pub const ANNOTATION_FAILOVER_ORDER: &str = "clusterset-dns.io/failover-order";
 /// Service annotation: the ready endpoints a tier needs to be answered.
 pub const ANNOTATION_MIN_READY: &str = "clusterset-dns.io/min-ready";
+/// ServiceExport annotation (with `--mcs`): `"true"` makes the MCS name of
+/// a headless service answer its nearest tier, as `<svc>-nearest` does.
+/// Opt-in only: the KEP's answers are the default.
+pub const ANNOTATION_NEAREST: &str = "clusterset-dns.io/nearest";
 /// The label Kubernetes puts the zone of a node (and EndpointSlices their
 /// endpoints' zone) under.
 pub const TOPOLOGY_ZONE: &str = "topology.kubernetes.io/zone";

@@ -23,6 +23,7 @@ use super::{
     BuildContext, Entry, Head, Nearest, Origin, Part, PartCache, Reverse, federation_eligible,
 };
 use crate::model::cluster::{Cluster, ClusterSet};
+use crate::model::locality::{Membership, plan_of};
 use crate::model::objects::{ObjectKey, Port, Service};
 
 /// One cluster's member service.
@@ -131,7 +132,15 @@ pub(crate) fn build_mcs_entry(
         .filter(|m| federation_eligible(&m.cluster.health, cx))
         .collect();
     let fail_open = eligible.is_empty() && !held.is_empty();
-    let used = if fail_open { held } else { eligible };
+    let mut used = if fail_open { held } else { eligible };
+    let nearest = match members.first() {
+        // Opted in by the oldest export (decision 7), and only where the
+        // KEP answers pods: a ClusterSetIP stays one address.
+        Some(oldest) if headless && oldest.service.mcs_nearest && !fail_open => {
+            nearest_tier(set, parts, key, cx, &mut used)
+        }
+        _ => Nearest::No,
+    };
     let stale = used.iter().any(|m| m.cluster.health.broken_since.is_some());
     let head = Head {
         name: format!("{}.{}.svc.{}", key.name, key.namespace, cx.zone).into(),
@@ -140,7 +149,7 @@ pub(crate) fn build_mcs_entry(
             fail_open,
             stale,
             mcs: true,
-            nearest: Nearest::No,
+            nearest,
         },
         headless,
         // Pods are named under cluster ids here: a name below that a
@@ -175,6 +184,34 @@ pub(crate) fn build_mcs_entry(
         None => (member_parts(parts, key, &used), Vec::new()),
     };
     Entry::from_parts(head, found, ports)
+}
+
+/// Keeps in `used` the members of the nearest tier of MCS service `key`
+/// (docs/locality.md), all of them when no tier has `min-ready` ready
+/// endpoints; says which.
+fn nearest_tier(
+    set: &ClusterSet,
+    parts: &PartCache,
+    key: &ObjectKey,
+    cx: &BuildContext<'_>,
+    used: &mut Vec<&Member<'_>>,
+) -> Nearest {
+    let plan = plan_of(set, key, Membership::Mcs, (cx.local, cx), |c, _| {
+        // A cluster whose id another holds is no member: it counts nothing.
+        let holder = set.mcs_id_holder(c.mcs_id());
+        if holder.is_some_and(|h| h.name != c.name) {
+            0
+        } else {
+            parts.ready_of(&c.name, key)
+        }
+    });
+    match plan.chosen {
+        Some(t) => {
+            used.retain(|m| plan.tier_of(&m.cluster.name) == Some(t));
+            Nearest::Tier(t)
+        }
+        None => Nearest::Union,
+    }
 }
 
 /// The members' slice parts, their pods named under each member's id.

@@ -24,7 +24,7 @@ use crate::vocab::mcs::{
     ABOUT_GROUP, ABOUT_VERSIONS, CLUSTER_ID_PROPERTY, MCS_GROUP, MCS_VERSIONS,
 };
 use crate::vocab::name::is_dns_label;
-use crate::vocab::place::{PROPERTY_REGION, PROPERTY_ZONE, place_value};
+use crate::vocab::place::{ANNOTATION_NEAREST, PROPERTY_REGION, PROPERTY_ZONE, place_value};
 use crate::vocab::trust::Trust;
 
 /// A ServiceExport or ServiceImport, as far as we read it.
@@ -81,6 +81,17 @@ pub(crate) fn convert_export(export: &McsObject) -> Result<(ObjectKey, i64), Con
         .as_ref()
         .map_or(i64::MAX, |t| t.0.as_second());
     Ok((key, created))
+}
+
+/// True when a ServiceExport opts its service's MCS name into nearest
+/// answers (`clusterset-dns.io/nearest: "true"`; any other value does not).
+pub(crate) fn export_opts_nearest(export: &McsObject) -> bool {
+    export
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_NEAREST))
+        .is_some_and(|v| v == "true")
 }
 
 /// A ServiceImport: its key and clusterset IPs, those `trust` rejects left

@@ -13,7 +13,7 @@
 //! is fed an empty list by the shell, so nothing here waits for it. Like
 //! the rest of the state it must not do I/O or read the clock.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
@@ -23,7 +23,7 @@ use super::{Action, Adjusted, ClusterState, Output, display_name, meta_key};
 use crate::model::Event;
 use crate::model::objects::{Import, ObjectKey};
 use crate::source::convert::mcs::{
-    McsObject, Property, convert_export, convert_import, from_dynamic,
+    McsObject, Property, convert_export, convert_import, export_opts_nearest, from_dynamic,
 };
 use crate::source::convert::{Adjustment, ConvertError, Converted, Reason, Warning};
 use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
@@ -35,6 +35,8 @@ pub(super) struct Mcs {
     pub(super) all_services: Option<usize>,
     /// ServiceExports: the key they export and their creationTimestamp.
     pub(super) exports: HashMap<ObjectKey, i64>,
+    /// The exports that opt their MCS name into nearest answers.
+    pub(super) nearest: HashSet<ObjectKey>,
     pub(super) exports_listed: bool,
     /// Targeted Service lists in flight, and whether the every-Service
     /// watch delivered that Service since (then the list is older).
@@ -64,6 +66,7 @@ impl Mcs {
         Self {
             all_services: None,
             exports: HashMap::new(),
+            nearest: HashSet::new(),
             exports_listed: true,
             pending: HashMap::new(),
             id: None,
@@ -77,6 +80,7 @@ impl Mcs {
     pub(super) fn restart(self) -> Self {
         Self {
             exports: self.exports,
+            nearest: self.nearest,
             id: self.id,
             id_problem: self.id_problem,
             imports: self.imports,
@@ -167,8 +171,9 @@ impl ClusterState {
     // ---- ServiceExports ---------------------------------------------------
 
     pub(super) fn export_apply(&mut self, o: &DynamicObject, out: &mut Output) {
-        let converted = from_dynamic::<McsObject>(o).and_then(|e| convert_export(&e));
-        let (key, created) = match converted {
+        let converted = from_dynamic::<McsObject>(o)
+            .and_then(|e| Ok((convert_export(&e)?, export_opts_nearest(&e))));
+        let ((key, created), nearest) = match converted {
             Ok(c) => c,
             Err(e) => {
                 // Keep what was known of it, also through a relist.
@@ -194,11 +199,18 @@ impl ClusterState {
             self.export_gone(&key, out);
             return;
         }
-        if self.mcs.exports.get(&key) == Some(&created) {
+        if self.mcs.exports.get(&key) == Some(&created)
+            && self.mcs.nearest.contains(&key) == nearest
+        {
             return;
         }
         let before = self.served(&key);
         self.mcs.exports.insert(key.clone(), created);
+        if nearest {
+            self.mcs.nearest.insert(key.clone());
+        } else {
+            self.mcs.nearest.remove(&key);
+        }
         if self.services.contains_key(&key) {
             self.transition(&key, before, out);
         } else {
@@ -214,6 +226,7 @@ impl ClusterState {
         }
         let before = self.served(key);
         self.mcs.exports.remove(key);
+        self.mcs.nearest.remove(key);
         self.mcs.pending.remove(key);
         self.transition(key, before, out);
         if self

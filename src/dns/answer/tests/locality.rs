@@ -180,3 +180,56 @@ fn nearest_with_no_tier_at_min_ready_answers_the_union_and_says_so() {
     assert!(got.note.nearest_fail_open, "counted");
     assert!(got.answer.answers.iter().all(|r| r.ttl == 5));
 }
+
+/// With `--mcs`, a headless MCS name answers its nearest tier only when
+/// the oldest ServiceExport opts in; otherwise the KEP's union, as before.
+#[test]
+fn an_mcs_name_answers_its_nearest_tier_only_when_its_export_opts_in() {
+    let exported = |opt_in: bool| {
+        let mut events = clusterset(2);
+        for e in &mut events {
+            if let Event::ServiceApplied { service, .. } = e {
+                service.federated = false;
+                service.export = None;
+                service.mcs = Some(1000);
+                service.mcs_nearest = opt_in;
+            }
+        }
+        let mut s = locality_settings(false);
+        s.mcs = true;
+        snapshot_with(s, events)
+    };
+    let name = QName::from_text("db.prod.svc.clusterset.local.").expect("qname");
+    let ask = |snap: &Snapshot| {
+        let q = Question {
+            name: &name,
+            qtype: A,
+            qclass: CLASS_IN,
+            room: UDP,
+        };
+        let got = answer(snap, q, 0, Instant::now()).answer;
+        let mut addrs: Vec<(String, u32)> = got
+            .answers
+            .iter()
+            .map(|r| (record_text("db.prod.svc.clusterset.local.", r), r.ttl))
+            .map(|(text, ttl)| {
+                (
+                    text.rsplit(['\t', ' ']).next().unwrap_or("").to_owned(),
+                    ttl,
+                )
+            })
+            .collect();
+        addrs.sort();
+        addrs
+    };
+    let local = |ttl| {
+        vec![
+            ("10.30.2.10".to_owned(), ttl),
+            ("10.30.2.11".to_owned(), ttl),
+        ]
+    };
+    assert_eq!(ask(&exported(true)), local(5), "the local tier, TTL capped");
+    let union = ask(&exported(false));
+    assert_eq!(union.len(), 4, "the KEP's union: {union:?}");
+    assert!(union.iter().all(|(_, ttl)| *ttl == 30));
+}

@@ -9,6 +9,28 @@ fn property(yaml: &str) -> ClusterProperty {
 }
 
 #[test]
+fn an_export_opts_into_nearest_answers_only_with_true() {
+    let cases = [
+        ("metadata: {name: db, namespace: prod}", false),
+        (
+            "metadata: {name: db, annotations: {clusterset-dns.io/nearest: 'true'}}",
+            true,
+        ),
+        (
+            "metadata: {name: db, annotations: {clusterset-dns.io/nearest: 'yes'}}",
+            false,
+        ),
+        (
+            "metadata: {name: db, annotations: {clusterset-dns.io/nearest: 'false'}}",
+            false,
+        ),
+    ];
+    for (yaml, want) in cases {
+        assert_eq!(export_opts_nearest(&object(yaml)), want, "{yaml}");
+    }
+}
+
+#[test]
 fn an_export_gives_its_key_and_age() {
     let e =
         object("metadata: {name: db, namespace: prod, creationTimestamp: '2026-01-01T00:00:10Z'}");

@@ -32,6 +32,16 @@ fn export(name: &str, created: i64) -> Object {
     }))
 }
 
+/// A ServiceExport that opts its MCS name into nearest answers.
+fn export_nearest(name: &str, created: i64) -> Object {
+    let t = Timestamp::from_second(created).expect("a time").to_string();
+    dynamic(json!({
+        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+        "metadata": {"name": name, "namespace": "prod", "creationTimestamp": t,
+                     "annotations": {"clusterset-dns.io/nearest": "true"}}
+    }))
+}
+
 fn export_in(namespace: &str, name: &str, created: i64) -> Object {
     let t = Timestamp::from_second(created).expect("a time").to_string();
     dynamic(json!({
@@ -141,9 +151,10 @@ fn said(out: &Output) -> Vec<String> {
         .iter()
         .map(|e| match e {
             Event::ServiceApplied { service, .. } => format!(
-                "+svc {} mcs={}",
+                "+svc {} mcs={}{}",
                 service.key,
-                service.mcs.map_or("-".to_owned(), |t| t.to_string())
+                service.mcs.map_or("-".to_owned(), |t| t.to_string()),
+                if service.mcs_nearest { " nearest" } else { "" }
             ),
             Event::ClusterIdApplied { id, .. } => format!("id {}", id.as_deref().unwrap_or("-")),
             Event::ImportApplied { import, .. } => {
@@ -219,6 +230,21 @@ fn the_export_join_table() {
                 vec![web1()],
             ),
             said: vec!["+svc prod/web mcs=T1", "+slice prod/web-1 (1)"],
+            services: 1,
+        },
+        Case {
+            name: "an export's nearest opt-in reaches the model, and so does its removal",
+            setup: first_sync(
+                vec![],
+                vec![export("web", T1)],
+                vec![plain("web")],
+                vec![web1()],
+            ),
+            steps: vec![
+                apply(Watch::Exports, export_nearest("web", T1)),
+                apply(Watch::Exports, export("web", T1)),
+            ],
+            said: vec!["+svc prod/web mcs=T1 nearest", "+svc prod/web mcs=T1"],
             services: 1,
         },
         Case {
