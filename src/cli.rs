@@ -5,6 +5,8 @@
 
 mod explain;
 
+pub use explain::ede;
+
 pub use explain::ExplainArgs;
 
 use std::fmt::Write as _;

@@ -348,8 +348,10 @@ fn answer_text(qtype: RecordType, msg: &Message, tcp: bool) -> String {
     out
 }
 
-/// The Extended DNS Error (RFC 8914, option 15) of a response.
-fn ede(msg: &Message) -> Option<(u16, String)> {
+/// The Extended DNS Error (RFC 8914, option 15) of a response: INFO-CODE
+/// and EXTRA-TEXT, as `explain --server` prints it (the integration tests
+/// read answers with it too).
+pub fn ede(msg: &Message) -> Option<(u16, String)> {
     let edns = msg.edns.as_ref()?;
     edns.options().options.iter().find_map(|(_, o)| match o {
         EdnsOption::Unknown(15, data) if data.len() >= 2 => Some((

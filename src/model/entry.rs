@@ -966,48 +966,6 @@ fn federated_subset(
     Entry::from_parts(head, found, ports)
 }
 
-/// True when nearest entry `old` of service `key` is still its answer after
-/// a batch that changed its objects only in clusters `changed_in` (no
-/// health, place or settings change): the same tier is chosen, with the
-/// same members holding endpoints and the same tiers, and every cluster
-/// that changed is in a farther tier. This is most changes of a big
-/// federated service, whose nearest answer is the local tier: only the
-/// plan is computed, no record gathered.
-pub(crate) fn nearest_unchanged(plan: &Plan<'_>, old: &Entry, changed_in: &[Arc<str>]) -> bool {
-    let Origin::Federated {
-        nearest: Nearest::Tier(t),
-        fail_open: false,
-        ..
-    } = old.origin
-    else {
-        return false;
-    };
-    if plan.chosen != Some(t)
-        || !changed_in
-            .iter()
-            .all(|c| plan.tier_of(c).is_some_and(|tier| tier > t))
-    {
-        return false;
-    }
-    if let Some(tiers) = &old.tiers
-        && **tiers != *plan.tiers()
-    {
-        return false;
-    }
-    let answered = plan
-        .members
-        .iter()
-        .filter(|m| m.tier == Some(t) && m.ready > 0)
-        .map(|m| &*m.cluster.name);
-    let mut held = old.parts.iter().map(|p| &*p.cluster).peekable();
-    let mut same = true;
-    for name in answered {
-        same &= held.next() == Some(name);
-        while held.next_if(|c| *c == name).is_some() {}
-    }
-    same && held.next().is_none()
-}
-
 /// The federated entry `f` under the nearest name: the same records.
 fn renamed_nearest(
     f: &Entry,

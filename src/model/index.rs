@@ -21,7 +21,7 @@ use super::cluster::{ClusterSet, Dirty, Seniority};
 use super::entry::mcs::{Conflicts, build_mcs_entry, conflicts};
 use super::entry::{
     BuildContext, Entry, PartCache, build_cluster_entry, build_federated_entry,
-    build_nearest_entry, federated_members, member_plan, nearest_unchanged,
+    build_nearest_entry, federated_members, member_plan,
 };
 use super::epoch::Epoch;
 use super::locality::Plan;
@@ -276,10 +276,6 @@ pub(crate) struct Index {
     ptrs: Ptrs,
     /// Each held slice's part of its names, rebuilt only when it changes.
     parts: PartCache,
-    /// During a refresh: the nearest names whose service changed only in
-    /// these clusters (no health or place change), so a change in a
-    /// farther tier keeps the entry as it is.
-    nearest_touch: HashMap<Arc<str>, Vec<Arc<str>>>,
     /// What the last plan of each nearest name answered by one tier
     /// decided.
     nearest_memo: HashMap<ObjectKey, NearestMemo>,
@@ -306,7 +302,6 @@ impl Index {
             mcs_id_taken: HashMap::new(),
             ptrs: Ptrs::default(),
             parts: PartCache::default(),
-            nearest_touch: HashMap::new(),
             nearest_memo: HashMap::new(),
         }
     }
@@ -401,11 +396,6 @@ impl Index {
                 .as_deref()
                 .is_some_and(|changed| self.only_farther(set, key, changed));
             self.update_federated_claim(set, key, &mut touched, !far);
-            if let Some(clusters) = clusters.as_ref().filter(|_| !far) {
-                let label_key = format!("{}-{NEAREST}.{}", key.name, key.namespace);
-                self.nearest_touch
-                    .insert(label_key.into(), clusters.clone());
-            }
         }
         for key in &mcs {
             self.update_mcs_claim(set, key, &mut touched);
@@ -423,7 +413,6 @@ impl Index {
         for key in &touched {
             self.rebuild(set, key, &cx);
         }
-        self.nearest_touch.clear();
         if !dirty.health.is_empty() {
             self.refresh_statuses(set);
         }
@@ -761,16 +750,6 @@ impl Index {
             Some(w) if w.nearest => {
                 let plan = member_plan(set, &self.parts, &w.service, cx);
                 self.remember_plan(&w.service, &plan);
-                // Claims as before (only the nearest one): a change in a
-                // farther tier leaves the entry, and everything about it, as
-                // it is.
-                if claims.len() == 1
-                    && let (Some(old), Some(changed_in)) =
-                        (self.snap.entries.get(key), self.nearest_touch.get(key))
-                    && nearest_unchanged(&plan, old, changed_in)
-                {
-                    return;
-                }
                 // Rebuilt after the federated name (touched keys are
                 // sorted: `-federated.` before `-nearest.`), so this is
                 // the federated entry of the same state.

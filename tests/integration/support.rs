@@ -705,18 +705,8 @@ where
 }
 
 /// The Extended DNS Error (RFC 8914, option 15) of a response: INFO-CODE
-/// and EXTRA-TEXT.
-pub(crate) fn ede(msg: &Message) -> Option<(u16, String)> {
-    use hickory_proto::rr::rdata::opt::EdnsOption;
-    let edns = msg.edns.as_ref()?;
-    edns.options().options.iter().find_map(|(_, o)| match o {
-        EdnsOption::Unknown(15, data) if data.len() >= 2 => Some((
-            u16::from_be_bytes([data[0], data[1]]),
-            String::from_utf8_lossy(&data[2..]).into_owned(),
-        )),
-        _ => None,
-    })
-}
+/// and EXTRA-TEXT (the library's, as `explain --server` reads it).
+pub(crate) use clusterset_dns::cli::ede;
 
 /// What `kdig` (knot-dnsutils) prints for `name` `rtype` asked of `dns`
 /// over UDP with EDNS: what a user sees, EDE line included

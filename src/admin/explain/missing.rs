@@ -4,10 +4,23 @@
 //! and what each of them lacks.
 
 use super::{Cx, Explanation, Kind};
+use crate::model::cluster::Cluster;
 use crate::model::entry::federated_members;
 use crate::model::objects::ObjectKey;
 use crate::model::{Entry, Origin};
 use crate::vocab::name::{FEDERATED, NEAREST};
+
+/// Each cluster whose `<svc>-<cluster>` could be `label`, with that `<svc>`
+/// (labels are looked up, never split on `-`: several may fit).
+fn per_cluster_claims<'a>(
+    cx: &'a Cx<'_>,
+    label: &'a str,
+) -> impl Iterator<Item = (&'a Cluster, &'a str)> + 'a {
+    cx.set.iter().filter_map(move |c| {
+        let svc = label.strip_suffix(&*c.name)?.strip_suffix('-')?;
+        Some((c, svc))
+    })
+}
 
 /// Explains why there is no entry at `key` (`<label>.<ns>`).
 pub(super) fn explain(cx: &Cx<'_>, out: &mut Explanation, key: &str) {
@@ -20,13 +33,7 @@ pub(super) fn explain(cx: &Cx<'_>, out: &mut Explanation, key: &str) {
             why.push(federated_missing(cx, &ObjectKey::new(ns, svc), suffix));
         }
     }
-    for c in cx.set.iter() {
-        let Some(svc) = label
-            .strip_suffix(&*c.name)
-            .and_then(|s| s.strip_suffix('-'))
-        else {
-            continue;
-        };
+    for (c, svc) in per_cluster_claims(cx, label) {
         let key = ObjectKey::new(ns, svc);
         why.push(match c.services.get(&key) {
             None => format!("cluster {} exports no service {key}", c.name),
@@ -102,13 +109,7 @@ fn mcs_missing(cx: &Cx<'_>, key: &ObjectKey) -> String {
 /// the older Service wins, docs/architecture.md, decision 7).
 pub(super) fn collisions(cx: &Cx<'_>, out: &mut Explanation, entry: &Entry, label: &str, ns: &str) {
     let mut wants: Vec<String> = Vec::new();
-    for c in cx.set.iter() {
-        let Some(svc) = label
-            .strip_suffix(&*c.name)
-            .and_then(|s| s.strip_suffix('-'))
-        else {
-            continue;
-        };
+    for (c, svc) in per_cluster_claims(cx, label) {
         if c.services
             .get(&ObjectKey::new(ns, svc))
             .is_some_and(|s| s.export.is_some())
