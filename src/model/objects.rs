@@ -10,6 +10,12 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+mod mcs;
+
+pub use mcs::{
+    Affinity, ExportedMeta, Families, ImportFields, TrafficDistribution, TrafficPolicy,
+};
+
 /// How a remote service is exported (Linkerd's `mirror.linkerd.io/exported`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ExportMode {
@@ -155,6 +161,12 @@ pub struct Service {
     /// Its ServiceExport opts its MCS name into nearest answers
     /// (`clusterset-dns.io/nearest: "true"`, docs/locality.md).
     pub mcs_nearest: bool,
+    /// What a ServiceImport copies from it when its export defines the
+    /// import (KEP-1645 v1beta1).
+    pub import_fields: ImportFields,
+    /// Its ServiceExport's exported labels and annotations (MCS members
+    /// whose export sets some).
+    pub exported_meta: Option<Arc<ExportedMeta>>,
 }
 
 /// A ServiceImport of the local cluster (Kubernetes MCS API): what the
@@ -167,6 +179,11 @@ pub struct Import {
     /// `spec.ips`: the clusterset IPs (at most one per family); empty for a
     /// headless import, or before the implementation allocated them.
     pub ips: Vec<IpAddr>,
+    /// The cluster whose export our controller defined it from
+    /// (`clusterset-dns.io/defined-by`, docs/mcs.md §3): that export keeps
+    /// winning conflicts while it is a member, so every cluster's
+    /// controller keeps the definition the first one saw.
+    pub defined_by: Option<Arc<str>>,
 }
 
 /// An address family of an EndpointSlice.

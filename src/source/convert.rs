@@ -149,11 +149,19 @@ pub enum Reason {
     /// A region or zone (ClusterProperty, Link annotation) that is not a
     /// Kubernetes label value: the place stays unknown.
     PlaceInvalid,
+    /// A Service's `ipFamilies`, `sessionAffinity`, `internalTrafficPolicy`
+    /// or `trafficDistribution` value Kubernetes does not know: left off
+    /// the ServiceImport.
+    ServiceFieldUnknown,
+    /// A ServiceExport's exported label or annotation that the local API
+    /// server would refuse, or one under our own prefix: left off the
+    /// ServiceImport.
+    ExportedMetaInvalid,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 40] = [
+    pub const ALL: [Reason; 42] = [
         Reason::NameMissing,
         Reason::NameTooLong,
         Reason::NameNotALabel,
@@ -194,6 +202,8 @@ impl Reason {
         Reason::NamespaceDenied,
         Reason::LocalityAnnotationInvalid,
         Reason::PlaceInvalid,
+        Reason::ServiceFieldUnknown,
+        Reason::ExportedMetaInvalid,
     ];
 
     /// The `reason` label value.
@@ -239,6 +249,8 @@ impl Reason {
             Reason::NamespaceDenied => "namespace_denied",
             Reason::LocalityAnnotationInvalid => "locality_annotation_invalid",
             Reason::PlaceInvalid => "place_invalid",
+            Reason::ServiceFieldUnknown => "service_field_unknown",
+            Reason::ExportedMetaInvalid => "exported_meta_invalid",
         }
     }
 
@@ -859,6 +871,8 @@ fn exported(
         mcs: None,
         locality: locality_rule(meta, w),
         mcs_nearest: false,
+        import_fields: mcs::import_fields(spec, w),
+        exported_meta: None,
     };
     Ok(if exported {
         ServiceKind::Exported(service)

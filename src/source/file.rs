@@ -8,7 +8,7 @@
 //! data. It must not build DNS records; watching for changes is in
 //! `source::watch`.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -20,8 +20,8 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::convert::mcs::{
-    ClusterProperty, McsObject, Property, convert_export, convert_import, convert_property,
-    export_opts_nearest, is_about_api, is_mcs_api,
+    ClusterProperty, Export, McsObject, Property, convert_export, convert_import, convert_property,
+    is_about_api, is_mcs_api,
 };
 use super::convert::{
     Adjustment, ConvertError, Converted, Reason, ServiceKind, Warning, convert_service,
@@ -473,10 +473,8 @@ struct Reader {
     /// Services with no Linkerd export label: members only if exported
     /// through a ServiceExport.
     unexported: BTreeMap<ObjectKey, Service>,
-    /// ServiceExports (key, creationTimestamp) with their location.
-    exports: Vec<(ObjectKey, i64, PathBuf, usize, usize, Option<usize>)>,
-    /// ServiceExports that opt their MCS name into nearest answers.
-    nearest_exports: HashSet<ObjectKey>,
+    /// ServiceExports with their location.
+    exports: Vec<(Export, PathBuf, usize, usize, Option<usize>)>,
     /// A place property is invalid: the place is unknown, whatever the
     /// other one says.
     place_invalid: bool,
@@ -679,7 +677,10 @@ impl Reader {
 
     fn export(&mut self, path: &Path, doc: usize, item: Option<usize>, export: &McsObject) {
         match convert_export(export) {
-            Ok((key, _)) if let Err(why) = self.trust.check_namespace(&key.namespace) => {
+            Ok(Converted { value: e, .. })
+                if let Err(why) = self.trust.check_namespace(&e.key.namespace) =>
+            {
+                let key = e.key;
                 self.count(Adjustment::Skipped, Reason::NamespaceDenied);
                 self.problem(
                     path,
@@ -692,13 +693,11 @@ impl Reader {
                     ),
                 );
             }
-            Ok((key, created)) => {
-                if self.first_definition("ServiceExport", &key, path, doc, item) {
-                    if export_opts_nearest(export) {
-                        self.nearest_exports.insert(key.clone());
-                    }
-                    let at = (path.to_owned(), self.line, doc, item);
-                    self.exports.push((key, created, at.0, at.1, at.2, at.3));
+            Ok(Converted { value: e, warnings }) => {
+                self.warnings(path, doc, item, Adjustment::Clamped, warnings);
+                if self.first_definition("ServiceExport", &e.key, path, doc, item) {
+                    self.exports
+                        .push((e, path.to_owned(), self.line, doc, item));
                 }
             }
             Err(e) => self.convert_error(path, doc, item, "ServiceExport", e),
@@ -767,14 +766,17 @@ impl Reader {
     /// with no Service of its name is reported, as the MCS API's `Valid`
     /// condition would.
     fn join_exports(&mut self) {
-        for (key, created, path, line, doc, item) in std::mem::take(&mut self.exports) {
-            let nearest = self.nearest_exports.contains(&key);
+        for (e, path, line, doc, item) in std::mem::take(&mut self.exports) {
+            let key = e.key.clone();
+            let join = |s: &mut Service| {
+                s.mcs = Some(e.created);
+                s.mcs_nearest = e.nearest;
+                s.exported_meta.clone_from(&e.meta);
+            };
             if let Some(s) = self.load.objects.services.get_mut(&key) {
-                s.mcs = Some(created);
-                s.mcs_nearest = nearest;
+                join(s);
             } else if let Some(mut s) = self.unexported.remove(&key) {
-                s.mcs = Some(created);
-                s.mcs_nearest = nearest;
+                join(&mut s);
                 self.load.objects.services.insert(key, s);
             } else {
                 self.line = line;
@@ -898,7 +900,6 @@ pub fn load_cluster(dir: &ClusterDir, local: bool, trust: &Trust) -> ClusterLoad
         slices: Vec::new(),
         unexported: BTreeMap::new(),
         exports: Vec::new(),
-        nearest_exports: HashSet::new(),
         place_invalid: false,
         line: 1,
     };

@@ -38,6 +38,7 @@ use super::convert::{
     slice_trigger_time,
 };
 use super::selector::Selectors;
+use super::convert::mcs::Export;
 use crate::model::Event;
 use crate::model::budget::{Admission, Budget, Refused};
 use crate::model::objects::ObjectKey;
@@ -503,20 +504,22 @@ impl ClusterState {
         let Some(h) = self.services.get(key) else {
             return Served::Nothing;
         };
-        let export = self.mcs.exports.get(key).copied();
+        let export = self.mcs.exports.get(key);
+        // The export's part of an MCS member.
+        let join = |s: &crate::model::objects::Service, e: &Export| crate::model::objects::Service {
+            mcs: Some(e.created),
+            mcs_nearest: e.nearest,
+            exported_meta: e.meta.clone(),
+            ..s.clone()
+        };
         match &h.kind {
-            ServiceKind::Exported(s) => Served::Exported(crate::model::objects::Service {
-                mcs: export,
-                mcs_nearest: export.is_some() && self.mcs.nearest.contains(key),
-                ..s.clone()
+            ServiceKind::Exported(s) => Served::Exported(match export {
+                Some(e) => join(s, e),
+                None => s.clone(),
             }),
-            ServiceKind::Unexported(s) => export.map_or(Served::Nothing, |t| {
-                Served::Exported(crate::model::objects::Service {
-                    mcs: Some(t),
-                    mcs_nearest: self.mcs.nearest.contains(key),
-                    ..s.clone()
-                })
-            }),
+            ServiceKind::Unexported(s) => {
+                export.map_or(Served::Nothing, |e| Served::Exported(join(s, e)))
+            }
             ServiceKind::Mirror(m) => Served::Mirror(m.clone()),
             ServiceKind::Gateway(_) | ServiceKind::Ignored => Served::Nothing,
         }

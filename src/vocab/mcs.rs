@@ -20,3 +20,10 @@ pub(crate) const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/serv
 /// EndpointSlice's endpoints come from (CoreDNS's `multicluster` names pods
 /// `<hostname>.<clusterid>` by it).
 pub(crate) const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";
+/// The annotation on a ServiceImport we write naming the cluster whose
+/// export defined it (its type, ports and copied fields): that export keeps
+/// winning conflicts while it is a member (docs/mcs.md §3).
+pub(crate) const ANNOTATION_DEFINED_BY: &str = "clusterset-dns.io/defined-by";
+/// The label prefix of our own keys: never taken from a remote cluster's
+/// exported labels or annotations.
+pub(crate) const OWN_PREFIX: &str = "clusterset-dns.io/";

@@ -7,6 +7,7 @@
 pub(crate) mod duration;
 pub(crate) mod linkerd;
 pub(crate) mod mcs;
+pub(crate) mod meta;
 pub mod name;
 pub mod place;
 pub mod trust;

@@ -10,19 +10,26 @@
 //! types, since the fields we read are the same in both. It must not join
 //! exports to Services (the sources do) nor build DNS records.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::ServiceSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::{ConvertError, Converted, Reason, Warnings, invalid, key, quote, trusted};
-use crate::model::objects::{Import, ObjectKey};
-use crate::vocab::mcs::{
-    ABOUT_GROUP, ABOUT_VERSIONS, CLUSTER_ID_PROPERTY, MCS_GROUP, MCS_VERSIONS,
+use crate::model::objects::{
+    Affinity, ExportedMeta, Families, Family, Import, ImportFields, ObjectKey,
+    TrafficDistribution, TrafficPolicy,
 };
+use crate::vocab::mcs::{
+    ABOUT_GROUP, ABOUT_VERSIONS, ANNOTATION_DEFINED_BY, CLUSTER_ID_PROPERTY, MCS_GROUP,
+    MCS_VERSIONS, OWN_PREFIX,
+};
+use crate::vocab::meta::{MAX_ANNOTATIONS_BYTES, is_label_value, is_qualified_name};
 use crate::vocab::name::is_dns_label;
 use crate::vocab::place::{ANNOTATION_NEAREST, PROPERTY_REGION, PROPERTY_ZONE, place_value};
 use crate::vocab::trust::Trust;
@@ -34,21 +41,40 @@ pub(crate) struct McsObject {
     /// Name, namespace, creationTimestamp.
     #[serde(default)]
     pub metadata: ObjectMeta,
-    /// ServiceImport only.
+    /// The spec of either kind: each reads its own fields.
     #[serde(default)]
-    pub spec: Option<ImportSpec>,
+    pub spec: Option<McsSpec>,
 }
 
-/// `ServiceImport.spec`, as far as we read it.
+/// `ServiceImport.spec` and `ServiceExport.spec`, as far as we read them.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct ImportSpec {
-    /// `ClusterSetIP` or `Headless`.
+pub(crate) struct McsSpec {
+    /// Import: `ClusterSetIP` or `Headless`.
     #[serde(rename = "type", default)]
     pub type_: Option<String>,
-    /// The clusterset IPs.
+    /// Import: the clusterset IPs.
     #[serde(default)]
     pub ips: Vec<String>,
+    /// Export (v1beta1): labels for the ServiceImport.
+    #[serde(default)]
+    pub exported_labels: BTreeMap<String, String>,
+    /// Export (v1beta1): annotations for the ServiceImport.
+    #[serde(default)]
+    pub exported_annotations: BTreeMap<String, String>,
+}
+
+/// A ServiceExport as the sources join it to its Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Export {
+    /// The Service it exports (its own namespace/name).
+    pub key: ObjectKey,
+    /// Its `creationTimestamp`, Unix seconds (none: the newest).
+    pub created: i64,
+    /// It opts its MCS name into nearest answers.
+    pub nearest: bool,
+    /// Its exported labels and annotations that may be written.
+    pub meta: Option<Arc<ExportedMeta>>,
 }
 
 /// A ClusterProperty, as far as we read it.
@@ -70,22 +96,144 @@ pub(crate) struct PropertySpec {
     pub value: String,
 }
 
-/// A ServiceExport: the key of the Service it exports (its own) and its
+/// A ServiceExport: the key of the Service it exports (its own), its
 /// `creationTimestamp` in Unix seconds (none: the newest, so it loses every
-/// port conflict).
-pub(crate) fn convert_export(export: &McsObject) -> Result<(ObjectKey, i64), ConvertError> {
+/// conflict), its nearest opt-in and its exported labels and annotations,
+/// an entry the local API server would refuse, or one under our own
+/// prefix, left out with a warning.
+pub(crate) fn convert_export(export: &McsObject) -> Result<Converted<Export>, ConvertError> {
     let key = key(&export.metadata)?;
     let created = export
         .metadata
         .creation_timestamp
         .as_ref()
         .map_or(i64::MAX, |t| t.0.as_second());
-    Ok((key, created))
+    let mut w = Warnings::default();
+    let meta = export.spec.as_ref().and_then(|spec| {
+        let labels = exported(&spec.exported_labels, "spec.exportedLabels", true, &mut w);
+        let annotations = exported(
+            &spec.exported_annotations,
+            "spec.exportedAnnotations",
+            false,
+            &mut w,
+        );
+        (!labels.is_empty() || !annotations.is_empty())
+            .then(|| Arc::new(ExportedMeta { labels, annotations }))
+    });
+    Ok(Converted {
+        value: Export {
+            key,
+            created,
+            nearest: export_opts_nearest(export),
+            meta,
+        },
+        warnings: w.0,
+    })
+}
+
+/// The entries of `map` the local API server would accept on an object
+/// of ours (`labels`: values must be label values too), none under our own
+/// prefix, annotations at most [`MAX_ANNOTATIONS_BYTES`] in all.
+fn exported(
+    map: &BTreeMap<String, String>,
+    field: &str,
+    labels: bool,
+    w: &mut Warnings,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut bytes = 0;
+    for (k, v) in map {
+        let why = if k.starts_with(OWN_PREFIX) {
+            Some("is our own key")
+        } else if !is_qualified_name(k) {
+            Some("is not a valid key")
+        } else if labels && !is_label_value(v) {
+            Some("has a value that is not a label value")
+        } else if bytes + k.len() + v.len() > MAX_ANNOTATIONS_BYTES {
+            Some("would take the entries over 256 KiB")
+        } else {
+            None
+        };
+        match why {
+            Some(why) => w.add(Reason::ExportedMetaInvalid, || {
+                format!("{field}: {} {why}; left off the ServiceImport", quote(k))
+            }),
+            None => {
+                bytes += k.len() + v.len();
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// What a ServiceImport copies from Service `spec` (KEP-1645 v1beta1): a
+/// value the local API server would refuse is left out with a warning.
+pub(super) fn import_fields(spec: Option<&ServiceSpec>, w: &mut Warnings) -> ImportFields {
+    let Some(spec) = spec else {
+        return ImportFields::default();
+    };
+    let mut unknown = |field: &str, v: &str| {
+        w.add(Reason::ServiceFieldUnknown, || {
+            format!("{field} {} is not a value Kubernetes knows; left off the ServiceImport", quote(v))
+        });
+    };
+    let families = spec.ip_families.as_deref().unwrap_or_default();
+    let families = Families::new(families.iter().filter_map(|f| {
+        let parsed = Family::parse(f);
+        if parsed.is_none() {
+            unknown("spec.ipFamilies", f);
+        }
+        parsed
+    }));
+    let timeout = spec
+        .session_affinity_config
+        .as_ref()
+        .and_then(|c| c.client_ip.as_ref())
+        .and_then(|c| c.timeout_seconds);
+    let affinity = match spec.session_affinity.as_deref() {
+        None => Affinity::Unset,
+        Some("None") => Affinity::Off,
+        Some("ClientIP") => Affinity::ClientIp(timeout.filter(|t| (1..=86_400).contains(t))),
+        Some(other) => {
+            unknown("spec.sessionAffinity", other);
+            Affinity::Unset
+        }
+    };
+    let mut parse = |field: &str, v: Option<&str>, f: fn(&str) -> Option<_>| {
+        let v = v?;
+        let parsed = f(v);
+        if parsed.is_none() {
+            unknown(field, v);
+        }
+        parsed
+    };
+    let internal_traffic_policy = parse(
+        "spec.internalTrafficPolicy",
+        spec.internal_traffic_policy.as_deref(),
+        TrafficPolicy::parse,
+    );
+    let traffic_distribution = spec
+        .traffic_distribution
+        .as_deref()
+        .and_then(|v| {
+            let parsed = TrafficDistribution::parse(v);
+            if parsed.is_none() {
+                unknown("spec.trafficDistribution", v);
+            }
+            parsed
+        });
+    ImportFields {
+        families,
+        affinity,
+        internal_traffic_policy,
+        traffic_distribution,
+    }
 }
 
 /// True when a ServiceExport opts its service's MCS name into nearest
 /// answers (`clusterset-dns.io/nearest: "true"`; any other value does not).
-pub(crate) fn export_opts_nearest(export: &McsObject) -> bool {
+fn export_opts_nearest(export: &McsObject) -> bool {
     export
         .metadata
         .annotations
@@ -140,8 +288,20 @@ pub(crate) fn convert_import(
     }
     ips.sort();
     ips.dedup();
+    // Ours when we wrote it; a cluster name is a DNS label.
+    let defined_by = import
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_DEFINED_BY))
+        .filter(|v| is_dns_label(v))
+        .map(|v| Arc::from(v.as_str()));
     Ok(Converted {
-        value: Import { key, ips },
+        value: Import {
+            key,
+            ips,
+            defined_by,
+        },
         warnings: w.0,
     })
 }

@@ -13,7 +13,7 @@
 //! is fed an empty list by the shell, so nothing here waits for it. Like
 //! the rest of the state it must not do I/O or read the clock.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
@@ -23,7 +23,7 @@ use super::{Action, Adjusted, ClusterState, Output, display_name, meta_key};
 use crate::model::Event;
 use crate::model::objects::{Import, ObjectKey};
 use crate::source::convert::mcs::{
-    McsObject, Property, convert_export, convert_import, export_opts_nearest, from_dynamic,
+    Export, McsObject, Property, convert_export, convert_import, from_dynamic,
 };
 use crate::source::convert::{Adjustment, ConvertError, Converted, Reason, Warning};
 use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
@@ -33,10 +33,8 @@ use crate::vocab::mcs::CLUSTER_ID_PROPERTY;
 pub(super) struct Mcs {
     /// The Service watch that delivers every Service (`None`: MCS is off).
     pub(super) all_services: Option<usize>,
-    /// ServiceExports: the key they export and their creationTimestamp.
-    pub(super) exports: HashMap<ObjectKey, i64>,
-    /// The exports that opt their MCS name into nearest answers.
-    pub(super) nearest: HashSet<ObjectKey>,
+    /// ServiceExports, by the key they export.
+    pub(super) exports: HashMap<ObjectKey, Export>,
     pub(super) exports_listed: bool,
     /// Targeted Service lists in flight, and whether the every-Service
     /// watch delivered that Service since (then the list is older).
@@ -66,7 +64,6 @@ impl Mcs {
         Self {
             all_services: None,
             exports: HashMap::new(),
-            nearest: HashSet::new(),
             exports_listed: true,
             pending: HashMap::new(),
             id: None,
@@ -80,7 +77,6 @@ impl Mcs {
     pub(super) fn restart(self) -> Self {
         Self {
             exports: self.exports,
-            nearest: self.nearest,
             id: self.id,
             id_problem: self.id_problem,
             imports: self.imports,
@@ -171,16 +167,24 @@ impl ClusterState {
     // ---- ServiceExports ---------------------------------------------------
 
     pub(super) fn export_apply(&mut self, o: &DynamicObject, out: &mut Output) {
-        let converted = from_dynamic::<McsObject>(o)
-            .and_then(|e| Ok((convert_export(&e)?, export_opts_nearest(&e))));
-        let ((key, created), nearest) = match converted {
-            Ok(c) => c,
+        let export = match from_dynamic::<McsObject>(o).and_then(|e| convert_export(&e)) {
+            Ok(Converted { value, warnings }) => {
+                if !warnings.is_empty() {
+                    out.adjusted.push(Adjusted {
+                        object: object_name("ServiceExport", o),
+                        adjustment: Adjustment::Clamped,
+                        warnings,
+                    });
+                }
+                value
+            }
             Err(e) => {
                 // Keep what was known of it, also through a relist.
                 self.mcs_failed(object_name("ServiceExport", o), &e, out);
                 return;
             }
         };
+        let key = export.key.clone();
         if let Err(why) = self.trust.check_namespace(&key.namespace) {
             // Not ours to serve: as if it were not there (a relist under new
             // claims drops what the old ones let in).
@@ -199,18 +203,11 @@ impl ClusterState {
             self.export_gone(&key, out);
             return;
         }
-        if self.mcs.exports.get(&key) == Some(&created)
-            && self.mcs.nearest.contains(&key) == nearest
-        {
+        if self.mcs.exports.get(&key) == Some(&export) {
             return;
         }
         let before = self.served(&key);
-        self.mcs.exports.insert(key.clone(), created);
-        if nearest {
-            self.mcs.nearest.insert(key.clone());
-        } else {
-            self.mcs.nearest.remove(&key);
-        }
+        self.mcs.exports.insert(key.clone(), export);
         if self.services.contains_key(&key) {
             self.transition(&key, before, out);
         } else {
@@ -226,7 +223,6 @@ impl ClusterState {
         }
         let before = self.served(key);
         self.mcs.exports.remove(key);
-        self.mcs.nearest.remove(key);
         self.mcs.pending.remove(key);
         self.transition(key, before, out);
         if self
