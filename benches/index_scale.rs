@@ -604,6 +604,8 @@ fn big_setup(per_cluster: usize) -> ChangeSetup {
                 mcs: None,
                 locality: None,
                 mcs_nearest: false,
+                import_fields: Default::default(),
+                exported_meta: None,
             },
         };
         let slice = |svc: &str, k: usize, from: usize, n: usize, host: bool| Slice {

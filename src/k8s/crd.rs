@@ -66,6 +66,39 @@ pub(crate) struct ServiceImportSpec {
     /// The clusterset IPs (`ClusterSetIP` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ips: Option<Vec<String>>,
+    /// The IP families of `ips`, in their order (v1beta1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_families: Option<Vec<String>>,
+    /// `None` or `ClientIP`, as the exported Service's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_affinity: Option<String>,
+    /// The `ClientIP` timeout, as the exported Service's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_affinity_config: Option<SessionAffinityConfig>,
+    /// As the exported Service's (v1beta1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal_traffic_policy: Option<String>,
+    /// As the exported Service's (v1beta1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_distribution: Option<String>,
+}
+
+/// `sessionAffinityConfig` (the core API's, with `Eq`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SessionAffinityConfig {
+    /// The `ClientIP` settings.
+    #[serde(rename = "clientIP", default, skip_serializing_if = "Option::is_none")]
+    pub client_ip: Option<ClientIpConfig>,
+}
+
+/// `sessionAffinityConfig.clientIP`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClientIpConfig {
+    /// How long a client sticks to one endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i32>,
 }
 
 /// One port of a [`ServiceImportSpec`] (the MCS API's `ServicePort`).

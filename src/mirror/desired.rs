@@ -317,6 +317,9 @@ struct Unit {
     mcs: bool,
     /// `<svc>-nearest` (how a collision describes it).
     nearest: bool,
+    /// The Service's spec besides its ports and `clusterIP` (an MCS
+    /// derived Service's families, affinity and traffic distribution).
+    spec: ServiceSpec,
 }
 
 fn is_local(c: &Cluster, settings: &MirrorSettings) -> bool {
@@ -455,6 +458,7 @@ fn cluster_units(
         extra: Vec::new(),
         mcs: false,
         nearest: false,
+        spec: ServiceSpec::default(),
     };
     match mode {
         ExportMode::Flat => {
@@ -654,6 +658,7 @@ fn endpoint_mirror_unit(
         extra: Vec::new(),
         mcs: false,
         nearest: false,
+        spec: ServiceSpec::default(),
     })
 }
 
@@ -750,6 +755,7 @@ fn federated_unit(
         extra: Vec::new(),
         mcs: false,
         nearest: false,
+        spec: ServiceSpec::default(),
     });
     nearest::nearest_unit(set, key, &members, truth, settings, units, problems);
 }
@@ -1041,6 +1047,7 @@ fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<Object
         slice_annotations,
         endpoints,
         extra,
+        spec,
         ..
     } = unit;
     let name = key.name.clone();
@@ -1054,7 +1061,7 @@ fn render(unit: Unit, key: ObjectRef, shortened: bool, out: &mut BTreeMap<Object
     let spec = ServiceSpec {
         ports: Some(ports.iter().map(service_port).collect()),
         cluster_ip: headless.then(|| text("None")),
-        ..ServiceSpec::default()
+        ..spec
     };
     out.insert(
         key,

@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::k8s::crd::{ExportCondition, ServiceExport, ServiceExportStatus};
 
 use crate::model::cluster::ClusterSet;
-use crate::model::entry::mcs::conflicts;
+use crate::model::entry::mcs::{Conflicts, conflicts};
 use crate::model::objects::ObjectKey;
 
 /// Condition type: the export is valid.
@@ -50,45 +50,71 @@ fn wanted(set: &ClusterSet, key: &ObjectKey) -> [Want; 2] {
             kind: VALID,
             status: false,
             reason: "NoService",
-            message: format!("no Service {key} in this cluster"),
+            message: format!(
+                "no Service {key} in this cluster that can be exported (ExternalName Services cannot)"
+            ),
         }
     };
-    let found = conflicts(set, key);
+    [valid, conflict_condition(&conflicts(set, key))]
+}
+
+/// The `Conflict` condition: true on every export of the service while the
+/// members disagree on anything the KEP resolves (type, ports, exported
+/// labels and annotations), naming the clusters and the export that wins.
+fn conflict_condition(found: &Conflicts) -> Want {
     let join = |v: &[std::sync::Arc<str>]| v.join(", ");
+    let definer = found.definer.as_deref().unwrap_or("?");
     let mut texts = Vec::new();
     if !found.type_mismatch.is_empty() {
         texts.push(format!(
-            "the Service type differs from the oldest export's in {}, which are left out",
+            "the Service type differs from {definer}'s (the export that defines the service) in {}, which are left out",
             join(&found.type_mismatch)
         ));
     }
     if !found.port_mismatch.is_empty() {
         texts.push(format!(
-            "ports differ from the oldest export's in {}; the oldest export's definitions are used",
+            "a port number differs from {definer}'s under the same name and protocol in {}; {definer}'s is used",
             join(&found.port_mismatch)
         ));
     }
-    let conflict = match (found.type_mismatch.is_empty(), texts.is_empty()) {
-        (_, true) => Want {
+    let other_sets: Vec<_> = found
+        .port_sets
+        .iter()
+        .filter(|c| !found.port_mismatch.contains(c))
+        .cloned()
+        .collect();
+    if !other_sets.is_empty() {
+        texts.push(format!(
+            "the ports differ from {definer}'s in {}; the import has their union",
+            join(&other_sets)
+        ));
+    }
+    if !found.meta_mismatch.is_empty() {
+        texts.push(format!(
+            "the exported labels or annotations differ from {definer}'s in {}; {definer}'s are used",
+            join(&found.meta_mismatch)
+        ));
+    }
+    let reason = if !found.type_mismatch.is_empty() {
+        "TypeConflict"
+    } else if !found.port_sets.is_empty() {
+        "PortConflict"
+    } else if !found.meta_mismatch.is_empty() {
+        "ExportedMetadataConflict"
+    } else {
+        return Want {
             kind: CONFLICT,
             status: false,
             reason: "NoConflicts",
             message: "no conflicts".to_owned(),
-        },
-        (false, false) => Want {
-            kind: CONFLICT,
-            status: true,
-            reason: "TypeConflict",
-            message: texts.join("; "),
-        },
-        (true, false) => Want {
-            kind: CONFLICT,
-            status: true,
-            reason: "PortConflict",
-            message: texts.join("; "),
-        },
+        };
     };
-    [valid, conflict]
+    Want {
+        kind: CONFLICT,
+        status: true,
+        reason,
+        message: texts.join("; "),
+    }
 }
 
 fn status_text(b: bool) -> &'static str {

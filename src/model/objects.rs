@@ -12,9 +12,7 @@ use std::sync::Arc;
 
 mod mcs;
 
-pub use mcs::{
-    Affinity, ExportedMeta, Families, ImportFields, TrafficDistribution, TrafficPolicy,
-};
+pub use mcs::{Affinity, ExportedMeta, Families, ImportFields, TrafficDistribution, TrafficPolicy};
 
 /// How a remote service is exported (Linkerd's `mirror.linkerd.io/exported`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -57,6 +57,8 @@ pub(crate) fn service(
         mcs: None,
         locality: None,
         mcs_nearest: false,
+        import_fields: Default::default(),
+        exported_meta: None,
     }
 }
 

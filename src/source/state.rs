@@ -33,12 +33,12 @@ use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event as WatchEvent;
 
+use super::convert::mcs::Export;
 use super::convert::{
     Adjustment, ConvertError, ServiceKind, Warning, convert_service, convert_slice,
     slice_trigger_time,
 };
 use super::selector::Selectors;
-use super::convert::mcs::Export;
 use crate::model::Event;
 use crate::model::budget::{Admission, Budget, Refused};
 use crate::model::objects::ObjectKey;
@@ -506,12 +506,13 @@ impl ClusterState {
         };
         let export = self.mcs.exports.get(key);
         // The export's part of an MCS member.
-        let join = |s: &crate::model::objects::Service, e: &Export| crate::model::objects::Service {
-            mcs: Some(e.created),
-            mcs_nearest: e.nearest,
-            exported_meta: e.meta.clone(),
-            ..s.clone()
-        };
+        let join =
+            |s: &crate::model::objects::Service, e: &Export| crate::model::objects::Service {
+                mcs: Some(e.created),
+                mcs_nearest: e.nearest,
+                exported_meta: e.meta.clone(),
+                ..s.clone()
+            };
         match &h.kind {
             ServiceKind::Exported(s) => Served::Exported(match export {
                 Some(e) => join(s, e),

@@ -24,6 +24,7 @@ fn a_service_import_takes_the_served_version() {
                 port: 80,
             }]),
             ips: None,
+            ..ServiceImportSpec::default()
         },
     };
     let dynamic = to_dynamic(&import, "v1alpha1").expect("converts");

@@ -31,13 +31,18 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Service as ServiceObject;
+use k8s_openapi::api::core::v1::{
+    ClientIPConfig, Service as ServiceObject, ServiceSpec, SessionAffinityConfig,
+};
 
 use super::{
     Desired, Endpoints, Ep, MAX_SERVICE_NAME, MirrorSettings, Problem, Rank, Slices, Strings, Unit,
     fit_name, metadata, pod_hostname, ready, render_slices, service_ref, text,
 };
-use crate::k8s::crd::{ImportPort, ServiceImport, ServiceImportSpec};
+use crate::k8s::crd::{
+    ClientIpConfig, ImportPort, ServiceImport, ServiceImportSpec,
+    SessionAffinityConfig as ImportAffinityConfig,
+};
 use crate::mirror::{
     CLUSTER_LABEL, DERIVED_PREFIX, Kind, MANAGED_BY, MANAGED_BY_LABEL, Object, ObjectRef,
     SLICE_MANAGED_BY,
@@ -46,9 +51,9 @@ use crate::model::cluster::ClusterSet;
 use crate::model::entry::federation_eligible;
 use crate::model::entry::mcs::{Member, members, union_ports};
 use crate::model::locality::place_of;
-use crate::model::objects::{ObjectKey, Port};
+use crate::model::objects::{Affinity, Families, Family, ObjectKey, Port, Service};
 use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
-use crate::vocab::mcs::{MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
+use crate::vocab::mcs::{ANNOTATION_DEFINED_BY, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
 use crate::vocab::trust::special;
 
 /// The name of MCS service `svc`'s derived Service, as written.
@@ -104,7 +109,7 @@ pub(super) fn mcs_unit(
         return;
     }
     let all = members(set, key);
-    let Some(first) = all.first() else {
+    let Some(&first) = all.first() else {
         return;
     };
     let oldest = first.service;
@@ -128,8 +133,16 @@ pub(super) fn mcs_unit(
         return;
     }
     let mut extra = member_slices(key, &name, &members, settings, headless);
+    let families = families(&members);
     if let Some(version) = &settings.mcs.import_version {
-        extra.push(service_import(key, &ports, headless, version, settings));
+        let import = Definition {
+            key,
+            definer: first,
+            ports: &ports,
+            families,
+            version,
+        };
+        extra.push(service_import(&import, settings));
     }
     let mut labels = Strings::new();
     labels.insert(MCS_SERVICE_NAME_LABEL.to_owned(), text(&key.name));
@@ -157,7 +170,63 @@ pub(super) fn mcs_unit(
         extra,
         mcs: true,
         nearest: false,
+        spec: derived_spec(oldest, families),
     });
+}
+
+/// The IP families of the members' Services, the definer's order first;
+/// empty when no member's Service lists any.
+fn families(members: &[Member<'_>]) -> Families {
+    Families::new(
+        members
+            .iter()
+            .flat_map(|m| m.service.import_fields.families.iter()),
+    )
+}
+
+/// The derived Service's fields beyond its ports and headlessness:
+/// - one ClusterIP per family the members have (`PreferDualStack` for
+///   two, so a single-stack cluster still gets one; `SingleStack` of that
+///   family for one; the cluster's default when no member says);
+/// - the definer's session affinity and traffic distribution, which
+///   kube-proxy applies to the clusterset IP (the member slices carry the
+///   zone hints `PreferClose` reads).
+///
+/// Not `internalTrafficPolicy`: `Local` keeps only endpoints on the
+/// client's node, and imported endpoints have none; the ServiceImport
+/// carries it.
+fn derived_spec(definer: &Service, families: Families) -> ServiceSpec {
+    let fields = &definer.import_fields;
+    let (policy, listed) = match (families.is_empty(), families.is_dual()) {
+        (true, _) => (None, None),
+        (false, true) => (Some("PreferDualStack"), None),
+        (false, false) => (
+            Some("SingleStack"),
+            Some(families.iter().map(|f| text(f.k8s())).collect()),
+        ),
+    };
+    let (affinity, timeout) = affinity(fields.affinity);
+    ServiceSpec {
+        ip_family_policy: policy.map(text),
+        ip_families: listed,
+        session_affinity: affinity.map(text),
+        session_affinity_config: timeout.map(|t| SessionAffinityConfig {
+            client_ip: Some(ClientIPConfig {
+                timeout_seconds: Some(t),
+            }),
+        }),
+        traffic_distribution: fields.traffic_distribution.map(|t| text(t.k8s())),
+        ..ServiceSpec::default()
+    }
+}
+
+/// `sessionAffinity` and the `ClientIP` timeout to write.
+fn affinity(a: Affinity) -> (Option<&'static str>, Option<i32>) {
+    match a {
+        Affinity::Unset => (None, None),
+        Affinity::Off => (Some("None"), None),
+        Affinity::ClientIp(timeout) => (Some("ClientIP"), timeout),
+    }
 }
 
 /// Each member's EndpointSlices: `<derived>-<clusterid>-v4-0`, … Refused
@@ -218,17 +287,31 @@ fn member_slices(
     out.into_values().collect()
 }
 
+/// What a ServiceImport is written from.
+struct Definition<'a> {
+    /// The MCS service.
+    key: &'a ObjectKey,
+    /// The member whose export defines it ([`members`]' first).
+    definer: Member<'a>,
+    /// The union of the members' ports.
+    ports: &'a [Port],
+    /// The members' IP families.
+    families: Families,
+    /// The MCS API version written.
+    version: &'a str,
+}
+
 /// The ServiceImport `<svc>`: ClusterSetIP with the derived Service's
-/// ClusterIPs once the API has allocated them, or Headless without IPs.
-fn service_import(
-    key: &ObjectKey,
-    ports: &[Port],
-    headless: bool,
-    version: &str,
-    settings: &MirrorSettings,
-) -> Desired {
+/// ClusterIPs once the API has allocated them (`ipFamilies` theirs, in
+/// their order), or Headless without IPs (`ipFamilies` the members');
+/// the definer's session affinity, internal traffic policy, traffic
+/// distribution and exported labels and annotations; and the definer's
+/// name in [`ANNOTATION_DEFINED_BY`], so it keeps winning conflicts here.
+/// The fields v1alpha1 lacks are written to v1beta1 only.
+fn service_import(d: &Definition<'_>, settings: &MirrorSettings) -> Desired {
+    let headless = d.definer.service.headless;
     let kind = if headless { "Headless" } else { "ClusterSetIP" };
-    let ips: &[IpAddr] = match settings.mcs.derived_ips.get(key) {
+    let ips: &[IpAddr] = match settings.mcs.derived_ips.get(d.key) {
         Some(ips) if !headless => ips,
         _ => &[],
     };
@@ -236,30 +319,60 @@ fn service_import(
     // server, and the comparison would then see a difference every pass.
     // The local API allocated them, but the rule for what we write holds
     // for every address (`Endpoints::add`).
-    let ips: Vec<String> = ips
+    let ips: Vec<IpAddr> = ips
         .iter()
-        .filter(|ip| special(**ip).is_none())
-        .map(IpAddr::to_string)
+        .copied()
+        .filter(|ip| special(*ip).is_none())
         .collect();
-    let mut labels = Strings::new();
+    let families = if headless {
+        d.families
+    } else {
+        Families::new(ips.iter().map(|ip| Family::of(*ip)))
+    };
+    let fields = &d.definer.service.import_fields;
+    let beta = d.version != "v1alpha1";
+    let (affinity, timeout) = affinity(fields.affinity);
+    let exported = d.definer.service.exported_meta.as_deref();
+    let mut labels: Strings = exported.map(|m| m.labels.clone()).unwrap_or_default();
     labels.insert(MANAGED_BY_LABEL.to_owned(), text(MANAGED_BY));
-    labels.insert(MCS_SERVICE_NAME_LABEL.to_owned(), text(&key.name));
+    labels.insert(MCS_SERVICE_NAME_LABEL.to_owned(), text(&d.key.name));
+    let mut annotations: Strings = exported.map(|m| m.annotations.clone()).unwrap_or_default();
+    annotations.insert(
+        ANNOTATION_DEFINED_BY.to_owned(),
+        text(&d.definer.cluster.name),
+    );
     let import = ServiceImport {
-        metadata: metadata(&key.name, &key.namespace, labels, Strings::new()),
+        metadata: metadata(&d.key.name, &d.key.namespace, labels, annotations),
         spec: ServiceImportSpec {
             type_: Some(text(kind)),
-            ports: Some(ports.iter().map(import_port).collect()),
-            ips: (!ips.is_empty()).then_some(ips),
+            ports: Some(d.ports.iter().map(import_port).collect()),
+            ips: (!ips.is_empty()).then(|| ips.iter().map(IpAddr::to_string).collect()),
+            ip_families: (beta && !families.is_empty())
+                .then(|| families.iter().map(|f| text(f.k8s())).collect()),
+            session_affinity: affinity.map(text),
+            session_affinity_config: timeout.map(|t| ImportAffinityConfig {
+                client_ip: Some(ClientIpConfig {
+                    timeout_seconds: Some(t),
+                }),
+            }),
+            internal_traffic_policy: fields
+                .internal_traffic_policy
+                .filter(|_| beta)
+                .map(|p| text(p.k8s())),
+            traffic_distribution: fields
+                .traffic_distribution
+                .filter(|_| beta)
+                .map(|t| text(t.k8s())),
         },
     };
     Desired {
         key: ObjectRef {
             kind: Kind::ServiceImport,
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
+            namespace: d.key.namespace.clone(),
+            name: d.key.name.clone(),
         },
         object: Object::ServiceImport {
-            version: Arc::from(version),
+            version: Arc::from(d.version),
             import,
         },
         cluster: None,

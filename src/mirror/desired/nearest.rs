@@ -68,6 +68,7 @@ pub(super) fn nearest_unit(
         extra: Vec::new(),
         mcs: false,
         nearest: true,
+        spec: k8s_openapi::api::core::v1::ServiceSpec::default(),
     });
 }
 

@@ -89,6 +89,11 @@ fn service(have: &Service, want: &Service) -> bool {
             opt_list(&h.ports, &w.ports, service_port)
                 && opt(&h.cluster_ip, &w.cluster_ip)
                 && opt(&h.type_, &w.type_)
+                && opt(&h.ip_family_policy, &w.ip_family_policy)
+                && opt(&h.ip_families, &w.ip_families)
+                && opt(&h.session_affinity, &w.session_affinity)
+                && opt(&h.session_affinity_config, &w.session_affinity_config)
+                && opt(&h.traffic_distribution, &w.traffic_distribution)
         })
 }
 
@@ -132,6 +137,11 @@ fn import(have: &ServiceImport, want: &ServiceImport) -> bool {
         && opt(&h.type_, &w.type_)
         && opt_list(&h.ports, &w.ports, import_port)
         && opt(&h.ips, &w.ips)
+        && opt(&h.ip_families, &w.ip_families)
+        && opt(&h.session_affinity, &w.session_affinity)
+        && opt(&h.session_affinity_config, &w.session_affinity_config)
+        && opt(&h.internal_traffic_policy, &w.internal_traffic_policy)
+        && opt(&h.traffic_distribution, &w.traffic_distribution)
 }
 
 fn import_port(have: &ImportPort, want: &ImportPort) -> bool {

@@ -27,6 +27,7 @@ use crate::model::locality::{Membership, plan_of};
 use crate::model::objects::{ObjectKey, Port, Service};
 
 /// One cluster's member service.
+#[derive(Clone, Copy)]
 pub(crate) struct Member<'s> {
     /// The cluster.
     pub(crate) cluster: &'s Cluster,
@@ -35,8 +36,20 @@ pub(crate) struct Member<'s> {
 }
 
 /// The clusters whose Service `key` a ServiceExport makes an MCS member,
-/// the oldest export first by [`Seniority`](crate::model::cluster::Seniority); a cluster whose
-/// id another cluster holds is left out.
+/// the one whose export defines the service first: the cluster the local
+/// ServiceImport names as its definer ([`Import::defined_by`], written by
+/// our controller) while it is a member, then by [`Seniority`]. A cluster
+/// whose id another cluster holds is left out.
+///
+/// Why the definer first: seniority ranks the local cluster first, so
+/// without it each cluster's controller would take its own export's type
+/// and ports and the clusterset would disagree (the mcs-api conformance
+/// suite's type-conflict spec). The definer is what this cluster's
+/// controller saw first and wrote down in its own cluster, so no remote
+/// cluster can forge it, and it holds across restarts.
+///
+/// [`Import::defined_by`]: crate::model::objects::Import::defined_by
+/// [`Seniority`]: crate::model::cluster::Seniority
 pub(crate) fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> Vec<Member<'s>> {
     let mut members: Vec<Member<'s>> = set
         .iter()
@@ -49,27 +62,46 @@ pub(crate) fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> Vec<Member<'s
             })
         })
         .collect();
+    let definer = set
+        .iter()
+        .find(|c| c.local)
+        .and_then(|c| c.imports.get(key))
+        .and_then(|i| i.defined_by.as_deref());
     // Senior first: the cluster's seniority (which a cluster cannot forge,
     // unlike the export's creationTimestamp), then the export's age within
     // one cluster.
-    members.sort_by_key(|m| m.cluster.seniority(m.service.mcs.unwrap_or(i64::MAX)));
+    members.sort_by_key(|m| {
+        (
+            definer != Some(&*m.cluster.name),
+            m.cluster.seniority(m.service.mcs.unwrap_or(i64::MAX)),
+        )
+    });
     members
 }
 
-/// What the members disagree on, for the report: clusters whose Service is
-/// of the other type, and ports redefined against the oldest export.
+/// What the members disagree on, for the report. The KEP asks for a
+/// `Conflict` condition on every export of the service when any of these
+/// holds.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Conflicts {
+    /// The cluster whose export defines the service (the first member).
+    pub definer: Option<Arc<str>>,
     /// Clusters left out because their Service's type (ClusterSetIP or
-    /// Headless) is not the oldest export's.
+    /// Headless) is not the definer's.
     pub type_mismatch: Vec<Arc<str>>,
-    /// Clusters with a port of a name and protocol the oldest export
-    /// defines with another number.
+    /// Clusters with a port of a name and protocol the definer defines
+    /// with another number.
     pub port_mismatch: Vec<Arc<str>>,
+    /// Clusters whose set of ports is not the definer's: the import has
+    /// the union.
+    pub port_sets: Vec<Arc<str>>,
+    /// Clusters whose exported labels or annotations are not the
+    /// definer's: the definer's are used.
+    pub meta_mismatch: Vec<Arc<str>>,
 }
 
 /// The union of the members' service ports by (name, protocol): the
-/// oldest export's definition wins; clusters that disagree are returned.
+/// definer's definition wins; clusters that disagree are returned.
 pub(crate) fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) {
     let mut ports: Vec<Port> = Vec::new();
     let mut disagree = Vec::new();
@@ -93,19 +125,35 @@ pub(crate) fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) 
 /// `/debug` and the mirror's export conditions.
 pub(crate) fn conflicts(set: &ClusterSet, key: &ObjectKey) -> Conflicts {
     let members = members(set, key);
-    let Some(oldest) = members.first() else {
+    let Some(first) = members.first() else {
         return Conflicts::default();
     };
-    let headless = oldest.service.headless;
+    let definer = first.service;
+    let sorted = |s: &Service| {
+        let mut p = s.ports.clone();
+        p.sort();
+        p
+    };
+    let ports = sorted(definer);
+    let names = |pick: &dyn Fn(&Member<'_>) -> bool| {
+        members
+            .iter()
+            .filter(|m| pick(m))
+            .map(|m| m.cluster.name.clone())
+            .collect()
+    };
     let (kept, type_mismatch): (Vec<Member<'_>>, Vec<Member<'_>>) = members
-        .into_iter()
-        .partition(|m| m.service.headless == headless);
+        .iter()
+        .partition(|m| m.service.headless == definer.headless);
     Conflicts {
+        definer: Some(first.cluster.name.clone()),
         type_mismatch: type_mismatch
             .iter()
             .map(|m| m.cluster.name.clone())
             .collect(),
         port_mismatch: union_ports(&kept).1,
+        port_sets: names(&|m| m.service.headless == definer.headless && sorted(m.service) != ports),
+        meta_mismatch: names(&|m| m.service.exported_meta != definer.exported_meta),
     }
 }
 

@@ -22,8 +22,8 @@ use serde::de::DeserializeOwned;
 
 use super::{ConvertError, Converted, Reason, Warnings, invalid, key, quote, trusted};
 use crate::model::objects::{
-    Affinity, ExportedMeta, Families, Family, Import, ImportFields, ObjectKey,
-    TrafficDistribution, TrafficPolicy,
+    Affinity, ExportedMeta, Families, Family, Import, ImportFields, ObjectKey, TrafficDistribution,
+    TrafficPolicy,
 };
 use crate::vocab::mcs::{
     ABOUT_GROUP, ABOUT_VERSIONS, ANNOTATION_DEFINED_BY, CLUSTER_ID_PROPERTY, MCS_GROUP,
@@ -117,8 +117,12 @@ pub(crate) fn convert_export(export: &McsObject) -> Result<Converted<Export>, Co
             false,
             &mut w,
         );
-        (!labels.is_empty() || !annotations.is_empty())
-            .then(|| Arc::new(ExportedMeta { labels, annotations }))
+        (!labels.is_empty() || !annotations.is_empty()).then(|| {
+            Arc::new(ExportedMeta {
+                labels,
+                annotations,
+            })
+        })
     });
     Ok(Converted {
         value: Export {
@@ -175,7 +179,10 @@ pub(super) fn import_fields(spec: Option<&ServiceSpec>, w: &mut Warnings) -> Imp
     };
     let mut unknown = |field: &str, v: &str| {
         w.add(Reason::ServiceFieldUnknown, || {
-            format!("{field} {} is not a value Kubernetes knows; left off the ServiceImport", quote(v))
+            format!(
+                "{field} {} is not a value Kubernetes knows; left off the ServiceImport",
+                quote(v)
+            )
         });
     };
     let families = spec.ip_families.as_deref().unwrap_or_default();
@@ -213,16 +220,13 @@ pub(super) fn import_fields(spec: Option<&ServiceSpec>, w: &mut Warnings) -> Imp
         spec.internal_traffic_policy.as_deref(),
         TrafficPolicy::parse,
     );
-    let traffic_distribution = spec
-        .traffic_distribution
-        .as_deref()
-        .and_then(|v| {
-            let parsed = TrafficDistribution::parse(v);
-            if parsed.is_none() {
-                unknown("spec.trafficDistribution", v);
-            }
-            parsed
-        });
+    let traffic_distribution = spec.traffic_distribution.as_deref().and_then(|v| {
+        let parsed = TrafficDistribution::parse(v);
+        if parsed.is_none() {
+            unknown("spec.trafficDistribution", v);
+        }
+        parsed
+    });
     ImportFields {
         families,
         affinity,

@@ -34,12 +34,12 @@ fn an_export_opts_into_nearest_answers_only_with_true() {
 fn an_export_gives_its_key_and_age() {
     let e =
         object("metadata: {name: db, namespace: prod, creationTimestamp: '2026-01-01T00:00:10Z'}");
-    let (key, created) = convert_export(&e).expect("valid");
-    assert_eq!(key, ObjectKey::new("prod", "db"));
-    assert_eq!(created, 1_767_225_610);
+    let export = convert_export(&e).expect("valid").value;
+    assert_eq!(export.key, ObjectKey::new("prod", "db"));
+    assert_eq!(export.created, 1_767_225_610);
     let e = object("metadata: {name: db}");
     assert_eq!(
-        convert_export(&e).expect("valid").1,
+        convert_export(&e).expect("valid").value.created,
         i64::MAX,
         "no age: newest"
     );
