@@ -403,7 +403,7 @@ impl Collector for Server {
             ),
             (
                 "clusterset_dns_mcs_conflicts",
-                "MCS services whose ServiceExports disagree on the type or a port (the oldest export decides).",
+                "MCS services whose ServiceExports disagree on the type, the ports or the exported labels and annotations (the defining export decides).",
                 snap.stats.mcs_conflicts,
             ),
             (

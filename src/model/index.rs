@@ -569,20 +569,21 @@ impl Index {
     }
 
     /// Reports what the exports of MCS service `key` disagree on when that
-    /// changes: the oldest export decides (KEP-1645).
+    /// changes: the defining export decides (KEP-1645, [`members`]).
+    ///
+    /// [`members`]: crate::model::entry::mcs::members
     fn note_mcs_conflicts(&mut self, set: &ClusterSet, key: &ObjectKey) {
         let now = conflicts(set, key);
-        let before = self.mcs_conflicts.get(key).cloned().unwrap_or_default();
-        if now == before {
-            return;
-        }
-        if now == Conflicts::default() {
-            info!(service = %key, "MCS export conflict resolved");
-            self.mcs_conflicts.remove(key);
-        } else {
+        if now.none() {
+            if self.mcs_conflicts.remove(key).is_some() {
+                info!(service = %key, "MCS export conflict resolved");
+            }
+        } else if self.mcs_conflicts.get(key) != Some(&now) {
             warn!(
-                service = %key, type_mismatch = ?now.type_mismatch, port_mismatch = ?now.port_mismatch,
-                "MCS exports disagree: the oldest ServiceExport's type and ports are served; clusters of the other type are left out"
+                service = %key, definer = ?now.definer, type_mismatch = ?now.type_mismatch,
+                port_mismatch = ?now.port_mismatch, port_sets = ?now.port_sets,
+                meta_mismatch = ?now.meta_mismatch,
+                "MCS exports disagree: the defining ServiceExport's type, port numbers and exported labels are served, with the union of the ports; clusters of the other type are left out"
             );
             self.mcs_conflicts.insert(key.clone(), now);
         }

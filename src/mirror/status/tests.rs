@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::model::cluster::{Dirty, Event};
-use crate::model::objects::{Port, Protocol};
+use crate::model::objects::{ExportedMeta, Import, Port, Protocol};
 use crate::model::testing::{port, service, svc_event, up};
 
 const NOW: &str = "2026-11-25T12:00:00Z";
@@ -80,9 +80,8 @@ struct Case {
 
 #[test]
 fn export_conditions() {
-    let type_msg = "the Service type differs from the oldest export's in north, which are left out";
-    let port_msg =
-        "ports differ from the oldest export's in north; the oldest export's definitions are used";
+    let type_msg = "the Service type differs from west's (the export that defines the service) in north, which are left out";
+    let port_msg = "a port number differs from west's under the same name and protocol in north; west's is used";
     let cases = vec![
         Case {
             name: "a valid export without conditions gets Valid and Conflict",
@@ -109,7 +108,7 @@ fn export_conditions() {
                     "Valid",
                     "False",
                     "NoService",
-                    "no Service data/db in this cluster",
+                    "no Service data/db in this cluster that can be exported (ExternalName Services cannot)",
                     NOW
                 ),
                 no_conflicts(NOW)
@@ -139,6 +138,79 @@ fn export_conditions() {
             want: Some(body(json!([
                 valid(NOW),
                 cond("Conflict", "True", "TypeConflict", type_msg, NOW)
+            ]))),
+        },
+        Case {
+            name: "different port sets: Conflict on the defining export too, the import has the union",
+            events: vec![
+                db("west", 100, false, pg(5432)),
+                db(
+                    "north",
+                    200,
+                    false,
+                    vec![pg(5432)[0].clone(), port(Some("stcp"), Protocol::Sctp, 142)],
+                ),
+            ],
+            export: export(None),
+            want: Some(body(json!([
+                valid(NOW),
+                cond(
+                    "Conflict",
+                    "True",
+                    "PortConflict",
+                    "the ports differ from west's in north; the import has their union",
+                    NOW
+                )
+            ]))),
+        },
+        Case {
+            name: "different exported labels: Conflict, the definer's are used",
+            events: vec![db("west", 100, false, pg(5432)), {
+                let mut e = db("north", 200, false, pg(5432));
+                if let Event::ServiceApplied { service, .. } = &mut e {
+                    service.exported_meta = Some(std::sync::Arc::new(ExportedMeta {
+                        labels: [("tier".to_owned(), "gold".to_owned())].into(),
+                        ..ExportedMeta::default()
+                    }));
+                }
+                e
+            }],
+            export: export(None),
+            want: Some(body(json!([
+                valid(NOW),
+                cond(
+                    "Conflict",
+                    "True",
+                    "ExportedMetadataConflict",
+                    "the exported labels or annotations differ from west's in north; west's are used",
+                    NOW
+                )
+            ]))),
+        },
+        Case {
+            name: "the import's definer keeps defining it: the local export of the other type is left out",
+            events: vec![
+                db("west", 100, true, pg(5432)),
+                db("east", 200, false, pg(5432)),
+                Event::ImportApplied {
+                    cluster: "west".into(),
+                    import: Import {
+                        key: ObjectKey::new("data", "db"),
+                        ips: vec![],
+                        defined_by: Some("east".into()),
+                    },
+                },
+            ],
+            export: export(None),
+            want: Some(body(json!([
+                valid(NOW),
+                cond(
+                    "Conflict",
+                    "True",
+                    "TypeConflict",
+                    "the Service type differs from east's (the export that defines the service) in west, which are left out",
+                    NOW
+                )
             ]))),
         },
     ];

@@ -100,6 +100,16 @@ pub(crate) struct Conflicts {
     pub meta_mismatch: Vec<Arc<str>>,
 }
 
+impl Conflicts {
+    /// Nothing to report.
+    pub(crate) fn none(&self) -> bool {
+        self.type_mismatch.is_empty()
+            && self.port_mismatch.is_empty()
+            && self.port_sets.is_empty()
+            && self.meta_mismatch.is_empty()
+    }
+}
+
 /// The union of the members' service ports by (name, protocol): the
 /// definer's definition wins; clusters that disagree are returned.
 pub(crate) fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) {

@@ -105,16 +105,23 @@ fn named_ep(ip: &str, host: &str) -> Value {
     json!({"addresses": [ip], "conditions": {"ready": true}, "hostname": host})
 }
 
-fn import(version: &str, kind: &str, ports: Value, ips: Option<Value>) -> Value {
+/// The ServiceImport `db` defined by `definer`'s export; IPv4 `ips`
+/// (with their family in v1beta1).
+fn import(version: &str, kind: &str, ports: Value, ips: Option<Value>, definer: &str) -> Value {
     let mut spec = json!({"type": kind, "ports": ports});
     if let Some(ips) = ips {
+        if version == "v1beta1" {
+            let n = ips.as_array().map_or(0, Vec::len);
+            spec["ipFamilies"] = json!(vec!["IPv4"; n]);
+        }
         spec["ips"] = ips;
     }
     json!({
         "apiVersion": format!("multicluster.x-k8s.io/{version}"), "kind": "ServiceImport",
         "metadata": {
             "name": "db", "namespace": "data",
-            "labels": {MB: "clusterset-dns", "multicluster.kubernetes.io/service-name": "db"}
+            "labels": {MB: "clusterset-dns", "multicluster.kubernetes.io/service-name": "db"},
+            "annotations": {"clusterset-dns.io/defined-by": definer}
         },
         "spec": spec
     })
@@ -137,7 +144,7 @@ fn clusterset_ip_objects(ips: Option<Value>, east_ready: bool) -> Vec<Value> {
             json!([ep("10.1.0.1", true)]),
             json!([pg_json()]),
         ),
-        import("v1beta1", "ClusterSetIP", union, ips),
+        import("v1beta1", "ClusterSetIP", union, ips, "west"),
     ]
 }
 
@@ -194,6 +201,10 @@ fn mcs_objects() {
             want: {
                 let mut objects = clusterset_ip_objects(Some(json!(["10.96.0.5"])), true);
                 objects[3]["apiVersion"] = json!("multicluster.x-k8s.io/v1alpha1");
+                // v1alpha1 has no ipFamilies.
+                if let Some(spec) = objects[3]["spec"].as_object_mut() {
+                    spec.remove("ipFamilies");
+                }
                 objects
             },
             problems: vec![],
@@ -256,7 +267,7 @@ fn mcs_objects() {
                     json!([named_ep("10.1.0.1", "db-0")]),
                     json!([pg_json()]),
                 ),
-                import("v1beta1", "Headless", json!([pg_json()]), None),
+                import("v1beta1", "Headless", json!([pg_json()]), None, "west"),
             ],
             problems: vec![],
         },
@@ -281,7 +292,7 @@ fn mcs_objects() {
                     json!([named_ep("10.2.0.1", "db-0")]),
                     json!([pg_json()]),
                 ),
-                import("v1beta1", "Headless", json!([pg_json()]), None),
+                import("v1beta1", "Headless", json!([pg_json()]), None, "east"),
             ],
             problems: vec![],
         },
@@ -318,7 +329,13 @@ fn mcs_objects() {
                     json!([ep("10.1.0.1", true)]),
                     json!([metrics_json(9090)]),
                 ),
-                import("v1beta1", "ClusterSetIP", json!([metrics_json(9090)]), None),
+                import(
+                    "v1beta1",
+                    "ClusterSetIP",
+                    json!([metrics_json(9090)]),
+                    None,
+                    "west",
+                ),
             ],
             problems: vec![],
         },
@@ -350,7 +367,7 @@ fn mcs_objects() {
             settings: mcs_on,
             want: vec![
                 derived(false, json!([pg_json()])),
-                import("v1beta1", "ClusterSetIP", json!([pg_json()]), None),
+                import("v1beta1", "ClusterSetIP", json!([pg_json()]), None, "east"),
             ],
             problems: vec![],
         },

@@ -51,6 +51,125 @@ fn an_export_gives_its_key_and_age() {
 }
 
 #[test]
+fn exported_labels_and_annotations_table() {
+    // (spec, labels kept, annotations kept, warnings)
+    let cases: [(&str, &[(&str, &str)], &[(&str, &str)], usize); 6] = [
+        ("{}", &[], &[], 0),
+        (
+            "{exportedLabels: {dummy-label: 'true'}, exportedAnnotations: {dummy-annotation: 'true'}}",
+            &[("dummy-label", "true")],
+            &[("dummy-annotation", "true")],
+            0,
+        ),
+        (
+            "{exportedLabels: {example.com/tier: gold, 'bad key': x, ok: 'not a value'}}",
+            &[("example.com/tier", "gold")],
+            &[],
+            2,
+        ),
+        (
+            "{exportedAnnotations: {note: 'any text, spaces too'}}",
+            &[],
+            &[("note", "any text, spaces too")],
+            0,
+        ),
+        (
+            "{exportedLabels: {clusterset-dns.io/defined-by: east}, exportedAnnotations: {clusterset-dns.io/defined-by: east}}",
+            &[],
+            &[],
+            2,
+        ),
+        ("{exportedLabels: {'': x}}", &[], &[], 1),
+    ];
+    for (spec, labels, annotations, warnings) in cases {
+        let e = object(&format!(
+            "{{metadata: {{name: db, namespace: prod}}, spec: {spec}}}"
+        ));
+        let got = convert_export(&e).expect("valid");
+        let map = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let meta = got.value.meta.as_deref().cloned().unwrap_or_default();
+        assert_eq!(meta.labels, map(labels), "{spec}");
+        assert_eq!(meta.annotations, map(annotations), "{spec}");
+        assert_eq!(
+            got.value.meta.is_none(),
+            labels.is_empty() && annotations.is_empty(),
+            "{spec}"
+        );
+        let counted: usize = got.warnings.iter().map(|w| 1 + w.more).sum();
+        assert_eq!(counted, warnings, "{spec}: {:?}", got.warnings);
+        assert!(
+            got.warnings
+                .iter()
+                .all(|w| w.reason == Reason::ExportedMetaInvalid),
+            "{spec}"
+        );
+    }
+}
+
+#[test]
+fn what_an_import_copies_from_a_service_table() {
+    use crate::model::objects::{Affinity, Family, TrafficDistribution, TrafficPolicy};
+    // (Service spec, families, affinity, internal policy, distribution, warnings)
+    type Want = (
+        &'static [Family],
+        Affinity,
+        Option<TrafficPolicy>,
+        Option<TrafficDistribution>,
+        usize,
+    );
+    let cases: [(&str, Want); 6] = [
+        ("{}", (&[], Affinity::Unset, None, None, 0)),
+        (
+            "{ipFamilies: [IPv4, IPv6], sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 10}}, internalTrafficPolicy: Cluster, trafficDistribution: PreferClose}",
+            (
+                &[Family::V4, Family::V6],
+                Affinity::ClientIp(Some(10)),
+                Some(TrafficPolicy::Cluster),
+                Some(TrafficDistribution::PreferClose),
+                0,
+            ),
+        ),
+        (
+            "{ipFamilies: [IPv6], sessionAffinity: None, internalTrafficPolicy: Local}",
+            (
+                &[Family::V6],
+                Affinity::Off,
+                Some(TrafficPolicy::Local),
+                None,
+                0,
+            ),
+        ),
+        (
+            "{ipFamilies: [IPv4, IPv4, IPv6, IPv6]}",
+            (&[Family::V4, Family::V6], Affinity::Unset, None, None, 0),
+        ),
+        (
+            "{ipFamilies: [IPv5], sessionAffinity: Sticky, internalTrafficPolicy: Nowhere, trafficDistribution: Anywhere}",
+            (&[], Affinity::Unset, None, None, 4),
+        ),
+        (
+            "{sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 999999}}}",
+            (&[], Affinity::ClientIp(None), None, None, 0),
+        ),
+    ];
+    for (yaml, (families, affinity, itp, td, warnings)) in cases {
+        let spec: ServiceSpec = serde_saphyr::from_str(yaml).expect("test YAML");
+        let mut w = Warnings::default();
+        let got = import_fields(Some(&spec), &mut w);
+        assert_eq!(got.families.iter().collect::<Vec<_>>(), families, "{yaml}");
+        assert_eq!(got.affinity, affinity, "{yaml}");
+        assert_eq!(got.internal_traffic_policy, itp, "{yaml}");
+        assert_eq!(got.traffic_distribution, td, "{yaml}");
+        let counted: usize = w.0.iter().map(|w| 1 + w.more).sum();
+        assert_eq!(counted, warnings, "{yaml}: {:?}", w.0);
+    }
+}
+
+#[test]
 fn imports_table() {
     // (spec, expected ips or the reason it is rejected)
     let cases: [(&str, Result<&[&str], Reason>); 6] = [
