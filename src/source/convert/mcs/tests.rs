@@ -53,7 +53,8 @@ fn an_export_gives_its_key_and_age() {
 #[test]
 fn exported_labels_and_annotations_table() {
     // (spec, labels kept, annotations kept, warnings)
-    let cases: [(&str, &[(&str, &str)], &[(&str, &str)], usize); 6] = [
+    type Pairs = &'static [(&'static str, &'static str)];
+    let cases: [(&str, Pairs, Pairs, usize); 6] = [
         ("{}", &[], &[], 0),
         (
             "{exportedLabels: {dummy-label: 'true'}, exportedAnnotations: {dummy-annotation: 'true'}}",
