@@ -382,10 +382,108 @@ fn mcs_objects() {
             want: vec![],
             problems: vec![("derived-db", "no ports")],
         },
+        Case {
+            name: "the definer's fields: families, affinity, traffic policy and distribution, exported labels",
+            events: copied_fields(None),
+            settings: dual_ips,
+            want: copied_fields_objects(
+                "east",
+                json!(["IPv4", "IPv6"]),
+                json!(["10.96.0.5", "fd00:96::5"]),
+            ),
+            problems: vec![],
+        },
+        Case {
+            name: "the local ServiceImport's definer keeps defining it though the local export is senior",
+            events: copied_fields(Some("east")),
+            settings: dual_ips,
+            want: copied_fields_objects(
+                "east",
+                json!(["IPv4", "IPv6"]),
+                json!(["10.96.0.5", "fd00:96::5"]),
+            ),
+            problems: vec![],
+        },
     ];
     for case in cases {
         check(case);
     }
+}
+
+/// MCS on; `derived-db` got an IPv4 and an IPv6 ClusterIP.
+fn dual_ips(s: &mut MirrorSettings) {
+    mcs_on(s);
+    let ips = BTreeMap::from([(
+        ObjectKey::new("data", "db"),
+        vec![
+            "10.96.0.5".parse().expect("ip"),
+            "fd00:96::5".parse().expect("ip"),
+        ],
+    )]);
+    s.mcs.derived_ips = Arc::new(ips);
+}
+
+/// east exports a dual-stack `db` with ClientIP affinity, policies and
+/// exported labels; with `definer`, west (local, so senior) exports a
+/// single-stack `db` too and the local ServiceImport names `definer`.
+fn copied_fields(definer: Option<&str>) -> Vec<Event> {
+    use crate::model::objects::{
+        Affinity, ExportedMeta, Families, Family, Import, ImportFields, TrafficDistribution,
+        TrafficPolicy,
+    };
+    let mut ev = clusters(&[("west", true), ("east", false)]);
+    let mut s = service("data", "db", None, false, false, &[], pg());
+    s.mcs = Some(100);
+    s.import_fields = ImportFields {
+        families: Families::new([Family::V4, Family::V6]),
+        affinity: Affinity::ClientIp(Some(10)),
+        internal_traffic_policy: Some(TrafficPolicy::Cluster),
+        traffic_distribution: Some(TrafficDistribution::PreferClose),
+    };
+    s.exported_meta = Some(Arc::new(ExportedMeta {
+        labels: [("dummy-label".to_owned(), "true".to_owned())].into(),
+        annotations: [("dummy-annotation".to_owned(), "true".to_owned())].into(),
+    }));
+    ev.push(svc_event("east", s));
+    if let Some(definer) = definer {
+        let mut west = service("data", "db", None, false, false, &[], pg());
+        west.mcs = Some(50);
+        west.import_fields.affinity = Affinity::Off;
+        ev.push(svc_event("west", west));
+        ev.push(Event::ImportApplied {
+            cluster: c("west"),
+            import: Import {
+                key: ObjectKey::new("data", "db"),
+                ips: vec![],
+                defined_by: Some(c(definer)),
+            },
+        });
+    }
+    ev
+}
+
+/// The derived Service and import of [`copied_fields`], no slices.
+fn copied_fields_objects(definer: &str, families: Value, ips: Value) -> Vec<Value> {
+    let mut derived = derived(false, json!([pg_json()]));
+    derived["spec"]["ipFamilyPolicy"] = json!("PreferDualStack");
+    derived["spec"]["sessionAffinity"] = json!("ClientIP");
+    derived["spec"]["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": 10}});
+    derived["spec"]["trafficDistribution"] = json!("PreferClose");
+    let mut import = import(
+        "v1beta1",
+        "ClusterSetIP",
+        json!([pg_json()]),
+        Some(ips),
+        definer,
+    );
+    import["spec"]["ipFamilies"] = families;
+    import["spec"]["sessionAffinity"] = json!("ClientIP");
+    import["spec"]["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": 10}});
+    import["spec"]["internalTrafficPolicy"] = json!("Cluster");
+    import["spec"]["trafficDistribution"] = json!("PreferClose");
+    import["metadata"]["labels"]["dummy-label"] = json!("true");
+    import["metadata"]["annotations"]["dummy-annotation"] = json!("true");
+    vec![derived, import]
 }
 
 /// `clusterset_ip` with east's place (from `from`) as given.
