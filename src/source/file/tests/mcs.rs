@@ -624,6 +624,32 @@ fn conflicts_are_counted_and_the_senior_export_decides() {
         [format!("web.{Z} 5 IN SRV 0 100 80 web.{Z}")],
         "west's export is senior: its port 80 is served"
     );
+    // The local ServiceImport says our controller defined the service
+    // from east's export: east's definition is served, as in every
+    // cluster whose controller saw east's export first.
+    let import = m
+        .clusters()
+        .get("west")
+        .and_then(|c| c.imports.get(&ObjectKey::new("prod", "web")))
+        .cloned()
+        .expect("west's import of web");
+    m.apply(
+        [Event::ImportApplied {
+            cluster: "west".into(),
+            import: crate::model::objects::Import {
+                defined_by: Some("east".into()),
+                ..import
+            },
+        }],
+        Instant::now(),
+    );
+    let snap = m.snapshot();
+    assert_eq!(snap.stats.mcs_conflicts, 1);
+    assert_eq!(
+        ask(&snap, &format!("web.{Z}"), rtype::SRV).1,
+        [format!("web.{Z} 5 IN SRV 0 100 81 web.{Z}")],
+        "east defines the import: its port 81 is served"
+    );
     m.apply(
         [Event::ClusterIdApplied {
             cluster: "north".into(),
