@@ -29,7 +29,7 @@ pub(crate) const CONFLICT: &str = "Conflict";
 struct Want {
     kind: &'static str,
     status: bool,
-    reason: &'static str,
+    reason: String,
     message: String,
 }
 
@@ -42,14 +42,14 @@ fn wanted(set: &ClusterSet, key: &ObjectKey) -> [Want; 2] {
         Want {
             kind: VALID,
             status: true,
-            reason: "Valid",
+            reason: "Valid".to_owned(),
             message: format!("Service {key} is exported"),
         }
     } else {
         Want {
             kind: VALID,
             status: false,
-            reason: "NoService",
+            reason: "NoService".to_owned(),
             message: format!(
                 "no Service {key} in this cluster that can be exported (ExternalName Services cannot)"
             ),
@@ -59,61 +59,30 @@ fn wanted(set: &ClusterSet, key: &ObjectKey) -> [Want; 2] {
 }
 
 /// The `Conflict` condition: true on every export of the service while the
-/// members disagree on anything the KEP resolves (type, ports, exported
-/// labels and annotations), naming the clusters and the export that wins.
+/// members disagree on anything ([`Conflicts`]), with mcs-api's reasons
+/// joined by commas as its API says, and a message naming the clusters and
+/// the export that defines the service.
 fn conflict_condition(found: &Conflicts) -> Want {
-    let join = |v: &[std::sync::Arc<str>]| v.join(", ");
-    let definer = found.definer.as_deref().unwrap_or("?");
-    let mut texts = Vec::new();
-    if !found.type_mismatch.is_empty() {
-        texts.push(format!(
-            "the Service type differs from {definer}'s (the export that defines the service) in {}, which are left out",
-            join(&found.type_mismatch)
-        ));
-    }
-    if !found.port_mismatch.is_empty() {
-        texts.push(format!(
-            "a port number differs from {definer}'s under the same name and protocol in {}; {definer}'s is used",
-            join(&found.port_mismatch)
-        ));
-    }
-    let other_sets: Vec<_> = found
-        .port_sets
-        .iter()
-        .filter(|c| !found.port_mismatch.contains(c))
-        .cloned()
-        .collect();
-    if !other_sets.is_empty() {
-        texts.push(format!(
-            "the ports differ from {definer}'s in {}; the import has their union",
-            join(&other_sets)
-        ));
-    }
-    if !found.meta_mismatch.is_empty() {
-        texts.push(format!(
-            "the exported labels or annotations differ from {definer}'s in {}; {definer}'s are used",
-            join(&found.meta_mismatch)
-        ));
-    }
-    let reason = if !found.type_mismatch.is_empty() {
-        "TypeConflict"
-    } else if !found.port_sets.is_empty() {
-        "PortConflict"
-    } else if !found.meta_mismatch.is_empty() {
-        "ExportedMetadataConflict"
-    } else {
+    if found.none() {
         return Want {
             kind: CONFLICT,
             status: false,
-            reason: "NoConflicts",
+            reason: "NoConflicts".to_owned(),
             message: "no conflicts".to_owned(),
         };
-    };
+    }
+    let definer = found.definer.as_deref().unwrap_or("?");
+    let reason: Vec<&str> = found.found.iter().map(|(d, _)| d.reason()).collect();
+    let message: Vec<String> = found
+        .found
+        .iter()
+        .map(|(d, clusters)| d.text(definer).replace("CLUSTERS", &clusters.join(", ")))
+        .collect();
     Want {
         kind: CONFLICT,
         status: true,
-        reason,
-        message: texts.join("; "),
+        reason: reason.join(","),
+        message: message.join("; "),
     }
 }
 
@@ -134,7 +103,7 @@ fn existing<'e>(export: &'e ServiceExport, kind: &str) -> Option<&'e ExportCondi
 
 fn same(have: &ExportCondition, want: &Want) -> bool {
     have.status.as_deref() == Some(status_text(want.status))
-        && have.reason.as_deref() == Some(want.reason)
+        && have.reason.as_deref() == Some(want.reason.as_str())
         && have.message.as_deref() == Some(want.message.as_str())
 }
 

@@ -580,10 +580,8 @@ impl Index {
             }
         } else if self.mcs_conflicts.get(key) != Some(&now) {
             warn!(
-                service = %key, definer = ?now.definer, type_mismatch = ?now.type_mismatch,
-                port_mismatch = ?now.port_mismatch, port_sets = ?now.port_sets,
-                meta_mismatch = ?now.meta_mismatch,
-                "MCS exports disagree: the defining ServiceExport's type, port numbers and exported labels are served, with the union of the ports; clusters of the other type are left out"
+                service = %key, definer = ?now.definer, conflicts = ?now.found,
+                "MCS exports disagree: the defining ServiceExport's type, port numbers and fields are served, with the union of the ports; clusters of the other type are left out"
             );
             self.mcs_conflicts.insert(key.clone(), now);
         }

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::model::cluster::{Dirty, Event};
-use crate::model::objects::{ExportedMeta, Import, Port, Protocol};
+use crate::model::objects::{Affinity, ExportedMeta, Import, Port, Protocol, TrafficDistribution};
 use crate::model::testing::{port, service, svc_event, up};
 
 const NOW: &str = "2026-11-25T12:00:00Z";
@@ -81,7 +81,7 @@ struct Case {
 #[test]
 fn export_conditions() {
     let type_msg = "the Service type differs from west's (the export that defines the service) in north, which are left out";
-    let port_msg = "a port number differs from west's under the same name and protocol in north; west's is used";
+    let port_msg = "the ports differ from west's in north; the import has their union, with west's number where a name and protocol is defined twice";
     let cases = vec![
         Case {
             name: "a valid export without conditions gets Valid and Conflict",
@@ -158,7 +158,7 @@ fn export_conditions() {
                     "Conflict",
                     "True",
                     "PortConflict",
-                    "the ports differ from west's in north; the import has their union",
+                    "the ports differ from west's in north; the import has their union, with west's number where a name and protocol is defined twice",
                     NOW
                 )
             ]))),
@@ -181,8 +181,41 @@ fn export_conditions() {
                 cond(
                     "Conflict",
                     "True",
-                    "ExportedMetadataConflict",
-                    "the exported labels or annotations differ from west's in north; west's are used",
+                    "LabelsConflict",
+                    "the exported labels differ from west's in north; west's are used",
+                    NOW
+                )
+            ]))),
+        },
+        Case {
+            name: "several disagreements: mcs-api's reasons joined by commas",
+            events: vec![db("west", 100, false, pg(5432)), {
+                let mut e = db("north", 200, false, pg(6432));
+                if let Event::ServiceApplied { service, .. } = &mut e {
+                    service.import_fields.affinity = Affinity::ClientIp(Some(10));
+                    service.import_fields.traffic_distribution =
+                        Some(TrafficDistribution::PreferClose);
+                    service.exported_meta = Some(std::sync::Arc::new(ExportedMeta {
+                        annotations: [("note".to_owned(), "x".to_owned())].into(),
+                        ..ExportedMeta::default()
+                    }));
+                }
+                e
+            }],
+            export: export(None),
+            want: Some(body(json!([
+                valid(NOW),
+                cond(
+                    "Conflict",
+                    "True",
+                    "PortConflict,SessionAffinityConflict,TrafficDistributionConflict,AnnotationsConflict",
+                    &[
+                        port_msg,
+                        "sessionAffinity differs from west's in north; west's is used",
+                        "trafficDistribution differs from west's in north; west's is used",
+                        "the exported annotations differ from west's in north; west's are used",
+                    ]
+                    .join("; "),
                     NOW
                 )
             ]))),

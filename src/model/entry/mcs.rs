@@ -24,7 +24,7 @@ use super::{
 };
 use crate::model::cluster::{Cluster, ClusterSet};
 use crate::model::locality::{Membership, plan_of};
-use crate::model::objects::{ObjectKey, Port, Service};
+use crate::model::objects::{Affinity, Families, ObjectKey, Port, Service};
 
 /// One cluster's member service.
 #[derive(Clone, Copy)]
@@ -79,34 +79,98 @@ pub(crate) fn members<'s>(set: &'s ClusterSet, key: &ObjectKey) -> Vec<Member<'s
     members
 }
 
-/// What the members disagree on, for the report. The KEP asks for a
-/// `Conflict` condition on every export of the service when any of these
-/// holds.
+/// A property the members of an MCS service disagree on, named after
+/// mcs-api's `Conflict` reasons (`ServiceExportReason…Conflict`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Disagreement {
+    /// ClusterSetIP against Headless: the other type's members are left out.
+    Type,
+    /// Another set of ports: the import has the union, with the definer's
+    /// number for a name and protocol it defines.
+    Port,
+    /// `sessionAffinity`.
+    SessionAffinity,
+    /// The `ClientIP` timeout of `sessionAffinityConfig`.
+    SessionAffinityConfig,
+    /// `internalTrafficPolicy`.
+    InternalTrafficPolicy,
+    /// `trafficDistribution`.
+    TrafficDistribution,
+    /// `ipFamilies`: a client of a family some members lack reaches only
+    /// the others.
+    IpFamily,
+    /// The export's `exportedLabels`.
+    Labels,
+    /// The export's `exportedAnnotations`.
+    Annotations,
+}
+
+impl Disagreement {
+    /// The `Conflict` condition's reason.
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Self::Type => "TypeConflict",
+            Self::Port => "PortConflict",
+            Self::SessionAffinity => "SessionAffinityConflict",
+            Self::SessionAffinityConfig => "SessionAffinityConfigConflict",
+            Self::InternalTrafficPolicy => "InternalTrafficPolicyConflict",
+            Self::TrafficDistribution => "TrafficDistributionConflict",
+            Self::IpFamily => "IPFamilyConflict",
+            Self::Labels => "LabelsConflict",
+            Self::Annotations => "AnnotationsConflict",
+        }
+    }
+
+    /// What differs, and what is done about it, for a message naming the
+    /// `definer`.
+    pub(crate) fn text(self, definer: &str) -> String {
+        match self {
+            Self::Type => format!(
+                "the Service type differs from {definer}'s (the export that defines the service) in CLUSTERS, which are left out"
+            ),
+            Self::Port => format!(
+                "the ports differ from {definer}'s in CLUSTERS; the import has their union, with {definer}'s number where a name and protocol is defined twice"
+            ),
+            Self::SessionAffinity => {
+                format!("sessionAffinity differs from {definer}'s in CLUSTERS; {definer}'s is used")
+            }
+            Self::SessionAffinityConfig => format!(
+                "sessionAffinityConfig differs from {definer}'s in CLUSTERS; {definer}'s is used"
+            ),
+            Self::InternalTrafficPolicy => format!(
+                "internalTrafficPolicy differs from {definer}'s in CLUSTERS; {definer}'s is used"
+            ),
+            Self::TrafficDistribution => format!(
+                "trafficDistribution differs from {definer}'s in CLUSTERS; {definer}'s is used"
+            ),
+            Self::IpFamily => format!(
+                "the IP families differ from {definer}'s in CLUSTERS; clients of a family a member lacks reach only the others"
+            ),
+            Self::Labels => format!(
+                "the exported labels differ from {definer}'s in CLUSTERS; {definer}'s are used"
+            ),
+            Self::Annotations => format!(
+                "the exported annotations differ from {definer}'s in CLUSTERS; {definer}'s are used"
+            ),
+        }
+    }
+}
+
+/// What the members disagree on, for the report: the KEP asks for a
+/// `Conflict` condition on every export of the service when anything is.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Conflicts {
     /// The cluster whose export defines the service (the first member).
     pub definer: Option<Arc<str>>,
-    /// Clusters left out because their Service's type (ClusterSetIP or
-    /// Headless) is not the definer's.
-    pub type_mismatch: Vec<Arc<str>>,
-    /// Clusters with a port of a name and protocol the definer defines
-    /// with another number.
-    pub port_mismatch: Vec<Arc<str>>,
-    /// Clusters whose set of ports is not the definer's: the import has
-    /// the union.
-    pub port_sets: Vec<Arc<str>>,
-    /// Clusters whose exported labels or annotations are not the
-    /// definer's: the definer's are used.
-    pub meta_mismatch: Vec<Arc<str>>,
+    /// Each property some members disagree on, with the clusters whose
+    /// value is not the definer's, in [`Disagreement`] order.
+    pub found: Vec<(Disagreement, Vec<Arc<str>>)>,
 }
 
 impl Conflicts {
     /// Nothing to report.
     pub(crate) fn none(&self) -> bool {
-        self.type_mismatch.is_empty()
-            && self.port_mismatch.is_empty()
-            && self.port_sets.is_empty()
-            && self.meta_mismatch.is_empty()
+        self.found.is_empty()
     }
 }
 
@@ -132,38 +196,96 @@ pub(crate) fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) 
 }
 
 /// The MCS members of service `key` and what they disagree on, for
-/// `/debug` and the mirror's export conditions.
+/// `/debug` and the mirror's export conditions. Members of the other type
+/// count for [`Disagreement::Type`] only, since they are left out.
 pub(crate) fn conflicts(set: &ClusterSet, key: &ObjectKey) -> Conflicts {
     let members = members(set, key);
     let Some(first) = members.first() else {
         return Conflicts::default();
     };
     let definer = first.service;
+    let (kept, other_type): (Vec<Member<'_>>, Vec<Member<'_>>) = members
+        .iter()
+        .partition(|m| m.service.headless == definer.headless);
+    let mut found = Vec::new();
+    if !other_type.is_empty() {
+        let names = other_type.iter().map(|m| m.cluster.name.clone()).collect();
+        found.push((Disagreement::Type, names));
+    }
+    for what in [
+        Disagreement::Port,
+        Disagreement::SessionAffinity,
+        Disagreement::SessionAffinityConfig,
+        Disagreement::InternalTrafficPolicy,
+        Disagreement::TrafficDistribution,
+        Disagreement::IpFamily,
+        Disagreement::Labels,
+        Disagreement::Annotations,
+    ] {
+        let names: Vec<Arc<str>> = kept
+            .iter()
+            .filter(|m| differs(what, definer, m.service))
+            .map(|m| m.cluster.name.clone())
+            .collect();
+        if !names.is_empty() {
+            found.push((what, names));
+        }
+    }
+    Conflicts {
+        definer: Some(first.cluster.name.clone()),
+        found,
+    }
+}
+
+/// Whether `other`'s `what` is not `definer`'s. An affinity left unset is
+/// `None` (the API's default); a family list left out says nothing.
+fn differs(what: Disagreement, definer: &Service, other: &Service) -> bool {
+    let (d, o) = (&definer.import_fields, &other.import_fields);
+    let affinity = |a: Affinity| match a {
+        Affinity::Unset | Affinity::Off => None,
+        Affinity::ClientIp(t) => Some(t),
+    };
     let sorted = |s: &Service| {
         let mut p = s.ports.clone();
         p.sort();
         p
     };
-    let ports = sorted(definer);
-    let names = |pick: &dyn Fn(&Member<'_>) -> bool| {
-        members
-            .iter()
-            .filter(|m| pick(m))
-            .map(|m| m.cluster.name.clone())
-            .collect()
+    let meta = |s: &Service, labels: bool| {
+        s.exported_meta
+            .as_deref()
+            .map(|m| {
+                if labels {
+                    m.labels.clone()
+                } else {
+                    m.annotations.clone()
+                }
+            })
+            .unwrap_or_default()
     };
-    let (kept, type_mismatch): (Vec<Member<'_>>, Vec<Member<'_>>) = members
-        .iter()
-        .partition(|m| m.service.headless == definer.headless);
-    Conflicts {
-        definer: Some(first.cluster.name.clone()),
-        type_mismatch: type_mismatch
-            .iter()
-            .map(|m| m.cluster.name.clone())
-            .collect(),
-        port_mismatch: union_ports(&kept).1,
-        port_sets: names(&|m| m.service.headless == definer.headless && sorted(m.service) != ports),
-        meta_mismatch: names(&|m| m.service.exported_meta != definer.exported_meta),
+    match what {
+        Disagreement::Type => definer.headless != other.headless,
+        Disagreement::Port => sorted(definer) != sorted(other),
+        Disagreement::SessionAffinity => {
+            affinity(d.affinity).is_some() != affinity(o.affinity).is_some()
+        }
+        Disagreement::SessionAffinityConfig => matches!(
+            (affinity(d.affinity), affinity(o.affinity)),
+            (Some(a), Some(b)) if a != b
+        ),
+        Disagreement::InternalTrafficPolicy => {
+            d.internal_traffic_policy != o.internal_traffic_policy
+        }
+        Disagreement::TrafficDistribution => d.traffic_distribution != o.traffic_distribution,
+        Disagreement::IpFamily => {
+            let set = |f: Families| {
+                let mut v: Vec<_> = f.iter().collect();
+                v.sort_by_key(|f| f.k8s());
+                v
+            };
+            !d.families.is_empty() && !o.families.is_empty() && set(d.families) != set(o.families)
+        }
+        Disagreement::Labels => meta(definer, true) != meta(other, true),
+        Disagreement::Annotations => meta(definer, false) != meta(other, false),
     }
 }
 
