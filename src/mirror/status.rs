@@ -137,7 +137,7 @@ pub(crate) fn export_status(
             ExportCondition {
                 type_: Some(w.kind.to_owned()),
                 status: Some(status_text(w.status).to_owned()),
-                reason: Some(w.reason.to_owned()),
+                reason: Some(w.reason.clone()),
                 message: Some(w.message.clone()),
                 last_transition_time: Some(since.to_owned()),
                 observed_generation: meta.generation,
