@@ -1,7 +1,8 @@
 //! A port of kubernetes-sigs/mcs-api's conformance suite (`conformance/`,
 //! v1beta1: 27 specs, 14 labelled Required) onto kubesim and our own
 //! controller (issue 29, item 3). Each spec the port can run is one test
-//! named after the spec's text, which its `///` doc quotes exactly.
+//! named after the spec's text, which its `///` doc quotes exactly (the
+//! DNS specs' with the suite's default `--dns-domain`, `clusterset.local`).
 //!
 //! **The clusters.** The suite's `clients[0]` is kubesim cluster `east`,
 //! `clients[1]` is `west`. Each runs our server in this process with
