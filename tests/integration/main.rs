@@ -32,6 +32,7 @@ mod live_demo;
 mod live_mcs;
 mod locality;
 mod mcs_conformance;
+mod mcs_suite;
 mod metrics_scrape;
 mod mirror;
 mod mirror_equivalence;
