@@ -43,6 +43,27 @@ fn validated(res: usize, object: &Value, old: Option<&Value>) -> Checked {
     })
 }
 
+/// A dual-stack cluster, kubesim's default.
+const DUAL: service::ServiceFamilies = service::ServiceFamilies { dual_stack: true };
+
+/// A Service as the API checks it: defaulted, its IP fields settled against `families` and
+/// the stored `old`, then validated. Answers the settled spec too.
+fn service_checked(
+    object: &Value,
+    old: Option<&Value>,
+    families: service::ServiceFamilies,
+) -> (Value, Checked) {
+    let mut v = object.clone();
+    default(SERVICES, &mut v);
+    let checked = service::prepare(&mut v, old, families)
+        .and_then(|()| validate(SERVICES, &v, old))
+        .map_err(|e| {
+            assert_eq!((e.code, e.reason), (422, "Invalid"), "{}", e.message);
+            (e.message, e.causes)
+        });
+    (v["spec"].clone(), checked)
+}
+
 fn link(version: &str) -> Value {
     json!({
         "apiVersion": format!("multicluster.linkerd.io/{version}"), "kind": "Link",
@@ -621,7 +642,7 @@ fn service_validation() {
                 &[(
                     "FieldValueInvalid",
                     "spec.clusterIPs[0]",
-                    "Invalid value: \"10.96.0.300\": must be empty, 'None', or a valid IP address",
+                    "Invalid value: \"10.96.0.300\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
                 )],
             ),
         ),
@@ -649,16 +670,19 @@ fn service_validation() {
         ),
     ];
     for (case, name, spec, want) in cases {
-        let mut object = json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec});
-        default(SERVICES, &mut object);
-        assert_eq!(validated(SERVICES, &object, None), want, "{case}");
+        let object = json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec});
+        assert_eq!(service_checked(&object, None, DUAL).1, want, "{case}");
     }
 }
 
 #[test]
 fn service_updates_keep_the_cluster_ip() {
+    // As stored: defaulted, with its address and family.
     let old = json!({"metadata": {"name": "web"},
-                     "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "ports": [{"port": 80}]}});
+                     "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
+                              "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                              "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+                              "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}});
     let with = |spec: Value| json!({"metadata": {"name": "web"}, "spec": spec});
     let cases: Vec<(&str, Value, Checked)> = vec![
         (
@@ -699,7 +723,7 @@ fn service_updates_keep_the_cluster_ip() {
         ),
     ];
     for (case, object, want) in cases {
-        assert_eq!(validated(SERVICES, &object, Some(&old)), want, "{case}");
+        assert_eq!(service_checked(&object, Some(&old), DUAL).1, want, "{case}");
     }
 }
 
