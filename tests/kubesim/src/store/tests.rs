@@ -1356,3 +1356,5 @@ fn node_ports_are_allocated_kept_and_released() {
         assert_eq!(got, want.map(|(ip, p)| (ip.to_owned(), p)), "{case}");
     }
 }
+
+mod dual_stack;
