@@ -1,8 +1,11 @@
 //! One cluster's storage: objects by resource, the global resourceVersion counter, the bounded
 //! change history that watches resume from, and the ClusterIP and node-port allocators.
-//! ClusterIPs are allocated from the IPv4 service CIDR; a Service may also ask for a specific
-//! IPv6 address inside one of the IPv6 service CIDRs (kubesim never picks an IPv6 address
-//! itself), and is then kept with `ipFamilies: [IPv6]`.
+//! ClusterIPs come from the IPv4 service CIDR and, when IPv6 service CIDRs are configured (a
+//! dual-stack cluster, IPv4 primary), from the first IPv6 one; a requested IPv6 address may lie
+//! in any of them. A Service gets one address per family of its `ipFamilies`, which
+//! [`crate::validate::service::prepare`] settles from its `ipFamilyPolicy` first, as
+//! kube-apiserver's allocator does; updates keep, add or give back the secondary address, and
+//! deletes free every family's.
 //!
 //! It owns the etcd-like part of kube-apiserver: create/update/delete with resourceVersion
 //! preconditions, finalizers, namespace lifetime, consistent lists at a past resourceVersion,
@@ -167,13 +170,14 @@ pub struct StoreConfig {
     /// allocated, and where a requested IPv4 address must lie.
     pub service_cidr: (Ipv4Addr, u8),
     /// IPv6 service ranges (network and prefix length), as a cluster with several ServiceCIDR
-    /// objects has. A requested IPv6 ClusterIP must lie in one of them; none are allocated
-    /// from. Empty: IPv6 is not configured, as in an IPv4-only cluster.
+    /// objects has. Any makes the cluster dual-stack: IPv6 ClusterIPs are allocated from the
+    /// first, and a requested one must lie in one of them. Empty: IPv6 is not configured, as
+    /// in an IPv4-only cluster.
     pub service_cidrs_v6: Vec<(Ipv6Addr, u8)>,
 }
 
-/// The default IPv6 service range: a /108, the largest kube-apiserver's classic allocator
-/// accepts.
+/// The default IPv6 service range, which makes clusters dual-stack: a /108, the largest
+/// kube-apiserver's classic allocator accepts.
 pub const DEFAULT_SERVICE_CIDR_V6: (Ipv6Addr, u8) =
     (Ipv6Addr::new(0xfd00, 0x96, 0, 0, 0, 0, 0, 0), 108);
 
