@@ -24,10 +24,11 @@
 //!   row of fixture F depends on which of two objects is older (the collision
 //!   fixture F2 of case 110 is not loaded here), and objects are created in
 //!   file-name order, cluster by cluster (west, east, north).
-//! - Fixture F's ClusterIPs lie in 10.96–10.130 and in two IPv6 ranges (the
-//!   west mirror `fd00:96::10`, east's own `v6only` at `fd00:100::10`), so
-//!   the kubesim clusters get the service ranges `10.0.0.0/8`,
-//!   `fd00:96::/108` and `fd00:100::/108`.
+//! - Fixture F's ClusterIPs lie in 10.96–10.130 and in three IPv6 ranges
+//!   (the west mirror `fd00:96::10`, east's own `v6only` at `fd00:100::10`,
+//!   north's dual-stack `api` at `fd00:110::5`), so the kubesim clusters get
+//!   the service ranges `10.0.0.0/8`, `fd00:96::/108`, `fd00:100::/108` and
+//!   `fd00:110::/108`.
 //!
 //! Every wait is a bounded poll ([`eventually`]): every 20 ms, at most the
 //! stated time.
@@ -252,11 +253,13 @@ impl Fixture {
     async fn new() -> Self {
         let (sim, kubeconfigs) = sim(&["west", "east", "north"], |config| {
             // Fixture F's ClusterIPs: 10.96.10.1 … 10.130.0.1, the west
-            // mirror fd00:96::10 and east's own v6only fd00:100::10.
+            // mirror fd00:96::10, east's own v6only fd00:100::10 and north's
+            // dual-stack api fd00:110::5.
             config.settings.store.service_cidr = (Ipv4Addr::new(10, 0, 0, 0), 8);
             config.settings.store.service_cidrs_v6 = vec![
                 ("fd00:96::".parse().expect("v6 net"), 108),
                 ("fd00:100::".parse().expect("v6 net"), 108),
+                ("fd00:110::".parse().expect("v6 net"), 108),
             ];
         })
         .await;

@@ -55,6 +55,9 @@ fn readme_live_walkthrough() {
             "west,east,north,south",
             "--service-cidr",
             "10.0.0.0/8",
+            // south's dual-stack api has fd00:140::20:1, as the README says.
+            "--service-cidr-v6",
+            "fd00:140::20:0/108",
             "--dir",
         ])
         .arg(dir.path())

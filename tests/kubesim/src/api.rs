@@ -889,6 +889,20 @@ impl Req {
         self.param("dryRun") == Some("All")
     }
 
+    /// Validates `v` (with the stored `old` on update) as the store will take it: a Service
+    /// first has its IP family fields settled as kube's registry does before it validates, so
+    /// the checks see the policy and families it will be stored with. The store settles them
+    /// again on the object itself; `v` stays as the client sent it, for managedFields.
+    fn validate(&self, v: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+        if self.t.res != SERVICES {
+            return validate::validate(self.t.res, v, old);
+        }
+        let families = self.cluster.store().service_families();
+        let mut prepared = v.clone();
+        validate::service::prepare(&mut prepared, old, families)?;
+        validate::validate(self.t.res, &prepared, old)
+    }
+
     /// Parses the request body (JSON or YAML).
     fn body_value(&self) -> Result<Value, ApiError> {
         parse_body(&self.content_type, &self.body)
@@ -986,7 +1000,7 @@ impl Req {
         if meta_str(&v, "name").is_empty() && !generate.is_empty() {
             v["metadata"]["name"] = json!(format!("{generate}{}", random_suffix()));
         }
-        validate::validate(self.t.res, &v, None)?;
+        self.validate(&v, None)?;
         let v = ssa::update(
             None,
             &v,
@@ -1058,7 +1072,7 @@ impl Req {
             new["metadata"]["managedFields"] = mf.clone();
         }
         validate::default(self.t.res, &mut new);
-        validate::validate(self.t.res, &new, Some(&old_value))?;
+        self.validate(&new, Some(&old_value))?;
         let new = ssa::update(
             Some(&old_value),
             &new,
@@ -1163,7 +1177,7 @@ impl Req {
                     m.remove("resourceVersion");
                 }
                 validate::default(self.t.res, &mut merged);
-                validate::validate(self.t.res, &merged, None)?;
+                self.validate(&merged, None)?;
                 if self.dry_run() {
                     return Ok(value_response(201, &merged, &self.warnings));
                 }
@@ -1173,7 +1187,7 @@ impl Req {
             Some(old) => {
                 merged["metadata"]["resourceVersion"] = json!(old.resource_version().to_string());
                 validate::default(self.t.res, &mut merged);
-                validate::validate(self.t.res, &merged, old_value.as_ref())?;
+                self.validate(&merged, old_value.as_ref())?;
                 if self.dry_run() {
                     return Ok(value_response(200, &merged, &self.warnings));
                 }

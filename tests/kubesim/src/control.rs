@@ -11,10 +11,10 @@
 //! - `GET  /clusters/<c>/counters` · `/audit`
 //! - `POST /clusters/<c>/objects` — body: one object (JSON, or YAML with a YAML content type)
 //!   with apiVersion, kind and metadata.name; creates it, or replaces the stored one as a PUT
-//!   would (unconditionally, but immutable fields such as a Service's clusterIP must be
-//!   carried over), then writes its status through the status subresource if the kind has
-//!   one. Answers as the API would (the stored object, or a Status). A namespaced object
-//!   without a namespace goes to `default`.
+//!   would (unconditionally; a Service's allocated addresses, left out, are kept as kube keeps
+//!   them, but changed ones are refused), then writes its status through the status
+//!   subresource if the kind has one. Answers as the API would (the stored object, or a
+//!   Status). A namespaced object without a namespace goes to `default`.
 //! - `DELETE /clusters/<c>/objects/<apiVersion>/<kind>/<namespace>/<name>` — the apiVersion
 //!   keeps its slash (`v1/Service/default/web`,
 //!   `discovery.k8s.io/v1/EndpointSlice/default/web-abc`); kind may also be the plural

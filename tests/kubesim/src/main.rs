@@ -2,7 +2,7 @@
 
 #![warn(clippy::too_many_lines)] // the house rule; threshold in the root clippy.toml
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,9 +41,43 @@ struct Args {
     /// Seconds between BOOKMARK events on watches that allow them.
     #[arg(long, default_value_t = 10)]
     bookmark_interval: u64,
-    /// Service ClusterIP range.
+    /// Service ClusterIP range (IPv4, the primary family).
     #[arg(long, default_value = "10.96.0.0/12")]
     service_cidr: String,
+    /// IPv6 Service ClusterIP range, which makes the clusters dual-stack; `none` for
+    /// IPv4-only clusters.
+    #[arg(long, default_value = "fd00:96::/108")]
+    service_cidr_v6: String,
+}
+
+/// `--service-cidr`: an IPv4 network with a prefix length of 8 to 30.
+fn parse_service_cidr(text: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
+    let (net, prefix) = text
+        .split_once('/')
+        .context("--service-cidr must look like 10.96.0.0/12")?;
+    let net: Ipv4Addr = net.parse().context("--service-cidr network")?;
+    let prefix: u8 = prefix.parse().context("--service-cidr prefix length")?;
+    if !(8..=30).contains(&prefix) {
+        bail!("--service-cidr prefix length must be between 8 and 30");
+    }
+    Ok((net, prefix))
+}
+
+/// `--service-cidr-v6`: `none`, or an IPv6 network with a prefix length of 108 (the widest
+/// range kube-apiserver's classic allocator takes) to 126.
+fn parse_service_cidr_v6(text: &str) -> anyhow::Result<Option<(Ipv6Addr, u8)>> {
+    if text == "none" {
+        return Ok(None);
+    }
+    let (net, prefix) = text
+        .split_once('/')
+        .context("--service-cidr-v6 must look like fd00:96::/108, or be none")?;
+    let net: Ipv6Addr = net.parse().context("--service-cidr-v6 network")?;
+    let prefix: u8 = prefix.parse().context("--service-cidr-v6 prefix length")?;
+    if !(108..=126).contains(&prefix) {
+        bail!("--service-cidr-v6 prefix length must be between 108 and 126");
+    }
+    Ok(Some((net, prefix)))
 }
 
 #[tokio::main]
@@ -52,21 +86,15 @@ async fn main() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let args = Args::parse();
-    let (net, prefix) = args
-        .service_cidr
-        .split_once('/')
-        .context("--service-cidr must look like 10.96.0.0/12")?;
-    let net: Ipv4Addr = net.parse().context("--service-cidr network")?;
-    let prefix: u8 = prefix.parse().context("--service-cidr prefix length")?;
-    if !(8..=30).contains(&prefix) {
-        bail!("--service-cidr prefix length must be between 8 and 30");
-    }
+    let service_cidr = parse_service_cidr(&args.service_cidr)?;
+    let service_cidr_v6 = parse_service_cidr_v6(&args.service_cidr_v6)?;
     let mut config = kubesim::SimConfig::new(args.clusters.clone(), &args.dir);
     config.tls = !args.http;
     config.bind = args.bind;
     config.control = Some(args.control);
     config.settings.store.history = args.history;
-    config.settings.store.service_cidr = (net, prefix);
+    config.settings.store.service_cidr = service_cidr;
+    config.settings.store.service_cidrs_v6 = service_cidr_v6.into_iter().collect();
     config.settings.bookmark_interval = Duration::from_secs(args.bookmark_interval.max(1));
     let sim = kubesim::start(config).await?;
     for spec in &args.rbac {
@@ -114,4 +142,52 @@ async fn main() -> anyhow::Result<()> {
     }
     sim.stop();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_cidr_v6_flag() {
+        let v6 = |s: &str| parse_service_cidr_v6(s).map_err(|e| e.to_string());
+        type Parsed = Result<Option<(Ipv6Addr, u8)>, String>;
+        let cases: Vec<(&str, Parsed)> = vec![
+            (
+                "fd00:96::/108",
+                Ok(Some((Ipv6Addr::new(0xfd00, 0x96, 0, 0, 0, 0, 0, 0), 108))),
+            ),
+            (
+                "fd00:1::/126",
+                Ok(Some((Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0), 126))),
+            ),
+            ("none", Ok(None)),
+            (
+                "fd00::/64",
+                Err("--service-cidr-v6 prefix length must be between 108 and 126".into()),
+            ),
+            (
+                "fd00::/127",
+                Err("--service-cidr-v6 prefix length must be between 108 and 126".into()),
+            ),
+            (
+                "fd00::",
+                Err("--service-cidr-v6 must look like fd00:96::/108, or be none".into()),
+            ),
+            ("10.96.0.0/108", Err("--service-cidr-v6 network".into())),
+            ("fd00::/x", Err("--service-cidr-v6 prefix length".into())),
+        ];
+        for (text, want) in cases {
+            assert_eq!(v6(text), want, "{text}");
+        }
+        // The default is the library's.
+        assert_eq!(
+            Args::parse_from(["kubesim", "--clusters", "a", "--dir", "/tmp"]).service_cidr_v6,
+            format!(
+                "{}/{}",
+                kubesim::store::DEFAULT_SERVICE_CIDR_V6.0,
+                kubesim::store::DEFAULT_SERVICE_CIDR_V6.1
+            )
+        );
+    }
 }

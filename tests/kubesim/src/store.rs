@@ -1,8 +1,11 @@
 //! One cluster's storage: objects by resource, the global resourceVersion counter, the bounded
 //! change history that watches resume from, and the ClusterIP and node-port allocators.
-//! ClusterIPs are allocated from the IPv4 service CIDR; a Service may also ask for a specific
-//! IPv6 address inside one of the IPv6 service CIDRs (kubesim never picks an IPv6 address
-//! itself), and is then kept with `ipFamilies: [IPv6]`.
+//! ClusterIPs come from the IPv4 service CIDR and, when IPv6 service CIDRs are configured (a
+//! dual-stack cluster, IPv4 primary), from the first IPv6 one; a requested IPv6 address may lie
+//! in any of them. A Service gets one address per family of its `ipFamilies`, which
+//! [`crate::validate::service::prepare`] settles from its `ipFamilyPolicy` first, as
+//! kube-apiserver's allocator does; updates keep, add or give back the secondary address, and
+//! deletes free every family's.
 //!
 //! It owns the etcd-like part of kube-apiserver: create/update/delete with resourceVersion
 //! preconditions, finalizers, namespace lifetime, consistent lists at a past resourceVersion,
@@ -20,6 +23,7 @@ use tokio::sync::broadcast;
 use crate::kubemsg::go_string_slice;
 use crate::resources::{NAMESPACES, RESOURCES, ResourceDef, SERVICES};
 use crate::status::{ApiError, cause};
+use crate::validate::service::{self, IpFields, ServiceFamilies};
 
 /// A stored object in its storage version. It is kept as its JSON encoding (shared by every
 /// list and watch that sends it) plus the few metadata fields watches filter on; the full
@@ -166,13 +170,14 @@ pub struct StoreConfig {
     /// allocated, and where a requested IPv4 address must lie.
     pub service_cidr: (Ipv4Addr, u8),
     /// IPv6 service ranges (network and prefix length), as a cluster with several ServiceCIDR
-    /// objects has. A requested IPv6 ClusterIP must lie in one of them; none are allocated
-    /// from. Empty: IPv6 is not configured, as in an IPv4-only cluster.
+    /// objects has. Any makes the cluster dual-stack: IPv6 ClusterIPs are allocated from the
+    /// first, and a requested one must lie in one of them. Empty: IPv6 is not configured, as
+    /// in an IPv4-only cluster.
     pub service_cidrs_v6: Vec<(Ipv6Addr, u8)>,
 }
 
-/// The default IPv6 service range: a /108, the largest kube-apiserver's classic allocator
-/// accepts.
+/// The default IPv6 service range, which makes clusters dual-stack: a /108, the largest
+/// kube-apiserver's classic allocator accepts.
 pub const DEFAULT_SERVICE_CIDR_V6: (Ipv6Addr, u8) =
     (Ipv6Addr::new(0xfd00, 0x96, 0, 0, 0, 0, 0, 0), 108);
 
@@ -205,6 +210,8 @@ pub struct Store {
     cidrs6: Vec<(u128, u8)>,
     ips6: BTreeSet<u128>,
     next_ip: u32,
+    /// Offset in the first IPv6 range of the next address to try.
+    next_ip6: u128,
     node_ports: BTreeSet<u16>,
     tx: broadcast::Sender<Arc<Change>>,
 }
@@ -360,6 +367,7 @@ impl Store {
                 .collect(),
             ips6: BTreeSet::new(),
             next_ip: 1,
+            next_ip6: 1,
             node_ports: BTreeSet::new(),
             tx,
         };
@@ -729,12 +737,16 @@ impl Store {
         if res != SERVICES {
             return;
         }
-        if let Some(ip) = v
-            .pointer("/spec/clusterIP")
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse::<IpAddr>().ok())
-        {
-            self.free_ip(ip);
+        // kube's releaseClusterIPs: every address in clusterIPs, each to its family's range.
+        let f = IpFields::read(v.get("spec").unwrap_or(&Value::Null));
+        if f.needs_cluster_ip() && !f.is_headless() {
+            for ip in f
+                .cluster_ips
+                .iter()
+                .filter_map(|s| s.parse::<IpAddr>().ok())
+            {
+                self.free_ip(ip);
+            }
         }
         for p in v
             .pointer("/spec/ports")
@@ -748,50 +760,37 @@ impl Store {
         }
     }
 
-    /// Gives a Service its ClusterIP and node ports (keeping the old ones on update, as kube's
-    /// `patchAllocatedValues` does).
+    /// The families this cluster has Service ranges for.
+    pub(crate) fn service_families(&self) -> ServiceFamilies {
+        ServiceFamilies {
+            dual_stack: !self.cidrs6.is_empty(),
+        }
+    }
+
+    /// Gives a Service its ClusterIPs and node ports, as kube's Service registry does before it
+    /// stores one: the IP fields are settled first ([`service::prepare`]: allocated values
+    /// kept on update, as kube's `patchAllocatedValues`), then the addresses taken.
     fn allocate(&mut self, v: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+        service::prepare(v, old, self.service_families())?;
         let name = meta_str(v, "name").to_owned();
-        let ty = v
-            .pointer("/spec/type")
-            .and_then(Value::as_str)
-            .unwrap_or("ClusterIP")
-            .to_owned();
-        if ty == "ExternalName" {
+        let old_spec = old.and_then(|o| o.get("spec"));
+        let Some(spec) = v.get_mut("spec") else {
             return Ok(());
-        }
-        let old_ip = old
-            .and_then(|o| o.pointer("/spec/clusterIP"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let requested = v
-            .pointer("/spec/clusterIP")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let (ip, fresh_ip) = self.allocate_cluster_ip(&name, requested, &old_ip)?;
-        // The family of the address kept (a headless Service keeps IPv4, as kubesim's
-        // allocator is IPv4: kube would take the first configured family).
-        let family = match ip.parse::<IpAddr>() {
-            Ok(IpAddr::V6(_)) => "IPv6",
-            _ => "IPv4",
         };
-        let spec = &mut v["spec"];
-        spec["clusterIP"] = json!(ip);
-        spec["clusterIPs"] = json!([ip]);
-        spec["ipFamilies"] = json!([family]);
-        if spec.get("ipFamilyPolicy").is_none() {
-            spec["ipFamilyPolicy"] = json!("SingleStack");
-        }
+        let mut f = IpFields::read(spec);
+        let before = old_spec.map(IpFields::read);
+        let (fresh, released) = match &before {
+            None => (self.allocate_cluster_ips(&name, &mut f)?, Vec::new()),
+            Some(b) => self.update_cluster_ips(&name, &mut f, b)?,
+        };
+        f.write(spec);
         let old_node_ports = node_ports_of(old);
-        if ty == "NodePort" || ty == "LoadBalancer" {
-            let taken = self.allocate_node_ports(&name, spec, old, &old_node_ports);
-            match taken {
+        if f.ty == "NodePort" || f.ty == "LoadBalancer" {
+            match self.allocate_node_ports(&name, spec, old, &old_node_ports) {
                 Ok(taken) => self.node_ports.extend(taken),
                 Err(e) => {
-                    // The address this call took goes back: the Service is not written.
-                    if let Some(a) = fresh_ip {
+                    // The addresses this call took go back: the Service is not written.
+                    for a in fresh {
                         self.free_ip(a);
                     }
                     return Err(e);
@@ -805,67 +804,140 @@ impl Store {
                 self.node_ports.remove(&(np as u16));
             }
         }
-        if old.is_some()
-            && ip != old_ip
-            && let Ok(o) = old_ip.parse::<IpAddr>()
-        {
-            self.free_ip(o);
+        for a in released {
+            self.free_ip(a);
         }
         Ok(())
     }
 
-    /// The ClusterIP a Service gets from its `requested` one (empty, `None` or an address) and
-    /// its `old_ip` on update: the old one when none is requested, else a free one from the
-    /// IPv4 range, else the requested one if it is in range and free. Also answers the address
-    /// this call took (to be given back if the Service is not written after all).
-    fn allocate_cluster_ip(
+    /// kube's `allocClusterIPs`: an address of each family in `ipFamilies` (none for
+    /// ExternalName or headless), the one `clusterIPs` names at its index or else the next
+    /// free one. Answers the addresses taken; on an error none stays taken.
+    fn allocate_cluster_ips(
         &mut self,
         name: &str,
-        requested: String,
-        old_ip: &str,
-    ) -> Result<(String, Option<IpAddr>), ApiError> {
-        let mut ip = requested;
-        if ip.is_empty() && !old_ip.is_empty() {
-            old_ip.clone_into(&mut ip);
+        f: &mut IpFields,
+    ) -> Result<Vec<IpAddr>, ApiError> {
+        if !f.needs_cluster_ip() || f.is_headless() {
+            return Ok(Vec::new());
         }
-        if ip.is_empty() {
-            let addr = self.next_free_ip().ok_or_else(|| {
+        // Empty strings mark the families still to allocate, as kube's do (and show in
+        // its errors).
+        while f.cluster_ips.len() < f.families.len() {
+            f.cluster_ips.push(String::new());
+        }
+        let mut taken = Vec::new();
+        for i in 0..f.families.len() {
+            match self.take_cluster_ip(name, &f.families[i], &f.cluster_ips[i], &f.cluster_ips) {
+                Ok(addr) => {
+                    taken.push(addr);
+                    f.cluster_ips[i] = addr.to_string();
+                }
+                Err(e) => {
+                    for a in taken {
+                        self.free_ip(a);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        if let Some(first) = f.cluster_ips.first() {
+            f.cluster_ip.clone_from(first);
+        }
+        Ok(taken)
+    }
+
+    /// kube's `updateClusterIPs`: a Service that stops being ExternalName gets addresses, one
+    /// that becomes ExternalName gives them back, one upgraded to two families gets its
+    /// secondary address and one downgraded to one gives it back. Answers the addresses taken
+    /// and those to give back once the Service is written.
+    fn update_cluster_ips(
+        &mut self,
+        name: &str,
+        f: &mut IpFields,
+        old: &IpFields,
+    ) -> Result<(Vec<IpAddr>, Vec<IpAddr>), ApiError> {
+        let none = Ok((Vec::new(), Vec::new()));
+        if f.matching_prefer_dual_stack(Some(old)) {
+            return none;
+        }
+        if !old.needs_cluster_ip() && f.needs_cluster_ip() {
+            return Ok((self.allocate_cluster_ips(name, f)?, Vec::new()));
+        }
+        if old.is_headless() {
+            return none;
+        }
+        let parsed =
+            |ips: &[String]| -> Vec<IpAddr> { ips.iter().filter_map(|s| s.parse().ok()).collect() };
+        if old.needs_cluster_ip() && !f.needs_cluster_ip() {
+            return Ok((Vec::new(), parsed(&old.cluster_ips)));
+        }
+        match (old.families.len(), f.families.len()) {
+            (1, 2) => {
+                if f.cluster_ips.len() < 2 {
+                    f.cluster_ips.push(String::new());
+                }
+                let addr =
+                    self.take_cluster_ip(name, &f.families[1], &f.cluster_ips[1], &f.cluster_ips)?;
+                f.cluster_ips[1] = addr.to_string();
+                Ok((vec![addr], Vec::new()))
+            }
+            (2, 1) => Ok((
+                Vec::new(),
+                parsed(old.cluster_ips.get(1..).unwrap_or_default()),
+            )),
+            _ => none,
+        }
+    }
+
+    /// Takes an address of `family` for the Service `name`: the `requested` one if it is in
+    /// range and free, the next free one when none is requested. `all` is the Service's
+    /// `clusterIPs`, which kube prints in its refusals.
+    fn take_cluster_ip(
+        &mut self,
+        name: &str,
+        family: &str,
+        requested: &str,
+        all: &[String],
+    ) -> Result<IpAddr, ApiError> {
+        if requested.is_empty() {
+            let next = if family == "IPv6" {
+                self.next_free_ip6().map(IpAddr::V6)
+            } else {
+                self.next_free_ip().map(IpAddr::V4)
+            };
+            let addr = next.ok_or_else(|| {
                 ApiError::internal("failed to allocate a serviceIP: range is full")
             })?;
-            self.ips.insert(u32::from(addr));
-            return Ok((addr.to_string(), Some(IpAddr::V4(addr))));
-        }
-        if ip == "None" || ip == old_ip {
-            return Ok((ip, None));
+            self.take_ip(addr);
+            return Ok(addr);
         }
         // Every refusal of a requested address is a 422 on the Service.
-        let refuse = |field: &str, message: String| {
+        let refuse = |field: &str, why: String| {
             ApiError::invalid(
                 "",
                 "Service",
                 name,
-                vec![cause("FieldValueInvalid", field, message)],
+                vec![cause(
+                    "FieldValueInvalid",
+                    field,
+                    format!("Invalid value: {}: {why}", go_string_slice(all)),
+                )],
             )
         };
+        let ip = requested;
+        // The address was validated before, so this only guards callers that skip that.
         let addr: IpAddr = ip.parse().map_err(|_| {
             refuse(
-                "spec.clusterIPs[0]",
-                format!("Invalid value: \"{ip}\": must be empty, 'None', or a valid IP address"),
+                "spec.clusterIPs",
+                format!("failed to allocate IP {ip}: not an IP address"),
             )
         })?;
-        if let IpAddr::V6(_) = addr
-            && self.cidrs6.is_empty()
-        {
-            return Err(refuse(
-                "spec.ipFamilies[0]",
-                "Invalid value: \"IPv6\": not configured on this cluster".to_owned(),
-            ));
-        }
         if !self.in_range(addr) {
             return Err(refuse(
                 "spec.clusterIPs",
                 format!(
-                    "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
+                    "failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
                     self.ranges_of(addr)
                 ),
             ));
@@ -873,12 +945,10 @@ impl Store {
         if !self.take_ip(addr) {
             return Err(refuse(
                 "spec.clusterIPs",
-                format!(
-                    "Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
-                ),
+                format!("failed to allocate IP {ip}: provided IP is already allocated"),
             ));
         }
-        Ok((ip, Some(addr)))
+        Ok(addr)
     }
 
     /// Fills in the node port of each port of a NodePort or LoadBalancer Service `spec`: a
@@ -1011,6 +1081,27 @@ impl Store {
             let n = self.cidr.0 + offset;
             if !self.ips.contains(&n) {
                 return Some(Ipv4Addr::from(n));
+            }
+        }
+        None
+    }
+
+    /// The next free address of the first IPv6 range, in order from the one after the network
+    /// address (IPv6 has no broadcast address to keep out), wrapping around.
+    fn next_free_ip6(&mut self) -> Option<Ipv6Addr> {
+        let (net, prefix) = *self.cidrs6.first()?;
+        let size = 1u128
+            .checked_shl(128 - u32::from(prefix))
+            .unwrap_or(u128::MAX);
+        let usable = size.saturating_sub(1);
+        // Only addresses already taken can be skipped, so a free one is this close.
+        let tries = usable.min(self.ips6.len() as u128 + 1);
+        for _ in 0..tries {
+            let offset = self.next_ip6;
+            self.next_ip6 = if offset + 1 >= size { 1 } else { offset + 1 };
+            let n = net + offset;
+            if !self.ips6.contains(&n) {
+                return Some(Ipv6Addr::from(n));
             }
         }
         None

@@ -43,6 +43,27 @@ fn validated(res: usize, object: &Value, old: Option<&Value>) -> Checked {
     })
 }
 
+/// A dual-stack cluster, kubesim's default.
+const DUAL: service::ServiceFamilies = service::ServiceFamilies { dual_stack: true };
+
+/// A Service as the API checks it: defaulted, its IP fields settled against `families` and
+/// the stored `old`, then validated. Answers the settled spec too.
+fn service_checked(
+    object: &Value,
+    old: Option<&Value>,
+    families: service::ServiceFamilies,
+) -> (Value, Checked) {
+    let mut v = object.clone();
+    default(SERVICES, &mut v);
+    let checked = service::prepare(&mut v, old, families)
+        .and_then(|()| validate(SERVICES, &v, old))
+        .map_err(|e| {
+            assert_eq!((e.code, e.reason), (422, "Invalid"), "{}", e.message);
+            (e.message, e.causes)
+        });
+    (v["spec"].clone(), checked)
+}
+
 fn link(version: &str) -> Value {
     json!({
         "apiVersion": format!("multicluster.linkerd.io/{version}"), "kind": "Link",
@@ -398,6 +419,56 @@ fn defaults() {
                   "status": {"loadBalancer": {}}}),
         ),
         (
+            "ClientIP without a config gets kube's three-hour timeout",
+            SERVICES,
+            json!({"spec": {"sessionAffinity": "ClientIP", "ports": [{"port": 80}]}}),
+            json!({"spec": {"type": "ClusterIP", "sessionAffinity": "ClientIP", "internalTrafficPolicy": "Cluster",
+                            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10800}},
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]},
+                  "status": {"loadBalancer": {}}}),
+        ),
+        (
+            "a ClientIP config without a timeout is replaced whole",
+            SERVICES,
+            json!({"spec": {"sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {}},
+                            "ports": [{"port": 80}]}}),
+            json!({"spec": {"type": "ClusterIP", "sessionAffinity": "ClientIP", "internalTrafficPolicy": "Cluster",
+                            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10800}},
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]},
+                  "status": {"loadBalancer": {}}}),
+        ),
+        (
+            "a ClientIP timeout, a traffic policy and trafficDistribution are kept",
+            SERVICES,
+            json!({"spec": {"sessionAffinity": "ClientIP",
+                            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10}},
+                            "internalTrafficPolicy": "Local", "trafficDistribution": "PreferClose",
+                            "ports": [{"port": 80}]}}),
+            json!({"spec": {"type": "ClusterIP", "sessionAffinity": "ClientIP", "internalTrafficPolicy": "Local",
+                            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10}},
+                            "trafficDistribution": "PreferClose",
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]},
+                  "status": {"loadBalancer": {}}}),
+        ),
+        (
+            "an empty sessionAffinity is None, which drops sessionAffinityConfig",
+            SERVICES,
+            json!({"spec": {"type": "", "sessionAffinity": "",
+                            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10}},
+                            "ports": [{"port": 80}]}}),
+            json!({"spec": {"type": "ClusterIP", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+                            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]},
+                  "status": {"loadBalancer": {}}}),
+        ),
+        (
+            "an ExternalName with ClientIP affinity gets the timeout but no traffic policy",
+            SERVICES,
+            json!({"spec": {"type": "ExternalName", "externalName": "example.com", "sessionAffinity": "ClientIP"}}),
+            json!({"spec": {"type": "ExternalName", "externalName": "example.com", "sessionAffinity": "ClientIP",
+                            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10800}}},
+                  "status": {"loadBalancer": {}}}),
+        ),
+        (
             "Secret stringData goes into data, base64",
             res("", "secrets"),
             json!({"data": {"a": "b2xk", "keep": "eA=="}, "stringData": {"a": "new", "b": "two words"}}),
@@ -621,7 +692,7 @@ fn service_validation() {
                 &[(
                     "FieldValueInvalid",
                     "spec.clusterIPs[0]",
-                    "Invalid value: \"10.96.0.300\": must be empty, 'None', or a valid IP address",
+                    "Invalid value: \"10.96.0.300\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
                 )],
             ),
         ),
@@ -649,16 +720,19 @@ fn service_validation() {
         ),
     ];
     for (case, name, spec, want) in cases {
-        let mut object = json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec});
-        default(SERVICES, &mut object);
-        assert_eq!(validated(SERVICES, &object, None), want, "{case}");
+        let object = json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec});
+        assert_eq!(service_checked(&object, None, DUAL).1, want, "{case}");
     }
 }
 
 #[test]
 fn service_updates_keep_the_cluster_ip() {
+    // As stored: defaulted, with its address and family.
     let old = json!({"metadata": {"name": "web"},
-                     "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "ports": [{"port": 80}]}});
+                     "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
+                              "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                              "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+                              "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}});
     let with = |spec: Value| json!({"metadata": {"name": "web"}, "spec": spec});
     let cases: Vec<(&str, Value, Checked)> = vec![
         (
@@ -699,7 +773,246 @@ fn service_updates_keep_the_cluster_ip() {
         ),
     ];
     for (case, object, want) in cases {
-        assert_eq!(validated(SERVICES, &object, Some(&old)), want, "{case}");
+        assert_eq!(service_checked(&object, Some(&old), DUAL).1, want, "{case}");
+    }
+}
+
+/// The spec of the Service the mcs-api conformance suite creates, with `extra` fields.
+fn suite_service(extra: Value) -> Value {
+    let mut spec = json!({"selector": {"app": "hello"},
+                          "ports": [{"name": "tcp", "port": 42, "protocol": "TCP"},
+                                    {"name": "udp", "port": 42, "protocol": "UDP"}],
+                          "sessionAffinity": "ClientIP",
+                          "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10}},
+                          "ipFamilyPolicy": "PreferDualStack"});
+    if let (Some(s), Value::Object(e)) = (spec.as_object_mut(), extra) {
+        s.extend(e);
+    }
+    spec
+}
+
+#[test]
+#[allow(clippy::too_many_lines)] // the body is the table of Service field cases
+fn service_affinity_traffic_and_external_name_validation() {
+    let subdomain = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    let bad_external_name = format!("Invalid value: \"Example_Com\": {subdomain}");
+    let one = |kind: &str, field: &str, message: &str| {
+        invalid("Service", "hello", &[(kind, field, message)])
+    };
+    let external = |extra: Value| {
+        let mut spec = json!({"type": "ExternalName", "externalName": "example.com"});
+        if let (Some(s), Value::Object(e)) = (spec.as_object_mut(), extra) {
+            s.extend(e);
+        }
+        spec
+    };
+    let cases: Vec<(&str, Value, Checked)> = vec![
+        ("the suite's Service", suite_service(json!({})), Ok(())),
+        (
+            "the suite's Service with internalTrafficPolicy",
+            suite_service(json!({"internalTrafficPolicy": "Cluster"})),
+            Ok(()),
+        ),
+        (
+            "the suite's Service with trafficDistribution",
+            suite_service(json!({"trafficDistribution": "PreferClose"})),
+            Ok(()),
+        ),
+        (
+            "the suite's headless Service",
+            suite_service(json!({"clusterIP": "None"})),
+            Ok(()),
+        ),
+        (
+            "the suite's ExternalName Service",
+            suite_service(
+                json!({"type": "ExternalName", "externalName": "example.com",
+                                 "ipFamilyPolicy": null}),
+            ),
+            Ok(()),
+        ),
+        (
+            "a sessionAffinity kube does not know",
+            suite_service(json!({"sessionAffinity": "Sticky"})),
+            one(
+                "FieldValueNotSupported",
+                "spec.sessionAffinity",
+                "Unsupported value: \"Sticky\": supported values: \"ClientIP\", \"None\"",
+            ),
+        ),
+        (
+            "a ClientIP timeout of 0",
+            suite_service(json!({"sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 0}}})),
+            one(
+                "FieldValueInvalid",
+                "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+                "Invalid value: 0: must be greater than 0 and less than 86400",
+            ),
+        ),
+        (
+            "a ClientIP timeout over a day",
+            suite_service(
+                json!({"sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 86401}}}),
+            ),
+            one(
+                "FieldValueInvalid",
+                "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+                "Invalid value: 86401: must be greater than 0 and less than 86400",
+            ),
+        ),
+        (
+            "a ClientIP timeout of a day",
+            suite_service(
+                json!({"sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 86400}}}),
+            ),
+            Ok(()),
+        ),
+        (
+            "an internalTrafficPolicy kube does not know",
+            suite_service(json!({"internalTrafficPolicy": "Node"})),
+            one(
+                "FieldValueNotSupported",
+                "spec.internalTrafficPolicy",
+                "Unsupported value: \"Node\": supported values: \"Cluster\", \"Local\"",
+            ),
+        ),
+        (
+            "PreferSameZone needs a feature gate that is off in 1.33",
+            suite_service(json!({"trafficDistribution": "PreferSameZone"})),
+            one(
+                "FieldValueNotSupported",
+                "spec.trafficDistribution",
+                "Unsupported value: \"PreferSameZone\": supported values: \"PreferClose\"",
+            ),
+        ),
+        (
+            "an externalName that is not a DNS-1123 subdomain",
+            external(json!({"externalName": "Example_Com"})),
+            one("FieldValueInvalid", "spec.externalName", &bad_external_name),
+        ),
+        (
+            "an externalName with a trailing dot",
+            external(json!({"externalName": "example.com."})),
+            Ok(()),
+        ),
+        (
+            "an ExternalName with ipFamilyPolicy",
+            external(json!({"ipFamilyPolicy": "SingleStack"})),
+            one(
+                "FieldValueForbidden",
+                "spec.ipFamilyPolicy",
+                "Forbidden: may not be set for ExternalName services",
+            ),
+        ),
+        (
+            "an ExternalName with ipFamilies",
+            external(json!({"ipFamilies": ["IPv4"]})),
+            one(
+                "FieldValueForbidden",
+                "spec.ipFamilies",
+                "Forbidden: may not be set for ExternalName services",
+            ),
+        ),
+        (
+            "an ExternalName with a clusterIP",
+            external(json!({"clusterIP": "10.96.0.10"})),
+            one(
+                "FieldValueForbidden",
+                "spec.clusterIPs",
+                "Forbidden: may not be set for ExternalName services",
+            ),
+        ),
+        (
+            "a headless NodePort",
+            json!({"type": "NodePort", "clusterIP": "None", "ports": [{"port": 80}]}),
+            one(
+                "FieldValueInvalid",
+                "spec.clusterIPs[0]",
+                "Invalid value: \"None\": may not be set to 'None' for NodePort services",
+            ),
+        ),
+    ];
+    for (case, spec, want) in cases {
+        let object = json!({"metadata": {"name": "hello", "namespace": "default"}, "spec": spec});
+        assert_eq!(service_checked(&object, None, DUAL).1, want, "{case}");
+    }
+}
+
+#[test]
+fn service_ip_family_updates() {
+    // As stored: PreferDualStack with both families.
+    let old = json!({"metadata": {"name": "hello"},
+                     "spec": {"type": "ClusterIP", "selector": {"app": "hello"},
+                              "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10", "fd00:96::10"],
+                              "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "PreferDualStack",
+                              "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+                              "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}});
+    let with = |spec: Value| json!({"metadata": {"name": "hello"}, "spec": spec});
+    let one = |field: &str, message: &str| {
+        invalid("Service", "hello", &[("FieldValueInvalid", field, message)])
+    };
+    // (case, new object, the IP fields settled when it passes, the outcome)
+    let cases: Vec<(&str, Value, Option<Value>, Checked)> = vec![
+        (
+            "a manifest without IP fields keeps them all",
+            with(json!({"selector": {"app": "hello"}, "ports": [{"port": 80}]})),
+            Some(json!([
+                "10.96.0.10",
+                ["10.96.0.10", "fd00:96::10"],
+                ["IPv4", "IPv6"],
+                "PreferDualStack"
+            ])),
+            Ok(()),
+        ),
+        (
+            "SingleStack with the fields as read drops the secondary",
+            with(
+                json!({"ports": [{"port": 80}], "ipFamilyPolicy": "SingleStack",
+                        "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10", "fd00:96::10"],
+                        "ipFamilies": ["IPv4", "IPv6"]}),
+            ),
+            Some(json!([
+                "10.96.0.10",
+                ["10.96.0.10"],
+                ["IPv4"],
+                "SingleStack"
+            ])),
+            Ok(()),
+        ),
+        (
+            "dropping the secondary address needs SingleStack",
+            with(
+                json!({"ports": [{"port": 80}], "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"]}),
+            ),
+            None,
+            one(
+                "spec.ipFamilyPolicy",
+                "Invalid value: \"PreferDualStack\": must be 'SingleStack' to release the secondary cluster IP",
+            ),
+        ),
+        (
+            "the secondary address may not change",
+            with(json!({"ports": [{"port": 80}], "clusterIP": "10.96.0.10",
+                        "clusterIPs": ["10.96.0.10", "fd00:96::11"]})),
+            None,
+            one(
+                "spec.clusterIPs[1]",
+                "Invalid value: []string{\"10.96.0.10\", \"fd00:96::11\"}: may not change once set",
+            ),
+        ),
+    ];
+    for (case, object, settled, want) in cases {
+        let (spec, checked) = service_checked(&object, Some(&old), DUAL);
+        assert_eq!(checked, want, "{case}");
+        if let Some(settled) = settled {
+            let got = json!([
+                spec["clusterIP"],
+                spec["clusterIPs"],
+                spec["ipFamilies"],
+                spec["ipFamilyPolicy"]
+            ]);
+            assert_eq!(got, settled, "{case}");
+        }
     }
 }
 
