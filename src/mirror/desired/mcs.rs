@@ -51,7 +51,9 @@ use crate::model::cluster::ClusterSet;
 use crate::model::entry::federation_eligible;
 use crate::model::entry::mcs::{Member, members, union_ports};
 use crate::model::locality::place_of;
-use crate::model::objects::{Affinity, Families, Family, ObjectKey, Port, Service};
+use crate::model::objects::{
+    Affinity, Families, Family, ObjectKey, Port, Service, TrafficDistribution,
+};
 use crate::vocab::linkerd::{LABEL_SERVICE_NAME, LABEL_SLICE_MANAGED_BY};
 use crate::vocab::mcs::{ANNOTATION_DEFINED_BY, MCS_SERVICE_NAME_LABEL, MCS_SOURCE_CLUSTER_LABEL};
 use crate::vocab::trust::special;
@@ -188,9 +190,9 @@ fn families(members: &[Member<'_>]) -> Families {
 /// - one ClusterIP per family the members have (`PreferDualStack` for
 ///   two, so a single-stack cluster still gets one; `SingleStack` of that
 ///   family for one; the cluster's default when no member says);
-/// - the definer's session affinity and traffic distribution, which
-///   kube-proxy applies to the clusterset IP (the member slices carry the
-///   zone hints `PreferClose` reads).
+/// - the definer's session affinity, and its traffic distribution as
+///   `PreferClose`, which kube-proxy applies to the clusterset IP (the
+///   member slices carry the zone hints `PreferClose` reads).
 ///
 /// Not `internalTrafficPolicy`: `Local` keeps only endpoints on the
 /// client's node, and imported endpoints have none; the ServiceImport
@@ -215,7 +217,14 @@ fn derived_spec(definer: &Service, families: Families) -> ServiceSpec {
                 timeout_seconds: Some(t),
             }),
         }),
-        traffic_distribution: fields.traffic_distribution.map(|t| text(t.k8s())),
+        // `PreferClose` for any value: it is the one every Kubernetes that
+        // has the field accepts (1.33 refuses the other two without a
+        // feature gate, and a refused write would take the whole derived
+        // Service with it), the member slices' hints are per zone, and
+        // imported endpoints have no node for `PreferSameNode`.
+        traffic_distribution: fields
+            .traffic_distribution
+            .map(|_| text(TrafficDistribution::PreferClose.k8s())),
         ..ServiceSpec::default()
     }
 }
