@@ -1225,6 +1225,13 @@ async fn an_ip_should_be_allocated_for_a_clustersetip_service_import_for_each_ip
             ))
         );
     }
+    // Beyond the suite: kubesim's clusters are dual-stack and the Service
+    // asks for PreferDualStack, so the import has one IP of each family.
+    assert_eq!(
+        families,
+        ["IPv4", "IPv6"],
+        "a dual-stack clusterset IP for a dual-stack Service: ips {ips:?}"
+    );
 }
 
 /// service_import.go, Required: "The ports for a ClusterSetIP ServiceImport
