@@ -133,7 +133,7 @@ fn address_type(family: &str) -> &'static str {
 }
 
 /// `dnsRecordTypeOf`.
-fn record_type(family: &str) -> RecordType {
+pub(crate) fn record_type(family: &str) -> RecordType {
     if family == "IPv4" {
         RecordType::A
     } else {
@@ -279,7 +279,7 @@ async fn nslookup(server: SocketAddr, name: &str, rtype: RecordType) -> Message 
 
 /// The addresses the suite's `addressesRegEx` takes from nslookup's output,
 /// sorted (`haveAddressesMatcher`).
-fn addresses(msg: &Message) -> Vec<IpAddr> {
+pub(crate) fn addresses(msg: &Message) -> Vec<IpAddr> {
     let mut v: Vec<IpAddr> = msg
         .answers
         .iter()
@@ -302,7 +302,7 @@ fn parse_sorted(expected: &[String]) -> Vec<IpAddr> {
 
 /// `parseSRVRecords`: (port, target without its trailing dot) of every SRV
 /// of the Answer section, in order.
-fn srv_records(msg: &Message) -> Vec<(u16, String)> {
+pub(crate) fn srv_records(msg: &Message) -> Vec<(u16, String)> {
     msg.answers
         .iter()
         .filter_map(|r| match &r.data {

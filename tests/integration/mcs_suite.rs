@@ -64,11 +64,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Message, ResponseCode};
-use hickory_proto::rr::{RData, RecordType};
+use hickory_proto::rr::RecordType;
 use serde_json::{Value, json};
 
 use crate::kubesim_api::{client, sim};
 use crate::live::clusters_file;
+use crate::mcs_conformance::{addresses, record_type, srv_records};
+use crate::support::strings;
 use crate::support::{
     Links, Live, MirrorSetup, Options, Proto, TestServer, ask, create_object, q, start_live,
 };
@@ -359,15 +361,6 @@ async fn consistently(
         }
         tokio::time::sleep(every).await;
     }
-}
-
-/// Strings of a JSON array (empty when absent).
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(str::to_owned))
-        .collect()
 }
 
 /// A ServiceImport verification that only needs it to exist.
@@ -793,15 +786,6 @@ fn service_fqdn(ns: &str) -> String {
     format!("{HELLO}.{ns}.svc.{DNS_DOMAIN}")
 }
 
-/// `dnsRecordTypeOf`.
-fn record_type(family: &str) -> RecordType {
-    if family == "IPv4" {
-        RecordType::A
-    } else {
-        RecordType::AAAA
-    }
-}
-
 /// `ipFamilyOf`: `None` for what is no IP.
 fn family_of(ip: &str) -> Option<&'static str> {
     match ip.parse::<IpAddr>().ok()? {
@@ -822,22 +806,6 @@ async fn nslookup(dns: SocketAddr, name: &str, rtype: RecordType) -> Message {
     msg
 }
 
-/// The addresses nslookup shows (every A and AAAA of the Answer section),
-/// sorted: what `HaveAddresses` compares.
-fn addresses(msg: &Message) -> Vec<IpAddr> {
-    let mut out: Vec<IpAddr> = msg
-        .answers
-        .iter()
-        .filter_map(|r| match &r.data {
-            RData::A(a) => Some(IpAddr::V4(a.0)),
-            RData::AAAA(a) => Some(IpAddr::V6(a.0)),
-            _ => None,
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 /// `HaveAddresses(want)`.
 fn have_addresses(want: &[String]) -> impl Fn(&Message) -> Result<(), String> {
     let mut want: Vec<IpAddr> = want.iter().map(|a| a.parse().expect("an IP")).collect();
@@ -853,21 +821,6 @@ fn have_addresses(want: &[String]) -> impl Fn(&Message) -> Result<(), String> {
             ))
         }
     }
-}
-
-/// `parseSRVRecords`: (port, target without its trailing dot) of each SRV
-/// record of the Answer section.
-fn srv_records(msg: &Message) -> Vec<(u16, String)> {
-    msg.answers
-        .iter()
-        .filter_map(|r| match &r.data {
-            RData::SRV(s) => Some((
-                s.port,
-                s.target.to_string().trim_end_matches('.').to_owned(),
-            )),
-            _ => None,
-        })
-        .collect()
 }
 
 impl Driver {

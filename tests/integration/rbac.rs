@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use crate::kubesim_api::{client, sim};
 use crate::live::{link_doc, secret_doc};
 use crate::mirror::{endpoints_of, get, items, svc_path};
+use crate::support::strings;
 use crate::support::{
     Links, Live, MirrorSetup, Options, Proto, TestServer, ask, create_object, eventually, q,
     start_live,
@@ -574,14 +575,6 @@ impl Grant {
             self.resource.clone(),
         )
     }
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(str::to_owned))
-        .collect()
 }
 
 /// `(verb, resource, group)` triples that a manifest keeps without a use,

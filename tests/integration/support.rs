@@ -732,3 +732,13 @@ pub(crate) async fn kdig(dns: SocketAddr, name: &str, rtype: &str) -> String {
     .expect("kdig task");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The strings of a JSON array (none when it is absent; other values
+/// skipped).
+pub(crate) fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
