@@ -170,34 +170,43 @@ fn ready(endpoint: &Value) -> bool {
 /// `endpointInfo`: an address and the name the suite expects an SRV
 /// target to start with.
 #[derive(Debug, Clone)]
-struct EndpointInfo {
-    address: String,
-    host_name: String,
+pub(crate) struct EndpointInfo {
+    pub(crate) address: String,
+    pub(crate) host_name: String,
 }
 
-/// `awaitK8sEndpoints`: every address of the ready endpoints of `hello`'s
-/// slices in `cluster`, with its hostname or else its dashed IP.
-fn k8s_endpoints(cluster: &str, ns: &str, address_type: &str) -> Vec<EndpointInfo> {
+/// The `endpointInfo`s of the ready endpoints of `slice`, each address
+/// with its hostname or else its dashed IP; an endpoint not ready is an
+/// error (`ptr.Deref(ep.Conditions.Ready, true)`).
+pub(crate) fn endpoint_infos(slice: &Value) -> Result<Vec<EndpointInfo>, String> {
     let mut out = Vec::new();
-    for slice in hello_slices(cluster, ns, address_type) {
-        for ep in slice["endpoints"].as_array().expect("endpoints") {
-            let addresses = strings(&ep["addresses"]);
-            assert!(
-                ready(ep),
+    for ep in slice["endpoints"].as_array().into_iter().flatten() {
+        let addresses = strings(&ep["addresses"]);
+        if !ready(ep) {
+            return Err(format!(
                 "the endpoint address {} in the K8s EndpointSlice {} is not ready",
                 addresses.join(","),
                 slice["metadata"]["name"]
-            );
-            for address in addresses {
-                let host_name = match ep["hostname"].as_str() {
-                    Some(h) if !h.is_empty() => h.to_owned(),
-                    _ => address.replace(['.', ':'], "-"),
-                };
-                out.push(EndpointInfo { address, host_name });
-            }
+            ));
+        }
+        for address in addresses {
+            let host_name = match ep["hostname"].as_str() {
+                Some(h) if !h.is_empty() => h.to_owned(),
+                _ => address.replace(['.', ':'], "-"),
+            };
+            out.push(EndpointInfo { address, host_name });
         }
     }
-    out
+    Ok(out)
+}
+
+/// `awaitK8sEndpoints`: the [`endpoint_infos`] of `hello`'s slices in
+/// `cluster`.
+fn k8s_endpoints(cluster: &str, ns: &str, address_type: &str) -> Vec<EndpointInfo> {
+    hello_slices(cluster, ns, address_type)
+        .iter()
+        .flat_map(|slice| endpoint_infos(slice).unwrap_or_else(|e| panic!("{e}")))
+        .collect()
 }
 
 /// The cluster id of `cluster`: the value of its ClusterProperty

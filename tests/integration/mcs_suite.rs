@@ -69,7 +69,7 @@ use serde_json::{Value, json};
 
 use crate::kubesim_api::{client, sim};
 use crate::live::clusters_file;
-use crate::mcs_conformance::{addresses, record_type, srv_records};
+use crate::mcs_conformance::{EndpointInfo, addresses, endpoint_infos, record_type, srv_records};
 use crate::support::strings;
 use crate::support::{
     Links, Live, MirrorSetup, Options, Proto, TestServer, ask, create_object, q, start_live,
@@ -707,37 +707,6 @@ impl Driver {
             )
         })
     }
-}
-
-/// `endpointInfo`: an address, and what an SRV target for it starts with.
-#[derive(Debug, Clone)]
-struct EndpointInfo {
-    address: String,
-    host_name: String,
-}
-
-/// The `endpointInfo`s of the ready endpoints of `slice`; an endpoint not
-/// ready is an error (`ptr.Deref(ep.Conditions.Ready, true)`).
-fn endpoint_infos(slice: &Value) -> Result<Vec<EndpointInfo>, String> {
-    let mut out = Vec::new();
-    for ep in slice["endpoints"].as_array().into_iter().flatten() {
-        let addresses = strings(&ep["addresses"]);
-        if !ep["conditions"]["ready"].as_bool().unwrap_or(true) {
-            return Err(format!(
-                "the endpoint address {} in the K8s EndpointSlice {} is not ready",
-                addresses.join(","),
-                slice["metadata"]["name"]
-            ));
-        }
-        for address in addresses {
-            let host_name = match ep["hostname"].as_str() {
-                Some(h) if !h.is_empty() => h.to_owned(),
-                _ => address.replace(['.', ':'], "-"),
-            };
-            out.push(EndpointInfo { address, host_name });
-        }
-    }
-    Ok(out)
 }
 
 impl Driver {
