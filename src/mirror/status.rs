@@ -1,8 +1,9 @@
 //! The status conditions we keep on the local cluster's own ServiceExports
 //! (`--mcs`; KEP-1645, `docs/mcs.md` §1): `Valid` (a Service of the
-//! export's namespace/name exists here) and `Conflict` (the members
-//! disagree on the service's type or ports, by the DNS side's rules,
-//! [`crate::model::entry::mcs::conflicts`]: the oldest export wins).
+//! export's namespace/name exists here and is not `ExternalName`) and
+//! `Conflict` (the members disagree on anything the KEP resolves, by the
+//! DNS side's rules, [`crate::model::entry::mcs::conflicts`]: the
+//! defining export wins).
 //!
 //! Owns the condition texts and when a write is due: only when a condition
 //! of ours differs in status, reason or message, so a pass with nothing new
@@ -34,26 +35,27 @@ struct Want {
 }
 
 fn wanted(set: &ClusterSet, key: &ObjectKey) -> [Want; 2] {
-    let has_service = set
-        .iter()
-        .find(|c| c.local)
-        .is_some_and(|c| c.services.contains_key(key));
-    let valid = if has_service {
-        Want {
-            kind: VALID,
-            status: true,
-            reason: "Valid".to_owned(),
-            message: format!("Service {key} is exported"),
-        }
-    } else {
-        Want {
-            kind: VALID,
-            status: false,
-            reason: "NoService".to_owned(),
-            message: format!(
-                "no Service {key} in this cluster that can be exported (ExternalName Services cannot)"
-            ),
-        }
+    let local = set.iter().find(|c| c.local);
+    let has_service = local.is_some_and(|c| c.services.contains_key(key));
+    let external_name = local.is_some_and(|c| c.external_names.contains(key));
+    let (status, reason, message) = match (has_service, external_name) {
+        (true, _) => (true, "Valid", format!("Service {key} is exported")),
+        (false, true) => (
+            false,
+            "InvalidServiceType",
+            format!("Service {key} is of type ExternalName, which has no endpoints to export"),
+        ),
+        (false, false) => (
+            false,
+            "NoService",
+            format!("no Service {key} in this cluster"),
+        ),
+    };
+    let valid = Want {
+        kind: VALID,
+        status,
+        reason: reason.to_owned(),
+        message,
     };
     [valid, conflict_condition(&conflicts(set, key))]
 }

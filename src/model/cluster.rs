@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use imbl::OrdMap;
+use imbl::{OrdMap, OrdSet};
 
 use tracing::warn;
 
@@ -154,6 +154,17 @@ pub enum Event {
         /// Its key.
         key: ObjectKey,
     },
+    /// An `ExternalName` Service of the local cluster appeared (`present`)
+    /// or went (`--mcs`): a ServiceExport of its name is invalid, not
+    /// missing its Service (mcs-api's `InvalidServiceType`).
+    ExternalNameApplied {
+        /// The local cluster's name.
+        cluster: Arc<str>,
+        /// The Service.
+        key: ObjectKey,
+        /// It is there.
+        present: bool,
+    },
 }
 
 impl Event {
@@ -173,7 +184,8 @@ impl Event {
             | Self::ClusterIdApplied { cluster, .. }
             | Self::PlaceApplied { cluster, .. }
             | Self::ImportApplied { cluster, .. }
-            | Self::ImportDeleted { cluster, .. } => cluster,
+            | Self::ImportDeleted { cluster, .. }
+            | Self::ExternalNameApplied { cluster, .. } => cluster,
         }
     }
 }
@@ -206,6 +218,9 @@ pub(crate) struct Cluster {
     pub property_id: Option<Arc<str>>,
     /// ServiceImports (MCS; the local cluster's are the ones served).
     pub imports: OrdMap<ObjectKey, Import>,
+    /// Its `ExternalName` Services (MCS, local cluster): held only to say
+    /// why a ServiceExport of one is invalid.
+    pub external_names: OrdSet<ObjectKey>,
     /// Its place as the operator configured it (clusters file, Link
     /// annotations).
     pub place: Place,
@@ -331,6 +346,7 @@ impl Cluster {
             health: Health::default(),
             property_id: None,
             imports: OrdMap::new(),
+            external_names: OrdSet::new(),
             place: Place::default(),
             property_place: Place::default(),
         }
@@ -366,6 +382,16 @@ impl Cluster {
             }
             Event::ImportDeleted { key, .. } => {
                 if self.imports.remove(&key).is_some() {
+                    dirty.services.insert((name, key));
+                }
+            }
+            Event::ExternalNameApplied { key, present, .. } => {
+                let changed = if present {
+                    self.external_names.insert(key.clone()).is_none()
+                } else {
+                    self.external_names.remove(&key).is_some()
+                };
+                if changed {
                     dirty.services.insert((name, key));
                 }
             }

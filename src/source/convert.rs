@@ -429,8 +429,11 @@ pub(crate) enum ServiceKind {
     /// An ordinary Service with no Linkerd export label: served only if a
     /// ServiceExport of the same namespace/name makes it an MCS member.
     Unexported(Service),
-    /// Nothing we serve (an ExternalName service, or a mirror seen in a
-    /// remote cluster).
+    /// An ExternalName Service: no addresses to serve. Its key is kept
+    /// only to tell a ServiceExport of it why it is invalid.
+    ExternalName(ObjectKey),
+    /// Nothing we serve (a mirror seen in a remote cluster, a Service with
+    /// our mirror label but no cluster).
     Ignored,
 }
 
@@ -447,7 +450,9 @@ impl Converted<ServiceKind> {
     /// What the warnings did to the Service: nothing served is a skip.
     pub(crate) fn adjustment(&self) -> Adjustment {
         match self.value {
-            ServiceKind::Ignored | ServiceKind::Unexported(_) => Adjustment::Skipped,
+            ServiceKind::Ignored | ServiceKind::ExternalName(_) | ServiceKind::Unexported(_) => {
+                Adjustment::Skipped
+            }
             _ => Adjustment::Clamped,
         }
     }
@@ -845,7 +850,7 @@ fn exported(
                 "ExternalName services have no addresses to serve; skipped".to_owned()
             });
         }
-        return Ok(ServiceKind::Ignored);
+        return Ok(ServiceKind::ExternalName(key));
     }
     let exported = export.is_some() || federated;
     // An unexported service's problems are only worth a warning once an

@@ -40,6 +40,7 @@ enum Key {
     ClusterId,
     Place(PlaceFrom),
     Import(ObjectKey),
+    ExternalName(ObjectKey),
 }
 
 impl Key {
@@ -58,6 +59,7 @@ impl Key {
             Event::PlaceApplied { from, .. } => Self::Place(*from),
             Event::ImportApplied { import, .. } => Self::Import(import.key.clone()),
             Event::ImportDeleted { key, .. } => Self::Import(key.clone()),
+            Event::ExternalNameApplied { key, .. } => Self::ExternalName(key.clone()),
         })
     }
 }

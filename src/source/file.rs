@@ -671,7 +671,7 @@ impl Reader {
             ServiceKind::Unexported(s) => {
                 self.unexported.insert(s.key.clone(), s);
             }
-            ServiceKind::Ignored => self.load.not_exported += 1,
+            ServiceKind::Ignored | ServiceKind::ExternalName(_) => self.load.not_exported += 1,
         }
     }
 

@@ -522,7 +522,9 @@ impl ClusterState {
                 export.map_or(Served::Nothing, |e| Served::Exported(join(s, e)))
             }
             ServiceKind::Mirror(m) => Served::Mirror(m.clone()),
-            ServiceKind::Gateway(_) | ServiceKind::Ignored => Served::Nothing,
+            ServiceKind::Gateway(_) | ServiceKind::Ignored | ServiceKind::ExternalName(_) => {
+                Served::Nothing
+            }
         }
     }
 
@@ -645,7 +647,12 @@ impl ClusterState {
             || meta_key(ns, name).is_some_and(|k| self.mcs.exports.contains_key(&k));
         match convert_service(svc, self.local, &self.selectors, &self.trust) {
             Ok(c) => {
-                let member = !matches!(c.value, ServiceKind::Unexported(_) | ServiceKind::Ignored);
+                let member = !matches!(
+                    c.value,
+                    ServiceKind::Unexported(_)
+                        | ServiceKind::Ignored
+                        | ServiceKind::ExternalName(_)
+                );
                 if !c.warnings.is_empty() && (ours || member) {
                     out.adjusted.push(Adjusted {
                         object: object(),
@@ -678,13 +685,19 @@ impl ClusterState {
         let Some(kind) = self.convert_delivered(w, svc, out) else {
             return;
         };
+        if let Some(key) = &meta {
+            self.note_external_name(w, key, matches!(kind, ServiceKind::ExternalName(_)), out);
+        }
         let key = match &kind {
             ServiceKind::Exported(s) => s.key.clone(),
             ServiceKind::Mirror(m) => m.key.clone(),
             // Held only while a ServiceExport makes it a member: memory
             // follows what is exported, not every Service of the cluster.
             ServiceKind::Unexported(s) if self.mcs.exports.contains_key(&s.key) => s.key.clone(),
-            ServiceKind::Gateway(_) | ServiceKind::Ignored | ServiceKind::Unexported(_) => {
+            ServiceKind::Gateway(_)
+            | ServiceKind::Ignored
+            | ServiceKind::ExternalName(_)
+            | ServiceKind::Unexported(_) => {
                 // Not ours to hold (a selector matching the gateway, an
                 // ExternalName service): as if this watch did not hold it.
                 if let Some(key) = meta {
@@ -727,6 +740,7 @@ impl ClusterState {
             if self.mcs.all_services == Some(w) {
                 self.mcs.touch(&key);
             }
+            self.note_external_name(w, &key, false, out);
             self.release(w, &key, out);
         }
     }

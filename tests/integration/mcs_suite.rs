@@ -1259,6 +1259,22 @@ async fn exporting_an_external_name_service_should_set_the_service_export_valid_
         "the ServiceImport should not exist for an ExternalName service",
     )
     .await;
+    // Beyond the suite: the reason mcs-api defines for this case.
+    let export = get(
+        t.client(EAST),
+        &path(MCS, t.ns, "serviceexports", Some(HELLO)),
+    )
+    .await
+    .expect("GET the ServiceExport")
+    .expect("the ServiceExport");
+    let valid = export["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Valid")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(valid["reason"], "InvalidServiceType", "{valid}");
 }
 
 /// service_import.go, Required: "A service exported on two clusters with

@@ -108,7 +108,29 @@ fn export_conditions() {
                     "Valid",
                     "False",
                     "NoService",
-                    "no Service data/db in this cluster that can be exported (ExternalName Services cannot)",
+                    "no Service data/db in this cluster",
+                    NOW
+                ),
+                no_conflicts(NOW)
+            ]))),
+        },
+        Case {
+            name: "an ExternalName Service here: Valid False, InvalidServiceType",
+            events: vec![
+                db("east", 100, false, pg(5432)),
+                Event::ExternalNameApplied {
+                    cluster: "west".into(),
+                    key: ObjectKey::new("data", "db"),
+                    present: true,
+                },
+            ],
+            export: export(None),
+            want: Some(body(json!([
+                cond(
+                    "Valid",
+                    "False",
+                    "InvalidServiceType",
+                    "Service data/db is of type ExternalName, which has no endpoints to export",
                     NOW
                 ),
                 no_conflicts(NOW)

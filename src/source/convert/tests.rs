@@ -346,6 +346,7 @@ fn service_summary(kind: &ServiceKind) -> String {
         ),
         ServiceKind::Unexported(s) => format!("unexported {}", s.key),
         ServiceKind::Ignored => "ignored".to_owned(),
+        ServiceKind::ExternalName(key) => format!("external name {key}"),
     }
 }
 

@@ -13,7 +13,7 @@
 //! is fed an empty list by the shell, so nothing here waits for it. Like
 //! the rest of the state it must not do I/O or read the clock.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service as K8sService;
@@ -45,6 +45,9 @@ pub(super) struct Mcs {
     id_problem: Option<String>,
     pub(super) imports: HashMap<ObjectKey, Import>,
     pub(super) imports_listed: bool,
+    /// The local cluster's ExternalName Services (the model is told, so
+    /// that a ServiceExport of one is `InvalidServiceType`).
+    external_names: HashSet<ObjectKey>,
 }
 
 /// The MCS state, for status pages.
@@ -70,6 +73,7 @@ impl Mcs {
             id_problem: None,
             imports: HashMap::new(),
             imports_listed: true,
+            external_names: HashSet::new(),
         }
     }
 
@@ -80,6 +84,7 @@ impl Mcs {
             id: self.id,
             id_problem: self.id_problem,
             imports: self.imports,
+            external_names: self.external_names,
             ..Self::off()
         }
     }
@@ -293,6 +298,41 @@ impl ClusterState {
                 id,
             });
         }
+    }
+
+    // ---- ExternalName Services (local cluster) -----------------------------
+
+    /// Service `key`, delivered by watch `w`, is (`now`) or is no longer an
+    /// ExternalName Service: the model is told when that changes. Only the
+    /// local cluster's every-Service watch (`--mcs`) counts.
+    pub(super) fn note_external_name(
+        &mut self,
+        w: usize,
+        key: &ObjectKey,
+        now: bool,
+        out: &mut Output,
+    ) {
+        if !self.local || self.mcs.all_services != Some(w) {
+            return;
+        }
+        let changed = if now {
+            self.mcs.external_names.insert(key.clone())
+        } else {
+            self.mcs.external_names.remove(key)
+        };
+        if changed {
+            out.events.push(Event::ExternalNameApplied {
+                cluster: self.name.clone(),
+                key: key.clone(),
+                present: now,
+            });
+        }
+    }
+
+    /// The ExternalName Services watch `w` holds, for its relists.
+    pub(super) fn external_names_of(&self, w: usize) -> impl Iterator<Item = &ObjectKey> {
+        let ours = self.local && self.mcs.all_services == Some(w);
+        self.mcs.external_names.iter().filter(move |_| ours)
     }
 
     // ---- ServiceImports (local cluster) -------------------------------------

@@ -86,7 +86,10 @@ impl Index<Object> for Feed<'_> {
         let (st, out) = (&mut *self.state, &mut *self.out);
         match (self.watch, obj) {
             (Watch::Services(n), Some(Object::Service(s))) => st.service_delete(n, &s, out),
-            (Watch::Services(n), _) => st.release(n, key, out),
+            (Watch::Services(n), _) => {
+                st.note_external_name(n, key, false, out);
+                st.release(n, key, out);
+            }
             (Watch::Slices, Some(Object::Slice(s))) => st.slice_delete(&s, out),
             (Watch::Slices, _) => st.remove_slice(key, out),
             (Watch::Gateway, _) => st.gateway_delete(out),
@@ -105,6 +108,7 @@ impl Index<Object> for Feed<'_> {
                     .iter()
                     .filter(|(_, h)| h.mask & bit != 0)
                     .map(|(k, _)| k.clone())
+                    .chain(st.external_names_of(n).cloned())
                     .collect()
             }
             Watch::Slices => st.slices.keys().cloned().collect(),
@@ -118,10 +122,12 @@ impl Index<Object> for Feed<'_> {
     fn holds(&self, key: &ObjectKey) -> bool {
         let st = &*self.state;
         match self.watch {
-            Watch::Services(n) => st
-                .services
-                .get(key)
-                .is_some_and(|h| h.mask & (1u32 << n) != 0),
+            Watch::Services(n) => {
+                st.services
+                    .get(key)
+                    .is_some_and(|h| h.mask & (1u32 << n) != 0)
+                    || st.external_names_of(n).any(|k| k == key)
+            }
             Watch::Slices => st.slices.contains_key(key),
             Watch::Gateway => st.has_gateway,
             Watch::Exports => st.mcs.exports.contains_key(key),

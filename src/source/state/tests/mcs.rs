@@ -166,6 +166,9 @@ fn said(out: &Output) -> Vec<String> {
             }
             Event::SliceDeleted { key, .. } => format!("-slice {key}"),
             Event::ServiceDeleted { key, .. } => format!("-svc {key}"),
+            Event::ExternalNameApplied { key, present, .. } => {
+                format!("{}externalname {key}", if *present { "+" } else { "-" })
+            }
             other => format!("{other:?}"),
         })
         .collect();
@@ -469,6 +472,80 @@ fn the_cluster_id_table() {
 }
 
 const CLUSTER_ID: &str = "cluster.clusterset.k8s.io";
+
+/// `name` as an ExternalName Service.
+fn external_name(name: &str) -> K8sService {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "prod"},
+        "spec": {"type": "ExternalName", "externalName": "example.com"}
+    }))
+    .expect("a Service")
+}
+
+#[test]
+fn the_local_clusters_external_name_services_are_told_to_the_model() {
+    let mut st = ClusterState::new(
+        "west".into(),
+        true,
+        Selectors::linkerd_defaults(),
+        Trust::default(),
+        3,
+    );
+    st.set_mcs(2);
+    let setup = [
+        list(Watch::Services(0), vec![]),
+        list(Watch::Services(1), vec![]),
+        list(Watch::Exports, vec![]),
+        list(Watch::Properties, vec![]),
+        list(Watch::Imports, vec![]),
+        list(Watch::Slices, vec![]),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let got = run(
+        &mut st,
+        setup,
+        [
+            list(
+                Watch::Services(2),
+                vec![svc_obj(external_name("hello")), svc_obj(plain("web"))],
+            ),
+            // Seen again, and by a Linkerd watch: nothing new.
+            vec![apply(Watch::Services(2), svc_obj(external_name("hello")))],
+            vec![apply(Watch::Services(0), svc_obj(external_name("hello")))],
+            // It becomes a ClusterIP Service, then an ExternalName again.
+            vec![apply(Watch::Services(2), svc_obj(plain("hello")))],
+            vec![apply(Watch::Services(2), svc_obj(external_name("hello")))],
+            vec![delete(Watch::Services(2), svc_obj(external_name("hello")))],
+            vec![apply(Watch::Services(2), svc_obj(external_name("api")))],
+            // A relist without it: gone.
+            list(Watch::Services(2), vec![]),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    );
+    assert_eq!(
+        got,
+        [
+            "+externalname prod/hello",
+            "-externalname prod/hello",
+            "+externalname prod/hello",
+            "-externalname prod/hello",
+            "+externalname prod/api",
+            "-externalname prod/api",
+        ]
+    );
+    // A linked cluster's ExternalName Services are never the model's.
+    let mut remote = mcs_remote();
+    let got = run(
+        &mut remote,
+        vec![],
+        list(Watch::Services(ALL), vec![svc_obj(external_name("hello"))]),
+    );
+    assert_eq!(got, Vec::<String>::new());
+}
 
 #[test]
 fn local_imports_follow_their_watch() {
