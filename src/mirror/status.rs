@@ -78,7 +78,7 @@ fn conflict_condition(found: &Conflicts) -> Want {
     let message: Vec<String> = found
         .found
         .iter()
-        .map(|(d, clusters)| d.text(definer).replace("CLUSTERS", &clusters.join(", ")))
+        .map(|(d, clusters)| d.text(definer, clusters))
         .collect();
     Want {
         kind: CONFLICT,

@@ -123,7 +123,7 @@ pub(super) fn mcs_unit(
         .into_iter()
         .filter(|m| m.service.headless == headless)
         .collect();
-    let (ports, _) = union_ports(&members);
+    let ports = union_ports(&members);
     let full_name = format!("{DERIVED_PREFIX}{}", key.name);
     let name = fit_name(&full_name, MAX_SERVICE_NAME);
     if ports.is_empty() && !headless {

@@ -121,36 +121,39 @@ impl Disagreement {
         }
     }
 
-    /// What differs, and what is done about it, for a message naming the
-    /// `definer`.
-    pub(crate) fn text(self, definer: &str) -> String {
+    /// What differs in `clusters`, and what is done about it, for a
+    /// message naming the `definer`.
+    pub(crate) fn text(self, definer: &str, clusters: &[Arc<str>]) -> String {
+        let clusters = clusters.join(", ");
         match self {
             Self::Type => format!(
-                "the Service type differs from {definer}'s (the export that defines the service) in CLUSTERS, which are left out"
+                "the Service type differs from {definer}'s (the export that defines the service) in {clusters}, which are left out"
             ),
             Self::Port => format!(
-                "the ports differ from {definer}'s in CLUSTERS; the import has their union, with {definer}'s number where a name and protocol is defined twice"
+                "the ports differ from {definer}'s in {clusters}; the import has their union, with {definer}'s number where a name and protocol is defined twice"
             ),
             Self::SessionAffinity => {
-                format!("sessionAffinity differs from {definer}'s in CLUSTERS; {definer}'s is used")
+                format!(
+                    "sessionAffinity differs from {definer}'s in {clusters}; {definer}'s is used"
+                )
             }
             Self::SessionAffinityConfig => format!(
-                "sessionAffinityConfig differs from {definer}'s in CLUSTERS; {definer}'s is used"
+                "sessionAffinityConfig differs from {definer}'s in {clusters}; {definer}'s is used"
             ),
             Self::InternalTrafficPolicy => format!(
-                "internalTrafficPolicy differs from {definer}'s in CLUSTERS; {definer}'s is used"
+                "internalTrafficPolicy differs from {definer}'s in {clusters}; {definer}'s is used"
             ),
             Self::TrafficDistribution => format!(
-                "trafficDistribution differs from {definer}'s in CLUSTERS; {definer}'s is used"
+                "trafficDistribution differs from {definer}'s in {clusters}; {definer}'s is used"
             ),
             Self::IpFamily => format!(
-                "the IP families differ from {definer}'s in CLUSTERS; clients of a family a member lacks reach only the others"
+                "the IP families differ from {definer}'s in {clusters}; clients of a family a member lacks reach only the others"
             ),
             Self::Labels => format!(
-                "the exported labels differ from {definer}'s in CLUSTERS; {definer}'s are used"
+                "the exported labels differ from {definer}'s in {clusters}; {definer}'s are used"
             ),
             Self::Annotations => format!(
-                "the exported annotations differ from {definer}'s in CLUSTERS; {definer}'s are used"
+                "the exported annotations differ from {definer}'s in {clusters}; {definer}'s are used"
             ),
         }
     }
@@ -175,24 +178,18 @@ impl Conflicts {
 }
 
 /// The union of the members' service ports by (name, protocol): the
-/// definer's definition wins; clusters that disagree are returned.
-pub(crate) fn union_ports(members: &[Member<'_>]) -> (Vec<Port>, Vec<Arc<str>>) {
+/// definer's (the first member's) number wins.
+pub(crate) fn union_ports(members: &[Member<'_>]) -> Vec<Port> {
     let mut ports: Vec<Port> = Vec::new();
-    let mut disagree = Vec::new();
-    for m in members {
-        for p in &m.service.ports {
-            match ports
-                .iter()
-                .find(|q| q.name == p.name && q.protocol == p.protocol)
-            {
-                Some(q) if q.port != p.port => disagree.push(m.cluster.name.clone()),
-                Some(_) => {}
-                None => ports.push(p.clone()),
-            }
+    for p in members.iter().flat_map(|m| &m.service.ports) {
+        if !ports
+            .iter()
+            .any(|q| q.name == p.name && q.protocol == p.protocol)
+        {
+            ports.push(p.clone());
         }
     }
-    disagree.dedup();
-    (ports, disagree)
+    ports
 }
 
 /// The MCS members of service `key` and what they disagree on, for
@@ -303,7 +300,7 @@ pub(crate) fn build_mcs_entry(
         .into_iter()
         .filter(|m| m.service.headless == headless)
         .collect();
-    let (ports, _) = union_ports(&members);
+    let ports = union_ports(&members);
     let (held, refused): (Vec<&Member<'_>>, Vec<&Member<'_>>) =
         members.iter().partition(|m| !m.service.refused);
     let eligible: Vec<&Member<'_>> = held
