@@ -130,6 +130,14 @@ pub struct ZoneArgs {
         value_delimiter = ','
     )]
     pub exempt_addresses: Vec<String>,
+    /// Clients that may transfer the zone (AXFR), e.g. 10.0.0.0/8,127.0.0.1; none by default (REFUSED).
+    #[arg(
+        long = "allow-transfer",
+        env = "CLUSTERSET_DNS_ALLOW_TRANSFER",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub allow_transfer: Vec<String>,
 }
 
 /// Options of `serve`.
@@ -276,6 +284,9 @@ pub struct FileConfig {
     /// `exempt-addresses`.
     #[serde(default)]
     pub exempt_addresses: Vec<String>,
+    /// `allow-transfer`.
+    #[serde(default)]
+    pub allow_transfer: Vec<String>,
     /// `ns-addr`: a list.
     #[serde(default)]
     pub ns_addr: Vec<IpAddr>,
@@ -709,6 +720,7 @@ impl FileConfig {
             reverse_zone,
             deny_addresses,
             exempt_addresses,
+            allow_transfer,
             ns_addr,
             dns_addr,
             admin_addr,
@@ -772,6 +784,7 @@ impl FileConfig {
                 reverse_zone,
                 deny_addresses,
                 exempt_addresses,
+                allow_transfer,
                 ns_addr,
                 max_stale,
                 federated_grace,
@@ -968,6 +981,7 @@ struct FileAnswers {
     reverse_zone: Vec<String>,
     deny_addresses: Vec<String>,
     exempt_addresses: Vec<String>,
+    allow_transfer: Vec<String>,
     ns_addr: Vec<IpAddr>,
     max_stale: Option<String>,
     federated_grace: Option<String>,
@@ -1096,6 +1110,12 @@ fn settings(
         pick(&a.deny_addresses, file.deny_addresses),
         pick(&a.exempt_addresses, file.exempt_addresses),
     )?;
+    let allow = pick(&a.allow_transfer, file.allow_transfer);
+    settings.allow_transfer =
+        parse_cidrs(allow.iter().map(String::as_str)).map_err(|e| ConfigError::Invalid {
+            key: "allow-transfer",
+            reason: e.to_string(),
+        })?;
     Ok(settings)
 }
 

@@ -246,7 +246,22 @@ const GAUGE: MetricType = MetricType::Gauge;
 type Plain<T> = (&'static str, &'static str, fn(&T) -> u64);
 
 /// The DNS layer's counters without labels.
-const DNS_COUNTERS: [Plain<DnsCounts>; 11] = [
+const DNS_COUNTERS: [Plain<DnsCounts>; 14] = [
+    (
+        "clusterset_dns_axfr_total",
+        "Zone transfers (AXFR) sent whole to a client allow-transfer lets in.",
+        |c| c.axfr_sent,
+    ),
+    (
+        "clusterset_dns_axfr_refused_total",
+        "Zone transfers (AXFR) refused: the client is not in allow-transfer.",
+        |c| c.axfr_refused,
+    ),
+    (
+        "clusterset_dns_axfr_bytes_total",
+        "Octets of zone transfers (AXFR) sent.",
+        |c| c.axfr_bytes,
+    ),
     (
         "clusterset_dns_tls_handshake_failures_total",
         "DNS-over-TLS handshakes that failed or did not finish within message-timeout.",

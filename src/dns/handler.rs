@@ -13,6 +13,7 @@ use arc_swap::ArcSwap;
 use super::answer::{self, Answered, Question, Room};
 use super::cache::{self, AnswerCache, Echo, Local, Lookup};
 use super::stats::DnsStats;
+use super::transfer::{self, Transfer};
 use super::transport::Transport;
 use super::wire::{self, Answer, DecodeError, OPCODE_QUERY, Rcode, Request};
 use crate::model::Snapshot;
@@ -109,6 +110,32 @@ impl Handler {
             cache.store(local, q, &snap, rotation, &answered, (out, fit));
         }
         true
+    }
+}
+
+impl Handler {
+    /// The zone transfer `packet` asks for over a stream from `peer`, if
+    /// it asks for one `allow-transfer` lets it make (counted); `None`
+    /// sends it down [`Handler::handle`], which answers a refused one
+    /// REFUSED.
+    pub fn transfer(&self, packet: &[u8], peer: std::net::IpAddr) -> Option<Vec<Vec<u8>>> {
+        // Cheap for every other query: QTYPE sits right after the name.
+        if !wire::asks_for(packet, wire::rtype::AXFR) {
+            return None;
+        }
+        let req = wire::decode(packet).ok()?;
+        let snap = self.snapshot.load();
+        match transfer::axfr(&snap, &req, peer, Instant::now()) {
+            Transfer::Messages(m) => {
+                self.stats.axfr_sent(m.iter().map(Vec::len).sum());
+                Some(m)
+            }
+            Transfer::Refused => {
+                self.stats.axfr_refused();
+                None
+            }
+            Transfer::NotOne => None,
+        }
     }
 }
 

@@ -16,6 +16,7 @@ pub mod name;
 pub(crate) mod server;
 pub mod stats;
 pub(crate) mod tls;
+pub(crate) mod transfer;
 pub(crate) mod transport;
 pub(crate) mod udp;
 pub(crate) mod wire;

@@ -10,7 +10,7 @@
 //! messages, nor know how certificates are loaded (`tls` does).
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -133,9 +133,10 @@ pub(crate) async fn serve_tcp(
     slots: ConnectionSlots,
     shutdown: CancellationToken,
 ) {
-    let accepted = |stream: TcpStream, peer, handler: Arc<Handler>, shutdown| async move {
+    let accepted = |stream: TcpStream, peer: SocketAddr, handler: Arc<Handler>, shutdown| async move {
         let (rd, wr) = stream.into_split();
-        if let Err(e) = connection(rd, wr, (&handler, Transport::Tcp), limits, shutdown).await {
+        let conn = (&*handler, Transport::Tcp, peer.ip());
+        if let Err(e) = connection(rd, wr, conn, limits, shutdown).await {
             debug!(%peer, error = %e, "tcp connection ended");
         }
     };
@@ -155,36 +156,39 @@ pub(crate) async fn serve_tls(
     slots: ConnectionSlots,
     shutdown: CancellationToken,
 ) {
-    let accepted =
-        move |stream: TcpStream, peer, handler: Arc<Handler>, shutdown: CancellationToken| {
-            let acceptor = acceptor.clone();
-            async move {
-                let stats = handler.stats();
-                let handshake = tokio::select! {
-                    r = tokio::time::timeout(limits.message_timeout, acceptor.accept(stream)) => r,
-                    () = shutdown.cancelled() => return,
-                };
-                let tls = match handshake {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        stats.tls_handshake_failed();
-                        debug!(%peer, error = %e, "tls handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        stats.tls_handshake_failed();
-                        stats.limit_hit(Limit::MessageTimeout);
-                        debug!(%peer, "tls handshake timed out");
-                        return;
-                    }
-                };
-                let (rd, wr) = tokio::io::split(tls);
-                let served = connection(rd, wr, (&handler, Transport::Tls), limits, shutdown);
-                if let Err(e) = served.await {
-                    debug!(%peer, error = %e, "tls connection ended");
+    let accepted = move |stream: TcpStream,
+                         peer: SocketAddr,
+                         handler: Arc<Handler>,
+                         shutdown: CancellationToken| {
+        let acceptor = acceptor.clone();
+        async move {
+            let stats = handler.stats();
+            let handshake = tokio::select! {
+                r = tokio::time::timeout(limits.message_timeout, acceptor.accept(stream)) => r,
+                () = shutdown.cancelled() => return,
+            };
+            let tls = match handshake {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    stats.tls_handshake_failed();
+                    debug!(%peer, error = %e, "tls handshake failed");
+                    return;
                 }
+                Err(_) => {
+                    stats.tls_handshake_failed();
+                    stats.limit_hit(Limit::MessageTimeout);
+                    debug!(%peer, "tls handshake timed out");
+                    return;
+                }
+            };
+            let (rd, wr) = tokio::io::split(tls);
+            let conn = (&*handler, Transport::Tls, peer.ip());
+            let served = connection(rd, wr, conn, limits, shutdown);
+            if let Err(e) = served.await {
+                debug!(%peer, error = %e, "tls connection ended");
             }
-        };
+        }
+    };
     accept(listener, handler, Stream::Tls, slots, shutdown, accepted).await;
 }
 
@@ -245,7 +249,7 @@ async fn accept<F, Fut>(
 pub(crate) async fn connection<R, W>(
     rd: R,
     wr: W,
-    (handler, transport): (&Handler, Transport),
+    (handler, transport, peer): (&Handler, Transport, IpAddr),
     limits: Limits,
     shutdown: CancellationToken,
 ) -> io::Result<()>
@@ -255,7 +259,14 @@ where
 {
     let mut rd = BufReader::with_capacity(16 * 1024, rd);
     let mut wr = BufWriter::with_capacity(16 * 1024, wr);
-    messages(&mut rd, &mut wr, (handler, transport), limits, shutdown).await?;
+    messages(
+        &mut rd,
+        &mut wr,
+        (handler, transport, peer),
+        limits,
+        shutdown,
+    )
+    .await?;
     // A clean close: FIN, and close_notify over TLS, for a client that
     // still reads; one that does not gets no more time than a message.
     let _ = tokio::time::timeout(limits.message_timeout, wr.shutdown()).await;
@@ -267,7 +278,7 @@ where
 async fn messages<R, W>(
     rd: &mut BufReader<R>,
     wr: &mut BufWriter<W>,
-    (handler, transport): (&Handler, Transport),
+    (handler, transport, peer): (&Handler, Transport, IpAddr),
     limits: Limits,
     shutdown: CancellationToken,
 ) -> io::Result<()>
@@ -294,7 +305,7 @@ where
                 }
             },
             () = shutdown.cancelled() => {
-                return drain(rd.buffer(), (handler, transport), &mut local, &mut out, wr).await;
+                return drain(rd.buffer(), (handler, transport, peer), &mut local, &mut out, wr).await;
             }
         };
         if !more {
@@ -307,7 +318,7 @@ where
         let deadline = oldest.unwrap_or(first_byte) + limits.query_timeout;
         let written = tokio::time::timeout_at(
             deadline.into(),
-            answer((handler, transport), &mut local, &msg, &mut out, wr),
+            answer((handler, transport, peer), &mut local, &msg, &mut out, wr),
         );
         match written.await {
             Ok(Ok(true)) => {
@@ -365,7 +376,7 @@ async fn read_message<R: AsyncRead + Unpin>(
 /// says the connection may close.
 async fn drain<W: AsyncWrite + Unpin>(
     mut held: &[u8],
-    (handler, transport): (&Handler, Transport),
+    (handler, transport, peer): (&Handler, Transport, IpAddr),
     local: &mut Local,
     out: &mut Vec<u8>,
     wr: &mut BufWriter<W>,
@@ -375,7 +386,7 @@ async fn drain<W: AsyncWrite + Unpin>(
         let Some((msg, after)) = rest.split_at_checked(len) else {
             break;
         };
-        answer((handler, transport), local, msg, out, wr).await?;
+        answer((handler, transport, peer), local, msg, out, wr).await?;
         held = after;
     }
     wr.flush().await
@@ -401,12 +412,20 @@ async fn flushed<W: AsyncWrite + Unpin>(
 /// Answers one message received over `transport` (TCP or TLS) into `wr`,
 /// length-prefixed (unflushed). Returns whether there was an answer.
 async fn answer<W: AsyncWrite + Unpin>(
-    (handler, transport): (&Handler, Transport),
+    (handler, transport, peer): (&Handler, Transport, IpAddr),
     local: &mut Local,
     msg: &[u8],
     out: &mut Vec<u8>,
     wr: &mut W,
 ) -> io::Result<bool> {
+    if let Some(messages) = handler.transfer(msg, peer) {
+        for m in messages {
+            // Each message is at most 65,535 octets (`transfer`).
+            wr.write_all(&(m.len() as u16).to_be_bytes()).await?;
+            wr.write_all(&m).await?;
+        }
+        return Ok(true);
+    }
     if !handler.handle(local, msg, transport, out) {
         return Ok(false);
     }

@@ -60,6 +60,9 @@ pub struct DnsStats {
     tls_handshake_failures: AtomicU64,
     tls_reloads: AtomicU64,
     tls_reload_errors: AtomicU64,
+    axfr_sent: AtomicU64,
+    axfr_refused: AtomicU64,
+    axfr_bytes: AtomicU64,
 }
 
 /// A resource limit of the stream listeners (TCP and DNS over TLS); each has
@@ -155,6 +158,12 @@ pub struct DnsCounts {
     pub connections_open: [(Stream, u64); Stream::ALL.len()],
     /// TLS handshakes that failed or timed out.
     pub tls_handshake_failures: u64,
+    /// Zone transfers (AXFR) sent whole.
+    pub axfr_sent: u64,
+    /// Zone transfers refused (the client is not in `allow-transfer`).
+    pub axfr_refused: u64,
+    /// Octets of zone transfers sent.
+    pub axfr_bytes: u64,
     /// Certificate reloads applied.
     pub tls_reloads: u64,
     /// Certificate reloads refused.
@@ -256,6 +265,17 @@ impl DnsStats {
         }
     }
 
+    /// Counts a zone transfer (AXFR) sent whole in `bytes` octets.
+    pub fn axfr_sent(&self, bytes: usize) {
+        self.axfr_sent.fetch_add(1, Ordering::Relaxed);
+        self.axfr_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a zone transfer refused (the client is not allowed).
+    pub fn axfr_refused(&self) {
+        self.axfr_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a TLS handshake that failed or timed out.
     pub fn tls_handshake_failed(&self) {
         self.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
@@ -297,6 +317,9 @@ impl DnsStats {
             limit_hits: Limit::ALL.map(|l| (l, self.limit_hits(l))),
             connections_open: Stream::ALL.map(|s| (s, load(&self.connections_open[s as usize]))),
             tls_handshake_failures: load(&self.tls_handshake_failures),
+            axfr_sent: load(&self.axfr_sent),
+            axfr_refused: load(&self.axfr_refused),
+            axfr_bytes: load(&self.axfr_bytes),
             tls_reloads: load(&self.tls_reloads),
             tls_reload_errors: load(&self.tls_reload_errors),
         }

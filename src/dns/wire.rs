@@ -262,6 +262,14 @@ fn skip_name(buf: &[u8], mut at: usize) -> Option<usize> {
     }
 }
 
+/// Whether `packet`'s first question asks for `qtype`: a look at the
+/// question alone, before any decoding.
+pub(crate) fn asks_for(packet: &[u8], qtype: u16) -> bool {
+    skip_name(packet, HEADER_LEN)
+        .and_then(|end| packet.get(end..end + 2))
+        .is_some_and(|t| u16::from_be_bytes([t[0], t[1]]) == qtype)
+}
+
 /// Decodes a query. Anything but exactly one question is FORMERR; answers
 /// and authority records in a query are skipped; one OPT is read from the
 /// additional section; unknown EDNS options are accepted and ignored.

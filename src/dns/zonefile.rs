@@ -78,13 +78,15 @@ fn names(snap: &Snapshot) -> Vec<(String, &'static [u16])> {
     out
 }
 
-/// The whole forward zone as zone-file text: `$ORIGIN`, the SOA and NS
-/// first, then every record sorted by name and type.
-pub fn dump(snap: &Snapshot) -> String {
+/// Every record of the forward zone, as [`answer`] gives it to a query of
+/// each served name and type, with its owner (lower-case, no trailing
+/// dot): the apex records first (the SOA, then the NS), then the rest by
+/// name and type. The one enumeration of the zone, which [`dump`] prints
+/// and zone transfers send (`transfer`).
+pub(crate) fn zone_records(snap: &Snapshot, now: Instant) -> Vec<(String, Record)> {
     let zone = snap.settings.zone.text();
-    let now = Instant::now();
     let mut apex = Vec::new();
-    let mut rest: BTreeSet<(String, u16, String)> = BTreeSet::new();
+    let mut rest: Vec<(String, Record)> = Vec::new();
     for (name, types) in names(snap) {
         let Ok(qname) = QName::from_text(&name) else {
             continue;
@@ -97,27 +99,38 @@ pub fn dump(snap: &Snapshot) -> String {
                 room: Room::Whole,
             };
             let a = answer(snap, q, 0, now).answer;
-            for r in a.answers.iter().chain(&a.additional) {
-                let line = record_text(&format!("{name}."), r);
-                if name == zone && r.owner == Owner::Query {
-                    apex.push(line);
+            for r in a.answers.into_iter().chain(a.additional) {
+                let owner = match &r.owner {
+                    Owner::Query => name.clone(),
+                    Owner::Name(n) => n.clone(),
+                };
+                let r = Record {
+                    owner: Owner::Name(owner.clone()),
+                    ..r
+                };
+                if owner == zone && name == zone {
+                    apex.push((owner, r));
                 } else {
-                    let owner = match &r.owner {
-                        Owner::Query => name.clone(),
-                        Owner::Name(n) => n.clone(),
-                    };
-                    rest.insert((owner, r.data.rtype(), line));
+                    rest.push((owner, r));
                 }
             }
         }
     }
+    // By name, type and text: one order whatever the rotation, and the
+    // same record given with several names (glue) is one record.
+    rest.sort_by_cached_key(|(owner, r)| (owner.clone(), r.data.rtype(), record_text("", r)));
+    rest.dedup();
+    apex.extend(rest);
+    apex
+}
+
+/// The whole forward zone as zone-file text: `$ORIGIN`, the SOA and NS
+/// first, then every record sorted by name and type.
+pub fn dump(snap: &Snapshot) -> String {
+    let zone = snap.settings.zone.text();
     let mut out = format!("$ORIGIN {zone}.\n");
-    for line in apex {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    for (_, _, line) in rest {
-        out.push_str(&line);
+    for (_, r) in zone_records(snap, Instant::now()) {
+        out.push_str(&record_text("", &r));
         out.push('\n');
     }
     out

@@ -80,6 +80,8 @@ pub struct Settings {
     /// SRV answers of federated and nearest names carry priority 10 × tier
     /// (off: every priority is 0, as before).
     pub srv_priority_tiers: bool,
+    /// Clients that may transfer the zone (AXFR); none by default.
+    pub allow_transfer: Vec<ipnet::IpNet>,
 }
 
 impl Settings {
@@ -103,6 +105,7 @@ impl Settings {
             local_place: Place::default(),
             nearest_ttl: 5,
             srv_priority_tiers: false,
+            allow_transfer: Vec::new(),
         }
     }
 }

@@ -1,0 +1,128 @@
+//! Zone transfers out (AXFR, RFC 5936) to the clients `allow-transfer`
+//! lets in: the whole forward zone of one snapshot, SOA first and last, in
+//! as many messages as it takes, over TCP or DNS over TLS (XoT, RFC 9103).
+//!
+//! The records are [`zone_records`]'s, the one enumeration `dump` prints,
+//! so a secondary holds exactly what queries answer. The answer cap of
+//! queries (`max-answer-records`, the room of a message) does not apply: a
+//! transfer carries every record. Owns who may transfer and how the zone
+//! is cut into messages; it must not touch a socket (the stream listeners
+//! write what it returns) and answers nothing else (a refused transfer
+//! takes the query path, which REFUSES it).
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use super::wire::{self, Answer, OPCODE_QUERY, RData, Rcode, Record, Request, rtype};
+use super::zonefile::zone_records;
+use crate::model::Snapshot;
+
+/// Records of at most about this many octets go in one message, well
+/// below the 65,535 a stream message can hold (names only shrink when
+/// compressed), as BIND and Knot cut theirs.
+const MESSAGE_OCTETS: usize = 16 * 1024;
+
+/// What to do with a query that asks for a zone transfer.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Transfer {
+    /// Not a transfer of our zone: the query path answers it.
+    NotOne,
+    /// A transfer `peer` may not make: the query path REFUSES it.
+    Refused,
+    /// The zone, as encoded messages.
+    Messages(Vec<Vec<u8>>),
+}
+
+/// Whether `peer` may transfer the zone.
+pub(crate) fn allowed(snap: &Snapshot, peer: IpAddr) -> bool {
+    let peer = peer.to_canonical();
+    snap.settings
+        .allow_transfer
+        .iter()
+        .any(|net| net.contains(&peer))
+}
+
+/// The transfer `req` (from `peer`, over a stream) asks for: an AXFR of
+/// the forward zone's apex, class IN.
+pub(crate) fn axfr(snap: &Snapshot, req: &Request<'_>, peer: IpAddr, now: Instant) -> Transfer {
+    let ours = req.qtype == rtype::AXFR
+        && req.header.opcode == OPCODE_QUERY
+        && req.qclass == wire::CLASS_IN
+        && req.edns.is_none_or(|e| e.version == 0)
+        && req.name.text() == snap.settings.zone.text();
+    if !ours {
+        return Transfer::NotOne;
+    }
+    if !allowed(snap, peer) {
+        return Transfer::Refused;
+    }
+    Transfer::Messages(messages(req, &zone(snap, now)))
+}
+
+/// The records of an AXFR: the SOA, every other record, the SOA again.
+fn zone(snap: &Snapshot, now: Instant) -> Vec<Record> {
+    let mut records: Vec<Record> = zone_records(snap, now)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    if let Some(soa) = records
+        .iter()
+        .position(|r| matches!(r.data, RData::Soa(_)))
+        .map(|i| records[i].clone())
+    {
+        records.push(soa);
+    }
+    records
+}
+
+/// `records` encoded as answers to `req`, cut where a message would pass
+/// [`MESSAGE_OCTETS`].
+fn messages(req: &Request<'_>, records: &[Record]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut octets = 0;
+    for (i, r) in records.iter().enumerate() {
+        let len = wire_len(r);
+        if i > start && octets + len > MESSAGE_OCTETS {
+            out.push(encode(req, &records[start..i]));
+            (start, octets) = (i, 0);
+        }
+        octets += len;
+    }
+    if start < records.len() {
+        out.push(encode(req, &records[start..]));
+    }
+    out
+}
+
+fn encode(req: &Request<'_>, records: &[Record]) -> Vec<u8> {
+    let answer = Answer {
+        answers: records.to_vec(),
+        ..Answer::empty(Rcode::NoError, true)
+    };
+    let mut out = Vec::with_capacity(MESSAGE_OCTETS + 512);
+    wire::encode(req, &answer, usize::from(u16::MAX), &mut out);
+    out
+}
+
+/// The octets `r` takes uncompressed, at most: its owner, type, class,
+/// TTL, length and data.
+fn wire_len(r: &Record) -> usize {
+    let name = |n: &str| n.len() + 2;
+    let owner = match &r.owner {
+        wire::Owner::Name(n) => name(n),
+        wire::Owner::Query => 2,
+    };
+    let data = match &r.data {
+        RData::A(_) => 4,
+        RData::Aaaa(_) => 16,
+        RData::Srv { target, .. } => 6 + name(target),
+        RData::Ns(n) | RData::Ptr(n) => name(n),
+        RData::Soa(s) => name(&s.mname) + name(&s.rname) + 20,
+        RData::Txt(t) => t.len() + t.len() / 255 + 1,
+    };
+    owner + 10 + data
+}
+
+#[cfg(test)]
+mod tests;

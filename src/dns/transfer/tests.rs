@@ -1,0 +1,198 @@
+//! Zone transfers: who may transfer, and that the messages carry exactly
+//! the zone `dump` prints, SOA first and last, each within a stream
+//! message.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use hickory_proto::op::Message;
+
+use super::*;
+use crate::dns::zonefile::dump;
+use crate::model::testing::{big_events, epoch, fixture_events, settings, t0};
+use crate::model::{Event, Model, Settings};
+use crate::vocab::trust::parse_cidrs;
+
+fn snapshot(allow: &[&str], events: Vec<Event>) -> Arc<Snapshot> {
+    let mut s: Settings = settings();
+    s.allow_transfer = parse_cidrs(allow.iter().copied()).expect("cidrs");
+    let mut model = Model::new(Arc::new(s), epoch());
+    model.clusters_known(t0());
+    model.apply(events, t0());
+    model.snapshot()
+}
+
+/// A query for `qname` `qtype`, class IN, no EDNS.
+fn query(qname: &str, qtype: u16) -> Vec<u8> {
+    let mut b = vec![0, 7, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in qname.trim_end_matches('.').split('.') {
+        b.push(label.len() as u8);
+        b.extend_from_slice(label.as_bytes());
+    }
+    b.push(0);
+    b.extend_from_slice(&qtype.to_be_bytes());
+    b.extend_from_slice(&[0, 1]);
+    b
+}
+
+fn transfer(snap: &Snapshot, qname: &str, qtype: u16, peer: &str) -> Transfer {
+    let packet = query(qname, qtype);
+    let req = wire::decode(&packet).expect("a query");
+    axfr(snap, &req, peer.parse().expect("ip"), t0())
+}
+
+#[test]
+fn who_may_transfer_table() {
+    let snap = snapshot(&["127.0.0.1", "10.0.0.0/8", "fd00::/8"], fixture_events());
+    let none = snapshot(&[], fixture_events());
+    let zone = "clusterset.local";
+    let cases = [
+        (
+            "allowed address",
+            &snap,
+            zone,
+            rtype::AXFR,
+            "127.0.0.1",
+            true,
+        ),
+        ("allowed range", &snap, zone, rtype::AXFR, "10.1.2.3", true),
+        (
+            "IPv4-mapped IPv6 of an allowed address",
+            &snap,
+            zone,
+            rtype::AXFR,
+            "::ffff:10.1.2.3",
+            true,
+        ),
+        ("IPv6 range", &snap, zone, rtype::AXFR, "fd00::53", true),
+        (
+            "outside the ranges",
+            &snap,
+            zone,
+            rtype::AXFR,
+            "192.0.2.1",
+            false,
+        ),
+        (
+            "nothing allowed (the default)",
+            &none,
+            zone,
+            rtype::AXFR,
+            "127.0.0.1",
+            false,
+        ),
+    ];
+    for (name, snap, qname, qtype, peer, allowed) in cases {
+        let got = transfer(snap, qname, qtype, peer);
+        match (allowed, got) {
+            (true, Transfer::Messages(m)) => assert!(!m.is_empty(), "{name}"),
+            (false, Transfer::Refused) => {}
+            (_, other) => panic!("{name}: {other:?}"),
+        }
+    }
+    let not_one = [
+        (
+            "a name below the apex",
+            "web-east.prod.svc.clusterset.local",
+            rtype::AXFR,
+        ),
+        ("another zone", "example.com", rtype::AXFR),
+        ("SOA of the apex", zone, rtype::SOA),
+        ("IXFR (not served yet)", zone, rtype::IXFR),
+    ];
+    for (name, qname, qtype) in not_one {
+        assert_eq!(
+            transfer(&snap, qname, qtype, "127.0.0.1"),
+            Transfer::NotOne,
+            "{name}"
+        );
+    }
+}
+
+/// The records of the messages, in zone-file text, in order.
+fn records_of(messages: &[Vec<u8>]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in messages {
+        assert!(m.len() <= usize::from(u16::MAX), "a message fits a stream");
+        let msg = Message::from_vec(m).expect("a DNS message");
+        assert!(msg.metadata.authoritative, "AA");
+        assert_eq!(msg.metadata.id, 7, "the query's id");
+        for r in &msg.answers {
+            out.push(format!(
+                "{} {} IN {} {}",
+                r.name,
+                r.ttl,
+                r.record_type(),
+                r.data
+            ));
+        }
+    }
+    out
+}
+
+/// `dump`'s records, as hickory prints them back from the wire.
+fn dumped(snap: &Snapshot) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let messages = match transfer(snap, "clusterset.local", rtype::AXFR, "127.0.0.1") {
+        Transfer::Messages(m) => m,
+        other => panic!("{other:?}"),
+    };
+    let text = dump(snap);
+    let lines = text.lines().skip(1).count();
+    for r in records_of(&messages) {
+        out.insert(r);
+    }
+    assert_eq!(out.len(), lines, "as many distinct records as dump prints");
+    out
+}
+
+#[test]
+fn an_axfr_is_the_dumped_zone_soa_first_and_last() {
+    let snap = snapshot(&["127.0.0.1"], fixture_events());
+    let Transfer::Messages(messages) =
+        transfer(&snap, "clusterset.local", rtype::AXFR, "127.0.0.1")
+    else {
+        panic!("allowed");
+    };
+    let records = records_of(&messages);
+    let soa = |r: &str| r.contains(" IN SOA ");
+    assert!(soa(records.first().expect("records")), "{records:?}");
+    assert!(soa(records.last().expect("records")), "{records:?}");
+    assert_eq!(records.first(), records.last(), "one serial");
+    assert_eq!(records.iter().filter(|r| soa(r)).count(), 2);
+    assert_eq!(
+        dumped(&snap).len() + 1,
+        records.len(),
+        "dump's records and the closing SOA"
+    );
+    assert!(
+        records.contains(&"clusterset.local. 5 IN NS ns.dns.clusterset.local.".to_owned()),
+        "{records:?}"
+    );
+}
+
+#[test]
+fn a_big_zone_takes_several_messages_and_loses_nothing() {
+    let snap = snapshot(&["127.0.0.1"], big_events());
+    let Transfer::Messages(messages) =
+        transfer(&snap, "clusterset.local", rtype::AXFR, "127.0.0.1")
+    else {
+        panic!("allowed");
+    };
+    assert!(messages.len() > 5, "{} messages", messages.len());
+    let records = records_of(&messages);
+    // 4,500 pods federated: every address of the union is in the zone,
+    // whatever max-answer-records a query would take.
+    let union = records
+        .iter()
+        .filter(|r| {
+            r.starts_with("db-federated.big.svc.clusterset.local. ") && r.contains(" IN A ")
+        })
+        .count();
+    assert_eq!(union, 4500);
+    assert_eq!(
+        dumped(&snap).len() + 1,
+        records.len(),
+        "dump's records and the closing SOA"
+    );
+}
