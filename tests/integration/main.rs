@@ -44,3 +44,4 @@ mod reload;
 mod silence;
 mod soak;
 mod startup;
+mod transfer;

@@ -80,7 +80,7 @@ use tokio::sync::RwLock;
 
 use crate::binary::{Served, http_get, serve_args};
 use crate::kubesim_api::{client, sim};
-use crate::support::create_object;
+use crate::support::{create_object, free_port};
 
 /// Soak length without `CLUSTERSET_SOAK_SECS`.
 const DEFAULT_SOAK: Duration = Duration::from_secs(150);
@@ -1329,18 +1329,6 @@ struct Restart {
 // ---------------------------------------------------------------------------
 // The server process
 // ---------------------------------------------------------------------------
-
-/// A loopback port free for both UDP and TCP just now.
-fn free_port() -> u16 {
-    for _ in 0..100 {
-        let udp = UdpSocket::bind("127.0.0.1:0").expect("udp socket");
-        let port = udp.local_addr().expect("addr").port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no loopback port free for UDP and TCP in 100 tries");
-}
 
 /// VmRSS of process `pid`, in KiB.
 pub(crate) fn rss_kib(pid: u32) -> u64 {

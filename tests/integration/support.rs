@@ -742,3 +742,16 @@ pub(crate) fn strings(v: &serde_json::Value) -> Vec<String> {
         .filter_map(|s| s.as_str().map(str::to_owned))
         .collect()
 }
+
+/// A loopback port free for both UDP and TCP just now (for a peer server
+/// that must be told its port, such as knotd or nsd).
+pub(crate) fn free_port() -> u16 {
+    for _ in 0..100 {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp socket");
+        let port = udp.local_addr().expect("addr").port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no loopback port free for UDP and TCP in 100 tries");
+}

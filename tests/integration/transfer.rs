@@ -1,0 +1,234 @@
+//! Zone transfers to real secondaries (issue 30): Knot DNS (`knotd`) and
+//! NSD, started on loopback as secondaries of our server (`serve --zones
+//! zones/demo --allow-transfer 127.0.0.1`), each load the zone by AXFR and
+//! then answer every name and type our `dump` prints exactly as we do. A
+//! client `allow-transfer` does not name is refused and counted.
+//!
+//! Every wait is a bounded poll; everything listens and dials on loopback.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+
+use crate::binary::{Served, bin, http_get, serve};
+use crate::conformance::metric;
+use crate::support::{Proto, ask, free_port, q};
+
+const ZONE: &str = "clusterset.local";
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("zones/demo")
+}
+
+/// A peer server process, killed when dropped.
+struct Peer(Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `program args` with its output in `dir/<name>.log`.
+fn start(dir: &Path, name: &str, program: &str, args: &[&str]) -> Peer {
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
+    let child = Command::new(program)
+        .args(args)
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("{program} must be installed (Debian packages knot and nsd; .ci/run installs them): {e}")
+        });
+    Peer(child)
+}
+
+/// knotd as a secondary of `primary` on `port`.
+fn knot_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
+    let d = dir.display();
+    let conf = format!(
+        "server:\n    listen: 127.0.0.1@{port}\n    rundir: \"{d}\"\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
+         database:\n    storage: \"{d}/db\"\n\
+         log:\n  - target: stderr\n    any: info\n\
+         remote:\n  - id: primary\n    address: {}@{}\n\
+         zone:\n  - domain: {ZONE}\n    master: primary\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n",
+        primary.ip(),
+        primary.port()
+    );
+    let path = dir.join("knot.conf");
+    std::fs::write(&path, conf).expect("knot.conf");
+    start(dir, "knot", "knotd", &["-c", &path.to_string_lossy()])
+}
+
+/// nsd as a secondary of `primary` on `port`.
+fn nsd_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
+    let d = dir.display();
+    let conf = format!(
+        "server:\n  ip-address: 127.0.0.1\n  port: {port}\n  zonesdir: \"{d}\"\n  database: \"\"\n  pidfile: \"{d}/nsd.pid\"\n  xfrdfile: \"{d}/xfrd.state\"\n  zonelistfile: \"{d}/zone.list\"\n  username: \"\"\n  chroot: \"\"\n  verbosity: 2\n  server-count: 1\n\
+         remote-control:\n  control-enable: no\n\
+         zone:\n  name: {ZONE}\n  zonefile: \"{d}/{ZONE}.zone\"\n  request-xfr: AXFR {}@{} NOKEY\n  allow-notify: 127.0.0.1 NOKEY\n",
+        primary.ip(),
+        primary.port()
+    );
+    let path = dir.join("nsd.conf");
+    std::fs::write(&path, conf).expect("nsd.conf");
+    let nsd = if Path::new("/usr/sbin/nsd").exists() {
+        "/usr/sbin/nsd"
+    } else {
+        "nsd"
+    };
+    start(dir, "nsd", nsd, &["-d", "-c", &path.to_string_lossy()])
+}
+
+/// Every (name, type) `dump` prints.
+fn dumped_questions(zones: &Path) -> BTreeSet<(String, String)> {
+    let out = Command::new(bin())
+        .args(["dump", "--zones"])
+        .arg(zones)
+        .args(["--local-cluster", "west"])
+        .stderr(Stdio::null())
+        .output()
+        .expect("dump");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('$'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            Some((f.first()?.to_string(), f.get(3)?.to_string()))
+        })
+        .collect()
+}
+
+/// The Answer section of `name` `rtype` from `server` over TCP, sorted,
+/// in zone-file text; with the rcode.
+async fn answers(server: SocketAddr, name: &str, rtype: RecordType) -> (ResponseCode, Vec<String>) {
+    let (msg, _) = ask(server, Proto::Tcp, &q(name, rtype)).await;
+    let mut v: Vec<String> = msg
+        .answers
+        .iter()
+        .map(|r| format!("{} {} {} {}", r.name, r.ttl, r.record_type(), r.data))
+        .collect();
+    v.sort();
+    (msg.metadata.response_code, v)
+}
+
+/// Waits (20 s at most) until `server` answers the zone's SOA with our
+/// serial: it has loaded the zone.
+async fn loaded(server: SocketAddr, ours: SocketAddr, who: &str, dir: &Path) {
+    let want = answers(ours, &format!("{ZONE}."), RecordType::SOA).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // Not listening yet: `ask` would fail on the connection.
+        let up = std::net::TcpStream::connect_timeout(&server, Duration::from_secs(1)).is_ok();
+        let got = match up {
+            true => tokio::time::timeout(
+                Duration::from_secs(2),
+                answers(server, &format!("{ZONE}."), RecordType::SOA),
+            )
+            .await
+            .ok(),
+            false => None,
+        };
+        if got.as_ref() == Some(&want) {
+            return;
+        }
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(dir.join(format!("{who}.log"))).unwrap_or_default();
+            panic!("{who} did not load the zone by AXFR within 20 s: {got:?}\n{log}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `secondary` answers every dumped name and type as `ours` does.
+async fn answers_as_we_do(secondary: SocketAddr, ours: SocketAddr, who: &str) {
+    let questions = dumped_questions(&demo());
+    assert!(questions.len() > 100, "{} questions", questions.len());
+    let mut records = 0;
+    for (name, rtype) in &questions {
+        let rtype: RecordType = rtype.parse().expect("a type");
+        let theirs = answers(secondary, name, rtype).await;
+        let mine = answers(ours, name, rtype).await;
+        assert_eq!(theirs, mine, "{who}: {name} {rtype}");
+        assert_eq!(mine.0, ResponseCode::NoError, "{name} {rtype}");
+        records += mine.1.len();
+    }
+    // Every dumped record came back from both (some more than once: a
+    // name's own records and glue).
+    assert!(records >= questions.len(), "{records} records");
+}
+
+fn ours_allowing(allow: &str) -> Served {
+    serve(
+        &demo(),
+        &["--local-cluster", "west", "--allow-transfer", allow],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knot_loads_the_zone_by_axfr_and_answers_as_we_do() {
+    let ours = ours_allowing("127.0.0.1");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let _knot = knot_secondary(dir.path(), ours.dns, port);
+    let knot: SocketAddr = ([127, 0, 0, 1], port).into();
+    loaded(knot, ours.dns, "knot", dir.path()).await;
+    answers_as_we_do(knot, ours.dns, "knot").await;
+    let (_, body) = http_get(ours.admin, "/metrics");
+    assert!(
+        metric(&body, "clusterset_dns_axfr_total").unwrap_or(0.0) >= 1.0,
+        "counted"
+    );
+    assert!(metric(&body, "clusterset_dns_axfr_bytes_total").unwrap_or(0.0) > 10_000.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nsd_loads_the_zone_by_axfr_and_answers_as_we_do() {
+    let ours = ours_allowing("127.0.0.0/8");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let _nsd = nsd_secondary(dir.path(), ours.dns, port);
+    let nsd: SocketAddr = ([127, 0, 0, 1], port).into();
+    loaded(nsd, ours.dns, "nsd", dir.path()).await;
+    answers_as_we_do(nsd, ours.dns, "nsd").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_allow_transfer_does_not_name_is_refused_and_counted() {
+    for allow in [None, Some("10.0.0.0/8")] {
+        let extra: Vec<&str> = match allow {
+            Some(a) => vec!["--local-cluster", "west", "--allow-transfer", a],
+            None => vec!["--local-cluster", "west"],
+        };
+        let ours = serve(&demo(), &extra);
+        let (msg, _) = ask(
+            ours.dns,
+            Proto::Tcp,
+            &q(&format!("{ZONE}."), RecordType::AXFR),
+        )
+        .await;
+        assert_eq!(
+            msg.metadata.response_code,
+            ResponseCode::Refused,
+            "{allow:?}"
+        );
+        assert!(msg.answers.is_empty(), "{allow:?}");
+        let (_, body) = http_get(ours.admin, "/metrics");
+        assert_eq!(
+            metric(&body, "clusterset_dns_axfr_refused_total"),
+            Some(1.0),
+            "{allow:?}"
+        );
+        assert_eq!(
+            metric(&body, "clusterset_dns_axfr_total"),
+            Some(0.0),
+            "{allow:?}"
+        );
+    }
+}
