@@ -342,3 +342,49 @@ async fn a_stalled_handshake_is_cut_off_and_tls_shares_the_connection_limit() {
     ask(&mut tcp, 4, RecordType::A).await;
     ask(&mut tls, 5, RecordType::A).await;
 }
+
+/// Zone transfer over TLS (XoT, RFC 9103): `kdig +tls AXFR` from an
+/// allowed client gets the whole zone, SOA first and last, as many records
+/// as `dump` prints and the closing SOA.
+#[test]
+fn kdig_transfers_the_zone_over_tls() {
+    let (cert, key, _) = certificate();
+    let t = start(&cert, &key, &["--allow-transfer", "127.0.0.1"]);
+    let out = Command::new("kdig")
+        .arg(format!("@{}", t.addr.ip()))
+        .args(["-p", &t.addr.port().to_string()])
+        .args([
+            "+tls",
+            &format!("+tls-hostname={HOST}"),
+            &format!("+tls-ca={}", t.cert_path().display()),
+            "+time=5",
+            "+retry=0",
+            "AXFR",
+            "clusterset.local.",
+        ])
+        .output()
+        .expect("kdig (Debian knot-dnsutils) must be installed");
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    // kdig 3.2 prints no TLS session line for a transfer; the TLS listener
+    // speaks nothing but TLS, so an answer from its port came over TLS.
+    let port = format!("@{}(", t.addr.port());
+    assert!(out.contains(&port), "not from the TLS listener: {out}");
+    let records: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with(';') && l.contains("\tIN\t"))
+        .collect();
+    let soa = |l: &&str| l.contains("\tSOA\t");
+    assert!(records.first().is_some_and(soa), "{out}");
+    assert!(records.last().is_some_and(soa), "{out}");
+    let dumped = Command::new(crate::binary::bin())
+        .args(["dump", "--zones"])
+        .arg(demo())
+        .args(["--local-cluster", "north"])
+        .output()
+        .expect("dump");
+    let dumped = String::from_utf8_lossy(&dumped.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('$'))
+        .count();
+    assert_eq!(records.len(), dumped + 1, "{out}");
+}

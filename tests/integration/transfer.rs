@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,13 +17,9 @@ use hickory_proto::rr::RecordType;
 
 use crate::binary::{Served, bin, http_get, serve};
 use crate::conformance::metric;
-use crate::support::{Proto, ask, free_port, q};
+use crate::support::{Proto, ask, demo, free_port, q};
 
 const ZONE: &str = "clusterset.local";
-
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("zones/demo")
-}
 
 /// A peer server process, killed when dropped.
 struct Peer(Child);
