@@ -246,21 +246,11 @@ const GAUGE: MetricType = MetricType::Gauge;
 type Plain<T> = (&'static str, &'static str, fn(&T) -> u64);
 
 /// The DNS layer's counters without labels.
-const DNS_COUNTERS: [Plain<DnsCounts>; 14] = [
+const DNS_COUNTERS: [Plain<DnsCounts>; 12] = [
     (
-        "clusterset_dns_axfr_total",
-        "Zone transfers (AXFR) sent whole to a client allow-transfer lets in.",
-        |c| c.axfr_sent,
-    ),
-    (
-        "clusterset_dns_axfr_refused_total",
-        "Zone transfers (AXFR) refused: the client is not in allow-transfer.",
-        |c| c.axfr_refused,
-    ),
-    (
-        "clusterset_dns_axfr_bytes_total",
-        "Octets of zone transfers (AXFR) sent.",
-        |c| c.axfr_bytes,
+        "clusterset_dns_zone_transfer_bytes_total",
+        "Octets of zone transfers (AXFR, IXFR) sent.",
+        |c| c.transfer_bytes,
     ),
     (
         "clusterset_dns_tls_handshake_failures_total",
@@ -361,6 +351,19 @@ impl Collector for Dns {
             c.limit_hits
                 .iter()
                 .map(|(l, n)| ([("limit", l.label())], Num::Int(*n))),
+        )?;
+        family(
+            &mut enc,
+            (
+                "clusterset_dns_zone_transfers_total",
+                COUNTER,
+                "Zone transfers by kind (axfr, ixfr) and outcome (full, up_to_date, refused by allow-transfer).",
+            ),
+            c.transfers.iter().flat_map(|(k, outcomes)| {
+                outcomes.iter().map(move |(o, n)| {
+                    ([("kind", k.label()), ("outcome", o.label())], Num::Int(*n))
+                })
+            }),
         )?;
         family(
             &mut enc,

@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 
 use super::answer::{self, Answered, Question, Room};
 use super::cache::{self, AnswerCache, Echo, Local, Lookup};
-use super::stats::DnsStats;
+use super::stats::{DnsStats, XfrOutcome};
 use super::transfer::{self, Transfer};
 use super::transport::Transport;
 use super::wire::{self, Answer, DecodeError, OPCODE_QUERY, Rcode, Request};
@@ -120,18 +120,29 @@ impl Handler {
     /// REFUSED.
     pub fn transfer(&self, packet: &[u8], peer: std::net::IpAddr) -> Option<Vec<Vec<u8>>> {
         // Cheap for every other query: QTYPE sits right after the name.
-        if !wire::asks_for(packet, wire::rtype::AXFR) {
+        if !wire::asks_for(packet, wire::rtype::AXFR) && !wire::asks_for(packet, wire::rtype::IXFR)
+        {
             return None;
         }
         let req = wire::decode(packet).ok()?;
         let snap = self.snapshot.load();
-        match transfer::axfr(&snap, &req, peer, Instant::now()) {
-            Transfer::Messages(m) => {
-                self.stats.axfr_sent(m.iter().map(Vec::len).sum());
-                Some(m)
+        match transfer::transfer(&snap, (&req, packet), peer, Instant::now()) {
+            Transfer::Messages {
+                kind,
+                up_to_date,
+                messages,
+            } => {
+                let outcome = if up_to_date {
+                    XfrOutcome::UpToDate
+                } else {
+                    XfrOutcome::Full
+                };
+                let bytes = messages.iter().map(Vec::len).sum();
+                self.stats.transfer(kind, outcome, bytes);
+                Some(messages)
             }
-            Transfer::Refused => {
-                self.stats.axfr_refused();
+            Transfer::Refused(kind) => {
+                self.stats.transfer(kind, XfrOutcome::Refused, 0);
                 None
             }
             Transfer::NotOne => None,

@@ -60,9 +60,55 @@ pub struct DnsStats {
     tls_handshake_failures: AtomicU64,
     tls_reloads: AtomicU64,
     tls_reload_errors: AtomicU64,
-    axfr_sent: AtomicU64,
-    axfr_refused: AtomicU64,
-    axfr_bytes: AtomicU64,
+    transfers: [[AtomicU64; XfrOutcome::ALL.len()]; XfrKind::ALL.len()],
+    transfer_bytes: AtomicU64,
+}
+
+/// A zone transfer's kind: its `kind` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XfrKind {
+    /// AXFR (RFC 5936).
+    Axfr,
+    /// IXFR (RFC 1995).
+    Ixfr,
+}
+
+impl XfrKind {
+    /// Every kind, in label order.
+    pub const ALL: [XfrKind; 2] = [XfrKind::Axfr, XfrKind::Ixfr];
+
+    /// The `kind` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Axfr => "axfr",
+            Self::Ixfr => "ixfr",
+        }
+    }
+}
+
+/// How a zone transfer ended: its `outcome` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XfrOutcome {
+    /// The whole zone was sent.
+    Full,
+    /// The client's serial was current: the SOA alone was sent (IXFR).
+    UpToDate,
+    /// The client may not transfer (`allow-transfer`): REFUSED.
+    Refused,
+}
+
+impl XfrOutcome {
+    /// Every outcome, in label order.
+    pub const ALL: [XfrOutcome; 3] = [XfrOutcome::Full, XfrOutcome::UpToDate, XfrOutcome::Refused];
+
+    /// The `outcome` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::UpToDate => "up_to_date",
+            Self::Refused => "refused",
+        }
+    }
 }
 
 /// A resource limit of the stream listeners (TCP and DNS over TLS); each has
@@ -158,12 +204,10 @@ pub struct DnsCounts {
     pub connections_open: [(Stream, u64); Stream::ALL.len()],
     /// TLS handshakes that failed or timed out.
     pub tls_handshake_failures: u64,
-    /// Zone transfers (AXFR) sent whole.
-    pub axfr_sent: u64,
-    /// Zone transfers refused (the client is not in `allow-transfer`).
-    pub axfr_refused: u64,
+    /// Zone transfers by kind and outcome.
+    pub transfers: [(XfrKind, [(XfrOutcome, u64); XfrOutcome::ALL.len()]); XfrKind::ALL.len()],
     /// Octets of zone transfers sent.
-    pub axfr_bytes: u64,
+    pub transfer_bytes: u64,
     /// Certificate reloads applied.
     pub tls_reloads: u64,
     /// Certificate reloads refused.
@@ -265,15 +309,12 @@ impl DnsStats {
         }
     }
 
-    /// Counts a zone transfer (AXFR) sent whole in `bytes` octets.
-    pub fn axfr_sent(&self, bytes: usize) {
-        self.axfr_sent.fetch_add(1, Ordering::Relaxed);
-        self.axfr_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-    }
-
-    /// Counts a zone transfer refused (the client is not allowed).
-    pub fn axfr_refused(&self) {
-        self.axfr_refused.fetch_add(1, Ordering::Relaxed);
+    /// Counts a zone transfer of `kind` that ended `outcome`, `bytes`
+    /// octets sent.
+    pub fn transfer(&self, kind: XfrKind, outcome: XfrOutcome, bytes: usize) {
+        self.transfers[kind as usize][outcome as usize].fetch_add(1, Ordering::Relaxed);
+        self.transfer_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// Counts a TLS handshake that failed or timed out.
@@ -317,9 +358,13 @@ impl DnsStats {
             limit_hits: Limit::ALL.map(|l| (l, self.limit_hits(l))),
             connections_open: Stream::ALL.map(|s| (s, load(&self.connections_open[s as usize]))),
             tls_handshake_failures: load(&self.tls_handshake_failures),
-            axfr_sent: load(&self.axfr_sent),
-            axfr_refused: load(&self.axfr_refused),
-            axfr_bytes: load(&self.axfr_bytes),
+            transfers: XfrKind::ALL.map(|k| {
+                (
+                    k,
+                    XfrOutcome::ALL.map(|o| (o, load(&self.transfers[k as usize][o as usize]))),
+                )
+            }),
+            transfer_bytes: load(&self.transfer_bytes),
             tls_reloads: load(&self.tls_reloads),
             tls_reload_errors: load(&self.tls_reload_errors),
         }

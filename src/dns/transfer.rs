@@ -1,6 +1,9 @@
-//! Zone transfers out (AXFR, RFC 5936) to the clients `allow-transfer`
-//! lets in: the whole forward zone of one snapshot, SOA first and last, in
-//! as many messages as it takes, over TCP or DNS over TLS (XoT, RFC 9103).
+//! Zone transfers out to the clients `allow-transfer` lets in, over TCP or
+//! DNS over TLS (XoT, RFC 9103): AXFR (RFC 5936) sends the whole forward
+//! zone of one snapshot, SOA first and last, in as many messages as it
+//! takes. IXFR (RFC 1995) sends the SOA alone to a client whose serial is
+//! current, and otherwise the whole zone the same way, which RFC 1995 §4
+//! allows ("the entire zone is returned") and every secondary takes.
 //!
 //! The records are [`zone_records`]'s, the one enumeration `dump` prints,
 //! so a secondary holds exactly what queries answer. The answer cap of
@@ -13,6 +16,7 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
+use super::stats::XfrKind;
 use super::wire::{self, Answer, OPCODE_QUERY, RData, Rcode, Record, Request, rtype};
 use super::zonefile::zone_records;
 use crate::model::Snapshot;
@@ -28,9 +32,16 @@ pub(crate) enum Transfer {
     /// Not a transfer of our zone: the query path answers it.
     NotOne,
     /// A transfer `peer` may not make: the query path REFUSES it.
-    Refused,
-    /// The zone, as encoded messages.
-    Messages(Vec<Vec<u8>>),
+    Refused(XfrKind),
+    /// The zone (or, `up_to_date`, its SOA alone), as encoded messages.
+    Messages {
+        /// AXFR or IXFR.
+        kind: XfrKind,
+        /// The client's serial was current (IXFR): the SOA alone.
+        up_to_date: bool,
+        /// The messages.
+        messages: Vec<Vec<u8>>,
+    },
 }
 
 /// Whether `peer` may transfer the zone.
@@ -42,11 +53,20 @@ pub(crate) fn allowed(snap: &Snapshot, peer: IpAddr) -> bool {
         .any(|net| net.contains(&peer))
 }
 
-/// The transfer `req` (from `peer`, over a stream) asks for: an AXFR of
-/// the forward zone's apex, class IN.
-pub(crate) fn axfr(snap: &Snapshot, req: &Request<'_>, peer: IpAddr, now: Instant) -> Transfer {
-    let ours = req.qtype == rtype::AXFR
-        && req.header.opcode == OPCODE_QUERY
+/// The transfer `req` (the query `packet`, from `peer`, over a stream)
+/// asks for: an AXFR or IXFR of the forward zone's apex, class IN.
+pub(crate) fn transfer(
+    snap: &Snapshot,
+    (req, packet): (&Request<'_>, &[u8]),
+    peer: IpAddr,
+    now: Instant,
+) -> Transfer {
+    let kind = match req.qtype {
+        rtype::AXFR => XfrKind::Axfr,
+        rtype::IXFR => XfrKind::Ixfr,
+        _ => return Transfer::NotOne,
+    };
+    let ours = req.header.opcode == OPCODE_QUERY
         && req.qclass == wire::CLASS_IN
         && req.edns.is_none_or(|e| e.version == 0)
         && req.name.text() == snap.settings.zone.text();
@@ -54,9 +74,31 @@ pub(crate) fn axfr(snap: &Snapshot, req: &Request<'_>, peer: IpAddr, now: Instan
         return Transfer::NotOne;
     }
     if !allowed(snap, peer) {
-        return Transfer::Refused;
+        return Transfer::Refused(kind);
     }
-    Transfer::Messages(messages(req, &zone(snap, now)))
+    let records = zone(snap, now);
+    // The IXFR query's Authority SOA carries the client's serial.
+    let theirs = (kind == XfrKind::Ixfr)
+        .then(|| wire::soa_serial_offset(packet))
+        .flatten()
+        .and_then(|at| packet.get(at..at + 4))
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let up_to_date = theirs.is_some_and(|s| !serial_lt(s, snap.serial));
+    let records = if up_to_date {
+        &records[..1]
+    } else {
+        &records[..]
+    };
+    Transfer::Messages {
+        kind,
+        up_to_date,
+        messages: messages(req, records),
+    }
+}
+
+/// `a` is before `b` in serial number arithmetic (RFC 1982).
+fn serial_lt(a: u32, b: u32) -> bool {
+    a != b && b.wrapping_sub(a) < 1 << 31
 }
 
 /// The records of an AXFR: the SOA, every other record, the SOA again.

@@ -177,11 +177,17 @@ async fn knot_loads_the_zone_by_axfr_and_answers_as_we_do() {
     loaded(knot, ours.dns, "knot", dir.path()).await;
     answers_as_we_do(knot, ours.dns, "knot").await;
     let (_, body) = http_get(ours.admin, "/metrics");
-    assert!(
-        metric(&body, "clusterset_dns_axfr_total").unwrap_or(0.0) >= 1.0,
-        "counted"
-    );
-    assert!(metric(&body, "clusterset_dns_axfr_bytes_total").unwrap_or(0.0) > 10_000.0);
+    // Knot asks for AXFR when it holds no zone.
+    assert!(transfers(&body, "axfr", "full") >= 1.0, "counted: {body}");
+    let bytes = metric(&body, "clusterset_dns_zone_transfer_bytes_total");
+    assert!(bytes.unwrap_or(0.0) > 10_000.0, "{bytes:?}");
+}
+
+/// `clusterset_dns_zone_transfers_total` of `kind` and `outcome`.
+fn transfers(body: &str, kind: &str, outcome: &str) -> f64 {
+    let name =
+        format!("clusterset_dns_zone_transfers_total{{kind=\"{kind}\",outcome=\"{outcome}\"}}");
+    metric(body, &name).unwrap_or_else(|| panic!("no {name} in {body}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,15 +222,7 @@ async fn a_client_allow_transfer_does_not_name_is_refused_and_counted() {
         );
         assert!(msg.answers.is_empty(), "{allow:?}");
         let (_, body) = http_get(ours.admin, "/metrics");
-        assert_eq!(
-            metric(&body, "clusterset_dns_axfr_refused_total"),
-            Some(1.0),
-            "{allow:?}"
-        );
-        assert_eq!(
-            metric(&body, "clusterset_dns_axfr_total"),
-            Some(0.0),
-            "{allow:?}"
-        );
+        assert_eq!(transfers(&body, "axfr", "refused"), 1.0, "{allow:?}");
+        assert_eq!(transfers(&body, "axfr", "full"), 0.0, "{allow:?}");
     }
 }

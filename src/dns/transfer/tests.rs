@@ -8,6 +8,7 @@ use std::sync::Arc;
 use hickory_proto::op::Message;
 
 use super::*;
+use crate::dns::stats::XfrKind;
 use crate::dns::zonefile::dump;
 use crate::model::testing::{big_events, epoch, fixture_events, settings, t0};
 use crate::model::{Event, Model, Settings};
@@ -35,10 +36,32 @@ fn query(qname: &str, qtype: u16) -> Vec<u8> {
     b
 }
 
-fn transfer(snap: &Snapshot, qname: &str, qtype: u16, peer: &str) -> Transfer {
+fn ask(snap: &Snapshot, qname: &str, qtype: u16, peer: &str) -> Transfer {
     let packet = query(qname, qtype);
     let req = wire::decode(&packet).expect("a query");
-    axfr(snap, &req, peer.parse().expect("ip"), t0())
+    transfer(snap, (&req, &packet), peer.parse().expect("ip"), t0())
+}
+
+/// The messages of a transfer `peer` may make.
+fn messages_of(t: Transfer) -> Vec<Vec<u8>> {
+    match t {
+        Transfer::Messages { messages, .. } => messages,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// An IXFR query for `qname` whose Authority holds an SOA of `serial`.
+fn ixfr_query(serial: u32) -> Vec<u8> {
+    let mut b = query("clusterset.local", rtype::IXFR);
+    b[9] = 1; // NSCOUNT
+    b.extend_from_slice(&[0xC0, 12]); // the question's name
+    b.extend_from_slice(&rtype::SOA.to_be_bytes());
+    b.extend_from_slice(&[0, 1, 0, 0, 0, 0]); // class IN, TTL 0
+    b.extend_from_slice(&22u16.to_be_bytes()); // RDLENGTH
+    b.extend_from_slice(&[0, 0]); // MNAME, RNAME: the root
+    b.extend_from_slice(&serial.to_be_bytes());
+    b.extend_from_slice(&[0; 16]);
+    b
 }
 
 #[test]
@@ -83,10 +106,10 @@ fn who_may_transfer_table() {
         ),
     ];
     for (name, snap, qname, qtype, peer, allowed) in cases {
-        let got = transfer(snap, qname, qtype, peer);
+        let got = ask(snap, qname, qtype, peer);
         match (allowed, got) {
-            (true, Transfer::Messages(m)) => assert!(!m.is_empty(), "{name}"),
-            (false, Transfer::Refused) => {}
+            (true, Transfer::Messages { messages, .. }) => assert!(!messages.is_empty(), "{name}"),
+            (false, Transfer::Refused(XfrKind::Axfr)) => {}
             (_, other) => panic!("{name}: {other:?}"),
         }
     }
@@ -98,11 +121,15 @@ fn who_may_transfer_table() {
         ),
         ("another zone", "example.com", rtype::AXFR),
         ("SOA of the apex", zone, rtype::SOA),
-        ("IXFR (not served yet)", zone, rtype::IXFR),
+        (
+            "IXFR of a name below the apex",
+            "web-east.prod.svc.clusterset.local",
+            rtype::IXFR,
+        ),
     ];
     for (name, qname, qtype) in not_one {
         assert_eq!(
-            transfer(&snap, qname, qtype, "127.0.0.1"),
+            ask(&snap, qname, qtype, "127.0.0.1"),
             Transfer::NotOne,
             "{name}"
         );
@@ -133,10 +160,7 @@ fn records_of(messages: &[Vec<u8>]) -> Vec<String> {
 /// `dump`'s records, as hickory prints them back from the wire.
 fn dumped(snap: &Snapshot) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let messages = match transfer(snap, "clusterset.local", rtype::AXFR, "127.0.0.1") {
-        Transfer::Messages(m) => m,
-        other => panic!("{other:?}"),
-    };
+    let messages = messages_of(ask(snap, "clusterset.local", rtype::AXFR, "127.0.0.1"));
     let text = dump(snap);
     let lines = text.lines().skip(1).count();
     for r in records_of(&messages) {
@@ -149,11 +173,7 @@ fn dumped(snap: &Snapshot) -> BTreeSet<String> {
 #[test]
 fn an_axfr_is_the_dumped_zone_soa_first_and_last() {
     let snap = snapshot(&["127.0.0.1"], fixture_events());
-    let Transfer::Messages(messages) =
-        transfer(&snap, "clusterset.local", rtype::AXFR, "127.0.0.1")
-    else {
-        panic!("allowed");
-    };
+    let messages = messages_of(ask(&snap, "clusterset.local", rtype::AXFR, "127.0.0.1"));
     let records = records_of(&messages);
     let soa = |r: &str| r.contains(" IN SOA ");
     assert!(soa(records.first().expect("records")), "{records:?}");
@@ -174,11 +194,7 @@ fn an_axfr_is_the_dumped_zone_soa_first_and_last() {
 #[test]
 fn a_big_zone_takes_several_messages_and_loses_nothing() {
     let snap = snapshot(&["127.0.0.1"], big_events());
-    let Transfer::Messages(messages) =
-        transfer(&snap, "clusterset.local", rtype::AXFR, "127.0.0.1")
-    else {
-        panic!("allowed");
-    };
+    let messages = messages_of(ask(&snap, "clusterset.local", rtype::AXFR, "127.0.0.1"));
     assert!(messages.len() > 5, "{} messages", messages.len());
     let records = records_of(&messages);
     // 4,500 pods federated: every address of the union is in the zone,
@@ -195,4 +211,60 @@ fn a_big_zone_takes_several_messages_and_loses_nothing() {
         records.len(),
         "dump's records and the closing SOA"
     );
+}
+
+#[test]
+fn an_ixfr_gets_the_soa_alone_when_current_else_the_whole_zone() {
+    let snap = snapshot(&["127.0.0.1"], fixture_events());
+    let serial = snap.serial;
+    let full = records_of(&messages_of(ask(
+        &snap,
+        "clusterset.local",
+        rtype::AXFR,
+        "127.0.0.1",
+    )));
+    // (the client's serial, up to date)
+    let cases = [
+        (serial, true),
+        (serial.wrapping_add(5), true),
+        (serial.wrapping_sub(1), false),
+        (serial.wrapping_sub(1 << 30), false),
+        // Half the serial space away is "newer" by RFC 1982: up to date.
+        (serial.wrapping_add(1 << 30), true),
+    ];
+    for (theirs, current) in cases {
+        let packet = ixfr_query(theirs);
+        let req = wire::decode(&packet).expect("a query");
+        let got = transfer(
+            &snap,
+            (&req, &packet),
+            "127.0.0.1".parse().expect("ip"),
+            t0(),
+        );
+        let Transfer::Messages {
+            kind: XfrKind::Ixfr,
+            up_to_date,
+            messages,
+        } = got
+        else {
+            panic!("{theirs}: {got:?}");
+        };
+        assert_eq!(up_to_date, current, "{theirs}");
+        let records = records_of(&messages);
+        if current {
+            assert_eq!(records.len(), 1, "{theirs}: the SOA alone");
+            assert!(records[0].contains(" IN SOA "), "{records:?}");
+            assert!(records[0].contains(&format!(" {serial} ")), "{records:?}");
+        } else {
+            assert_eq!(records, full, "{theirs}: the whole zone, AXFR-style");
+        }
+    }
+    // An IXFR without an SOA of the client's: the whole zone.
+    let whole = records_of(&messages_of(ask(
+        &snap,
+        "clusterset.local",
+        rtype::IXFR,
+        "127.0.0.1",
+    )));
+    assert_eq!(whole, full);
 }
