@@ -138,6 +138,14 @@ pub struct ZoneArgs {
         value_delimiter = ','
     )]
     pub allow_transfer: Vec<String>,
+    /// Secondaries told of each new serial by NOTIFY, as ADDR or ADDR:PORT (port 53 by default).
+    #[arg(
+        long = "notify",
+        env = "CLUSTERSET_DNS_NOTIFY",
+        value_name = "ADDR[:PORT]",
+        value_delimiter = ','
+    )]
+    pub notify: Vec<String>,
 }
 
 /// Options of `serve`.
@@ -287,6 +295,9 @@ pub struct FileConfig {
     /// `allow-transfer`.
     #[serde(default)]
     pub allow_transfer: Vec<String>,
+    /// `notify`.
+    #[serde(default)]
+    pub notify: Vec<String>,
     /// `ns-addr`: a list.
     #[serde(default)]
     pub ns_addr: Vec<IpAddr>,
@@ -721,6 +732,7 @@ impl FileConfig {
             deny_addresses,
             exempt_addresses,
             allow_transfer,
+            notify,
             ns_addr,
             dns_addr,
             admin_addr,
@@ -785,6 +797,7 @@ impl FileConfig {
                 deny_addresses,
                 exempt_addresses,
                 allow_transfer,
+                notify,
                 ns_addr,
                 max_stale,
                 federated_grace,
@@ -982,6 +995,7 @@ struct FileAnswers {
     deny_addresses: Vec<String>,
     exempt_addresses: Vec<String>,
     allow_transfer: Vec<String>,
+    notify: Vec<String>,
     ns_addr: Vec<IpAddr>,
     max_stale: Option<String>,
     federated_grace: Option<String>,
@@ -1116,7 +1130,26 @@ fn settings(
             key: "allow-transfer",
             reason: e.to_string(),
         })?;
+    settings.notify = notify_targets(&pick(&a.notify, file.notify))?;
     Ok(settings)
+}
+
+/// The `notify` targets: `ADDR` (port 53) or `ADDR:PORT`, IPv6 as
+/// `[ADDR]:PORT` or bare.
+fn notify_targets(list: &[String]) -> Result<Vec<SocketAddr>, ConfigError> {
+    list.iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<SocketAddr>()
+                .or_else(|_| s.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+                .map_err(|_| ConfigError::Invalid {
+                    key: "notify",
+                    reason: format!("{s:?} is neither ADDR nor ADDR:PORT"),
+                })
+        })
+        .collect()
 }
 
 /// A list option: the flag's (or env's) when given, else the file's.

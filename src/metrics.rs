@@ -246,7 +246,17 @@ const GAUGE: MetricType = MetricType::Gauge;
 type Plain<T> = (&'static str, &'static str, fn(&T) -> u64);
 
 /// The DNS layer's counters without labels.
-const DNS_COUNTERS: [Plain<DnsCounts>; 12] = [
+const DNS_COUNTERS: [Plain<DnsCounts>; 14] = [
+    (
+        "clusterset_dns_notify_acknowledged_total",
+        "NOTIFYs of a new serial that a --notify target acknowledged.",
+        |c| c.notifies_acknowledged,
+    ),
+    (
+        "clusterset_dns_notify_failed_total",
+        "NOTIFYs a --notify target never answered after every retry (it refreshes on its own timers).",
+        |c| c.notifies_failed,
+    ),
     (
         "clusterset_dns_zone_transfer_bytes_total",
         "Octets of zone transfers (AXFR, IXFR) sent.",

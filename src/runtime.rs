@@ -211,6 +211,11 @@ fn spawn_dns(
         stats.clone(),
         config.answer_cache_bytes,
     ));
+    tasks.spawn(crate::dns::notify::run(
+        shared.snapshot.clone(),
+        stats.clone(),
+        shutdown.clone(),
+    ));
     tasks.spawn(serve_udp(udp, handler.clone(), workers(), shutdown.clone()));
     let slots = ConnectionSlots::new(&config.limits);
     tasks.spawn(serve_tcp(

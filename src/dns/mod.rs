@@ -13,6 +13,7 @@ pub(crate) mod answer;
 pub(crate) mod cache;
 pub(crate) mod handler;
 pub mod name;
+pub(crate) mod notify;
 pub(crate) mod server;
 pub mod stats;
 pub(crate) mod tls;

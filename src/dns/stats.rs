@@ -62,6 +62,7 @@ pub struct DnsStats {
     tls_reload_errors: AtomicU64,
     transfers: [[AtomicU64; XfrOutcome::ALL.len()]; XfrKind::ALL.len()],
     transfer_bytes: AtomicU64,
+    notifies: [AtomicU64; 2],
 }
 
 /// A zone transfer's kind: its `kind` label.
@@ -208,6 +209,10 @@ pub struct DnsCounts {
     pub transfers: [(XfrKind, [(XfrOutcome, u64); XfrOutcome::ALL.len()]); XfrKind::ALL.len()],
     /// Octets of zone transfers sent.
     pub transfer_bytes: u64,
+    /// NOTIFYs a target acknowledged.
+    pub notifies_acknowledged: u64,
+    /// NOTIFYs given up after every try.
+    pub notifies_failed: u64,
     /// Certificate reloads applied.
     pub tls_reloads: u64,
     /// Certificate reloads refused.
@@ -317,6 +322,11 @@ impl DnsStats {
             .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
+    /// Counts a NOTIFY a target acknowledged (`ok`) or never answered.
+    pub fn notify(&self, ok: bool) {
+        self.notifies[usize::from(ok)].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a TLS handshake that failed or timed out.
     pub fn tls_handshake_failed(&self) {
         self.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
@@ -365,6 +375,8 @@ impl DnsStats {
                 )
             }),
             transfer_bytes: load(&self.transfer_bytes),
+            notifies_acknowledged: load(&self.notifies[1]),
+            notifies_failed: load(&self.notifies[0]),
             tls_reloads: load(&self.tls_reloads),
             tls_reload_errors: load(&self.tls_reload_errors),
         }

@@ -80,8 +80,10 @@ pub struct Settings {
     /// SRV answers of federated and nearest names carry priority 10 × tier
     /// (off: every priority is 0, as before).
     pub srv_priority_tiers: bool,
-    /// Clients that may transfer the zone (AXFR); none by default.
+    /// Clients that may transfer the zone (AXFR, IXFR); none by default.
     pub allow_transfer: Vec<ipnet::IpNet>,
+    /// Secondaries told of each new serial (NOTIFY).
+    pub notify: Vec<std::net::SocketAddr>,
 }
 
 impl Settings {
@@ -106,6 +108,7 @@ impl Settings {
             nearest_ttl: 5,
             srv_priority_tiers: false,
             allow_transfer: Vec::new(),
+            notify: Vec::new(),
         }
     }
 }
