@@ -53,7 +53,8 @@ fn knot_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
          database:\n    storage: \"{d}/db\"\n\
          log:\n  - target: stderr\n    any: info\n\
          remote:\n  - id: primary\n    address: {}@{}\n\
-         zone:\n  - domain: {ZONE}\n    master: primary\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n",
+         acl:\n  - id: from_primary\n    address: 127.0.0.1\n    action: notify\n\
+         zone:\n  - domain: {ZONE}\n    master: primary\n    acl: from_primary\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n",
         primary.ip(),
         primary.port()
     );
@@ -225,4 +226,91 @@ async fn a_client_allow_transfer_does_not_name_is_refused_and_counted() {
         assert_eq!(transfers(&body, "axfr", "refused"), 1.0, "{allow:?}");
         assert_eq!(transfers(&body, "axfr", "full"), 0.0, "{allow:?}");
     }
+}
+
+/// A copy of the demo zones `serve` can be told to reload from.
+fn demo_copy(dir: &Path) -> std::path::PathBuf {
+    let to = dir.join("zones");
+    for entry in walk(&demo()) {
+        let rel = entry.strip_prefix(demo()).expect("below the demo");
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().expect("a parent")).expect("mkdir");
+        std::fs::copy(&entry, &dest).expect("copy");
+    }
+    to
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Polls (`within` at most) until `server` answers `name` A with `addr`;
+/// how long it took.
+async fn answers_addr(server: SocketAddr, name: &str, addr: &str, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let (_, got) = answers(server, name, RecordType::A).await;
+        if got.iter().any(|r| r.ends_with(&format!(" A {addr}"))) {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "{server} still answers {got:?} for {name}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knot_and_nsd_follow_a_change_after_our_notify() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zones = demo_copy(dir.path());
+    let (knot_port, nsd_port) = (free_port(), free_port());
+    let targets = format!("127.0.0.1:{knot_port},127.0.0.1:{nsd_port}");
+    let ours = serve(
+        &zones,
+        &[
+            "--local-cluster",
+            "west",
+            "--allow-transfer",
+            "127.0.0.1",
+            "--notify",
+            &targets,
+        ],
+    );
+    let (knot_dir, nsd_dir) = (dir.path().join("knot"), dir.path().join("nsd"));
+    std::fs::create_dir_all(&knot_dir).expect("mkdir");
+    std::fs::create_dir_all(&nsd_dir).expect("mkdir");
+    let _knot = knot_secondary(&knot_dir, ours.dns, knot_port);
+    let _nsd = nsd_secondary(&nsd_dir, ours.dns, nsd_port);
+    let knot: SocketAddr = ([127, 0, 0, 1], knot_port).into();
+    let nsd: SocketAddr = ([127, 0, 0, 1], nsd_port).into();
+    loaded(knot, ours.dns, "knot", &knot_dir).await;
+    loaded(nsd, ours.dns, "nsd", &nsd_dir).await;
+    // south's db-0 moves to a new address.
+    let name = "db-0.db-south.data.svc.clusterset.local.";
+    let file = zones.join("south/db.yaml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    std::fs::write(&file, text.replace("[10.40.30.10]", "[10.40.31.99]")).expect("write");
+    let reloaded = answers_addr(ours.dns, name, "10.40.31.99", Duration::from_secs(10)).await;
+    // Without NOTIFY they would wait for the SOA refresh (7200 s).
+    let knot_took = answers_addr(knot, name, "10.40.31.99", Duration::from_secs(10)).await;
+    let nsd_took = answers_addr(nsd, name, "10.40.31.99", Duration::from_secs(10)).await;
+    eprintln!("reloaded in {reloaded:?}; knot followed {knot_took:?} later, nsd {nsd_took:?}");
+    answers_as_we_do(knot, ours.dns, "knot").await;
+    let (_, body) = http_get(ours.admin, "/metrics");
+    let acked = metric(&body, "clusterset_dns_notify_acknowledged_total").unwrap_or(0.0);
+    assert!(acked >= 2.0, "both targets acknowledged: {body}");
+    // Knot asks by IXFR once it holds the zone; the whole zone comes back.
+    assert!(transfers(&body, "ixfr", "full") >= 1.0, "{body}");
 }
