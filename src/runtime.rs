@@ -497,7 +497,9 @@ async fn model_task(
                 if rebuilt {
                     info!(took_ms = started.elapsed().as_millis() as u64, "answering under the reloaded settings");
                 }
-                (rebuilt, false)
+                // Published either way: the DNS path reads the settings
+                // the names do not (who may transfer the zone) from it.
+                (true, false)
             }
             _ = tick.tick() => {
                 let c = model.tick(Instant::now());

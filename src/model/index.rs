@@ -322,9 +322,10 @@ impl Index {
     /// Replaces the settings and rebuilds every name under them (a
     /// configuration reload). The serial keeps increasing. Returns false
     /// when no answer setting changed: the budget and the trust settings
-    /// are the sources' (what a cluster may make us hold), no answer reads
-    /// them, so a reload of them alone keeps every name and the serial (the
-    /// sources send what changes).
+    /// are the sources' (what a cluster may make us hold), and who may
+    /// transfer the zone and whom to notify are the transfers'; no answer
+    /// reads them, so a reload of them alone keeps every name and the
+    /// serial (the snapshot still carries them).
     pub(crate) fn reset_settings(
         &mut self,
         settings: Arc<Settings>,
@@ -334,6 +335,8 @@ impl Index {
         let same_answers = Settings {
             budget: settings.budget,
             trust: settings.trust.clone(),
+            allow_transfer: settings.allow_transfer.clone(),
+            notify: settings.notify.clone(),
             ..(*self.settings).clone()
         } == *settings;
         if same_answers {

@@ -17,7 +17,7 @@ use hickory_proto::rr::RecordType;
 
 use crate::binary::{Served, bin, http_get, serve};
 use crate::conformance::metric;
-use crate::support::{Proto, ask, demo, free_port, q};
+use crate::support::{Proto, ask, copy_tree, demo, free_port, q};
 
 const ZONE: &str = "clusterset.local";
 
@@ -228,32 +228,6 @@ async fn a_client_allow_transfer_does_not_name_is_refused_and_counted() {
     }
 }
 
-/// A copy of the demo zones `serve` can be told to reload from.
-fn demo_copy(dir: &Path) -> std::path::PathBuf {
-    let to = dir.join("zones");
-    for entry in walk(&demo()) {
-        let rel = entry.strip_prefix(demo()).expect("below the demo");
-        let dest = to.join(rel);
-        std::fs::create_dir_all(dest.parent().expect("a parent")).expect("mkdir");
-        std::fs::copy(&entry, &dest).expect("copy");
-    }
-    to
-}
-
-/// Every file below `dir`.
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// Polls (`within` at most) until `server` answers `name` A with `addr`;
 /// how long it took.
 async fn answers_addr(server: SocketAddr, name: &str, addr: &str, within: Duration) -> Duration {
@@ -274,7 +248,8 @@ async fn answers_addr(server: SocketAddr, name: &str, addr: &str, within: Durati
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn knot_and_nsd_follow_a_change_after_our_notify() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let zones = demo_copy(dir.path());
+    let zones = dir.path().join("zones");
+    copy_tree(&demo(), &zones);
     let (knot_port, nsd_port) = (free_port(), free_port());
     let targets = format!("127.0.0.1:{knot_port},127.0.0.1:{nsd_port}");
     let ours = serve(
@@ -313,4 +288,48 @@ async fn knot_and_nsd_follow_a_change_after_our_notify() {
     assert!(acked >= 2.0, "both targets acknowledged: {body}");
     // Knot asks by IXFR once it holds the zone; the whole zone comes back.
     assert!(transfers(&body, "ixfr", "full") >= 1.0, "{body}");
+}
+
+/// The SOA serial `server` answers.
+async fn serial(server: SocketAddr) -> String {
+    let (_, soa) = answers(server, &format!("{ZONE}."), RecordType::SOA).await;
+    soa.first().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_allow_transfer_applies_without_a_new_serial() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "allow-transfer: [10.0.0.0/8]\n").expect("write config");
+    let path = config.to_str().expect("utf-8");
+    let ours = serve(&demo(), &["--local-cluster", "west", "--config", path]);
+    let axfr = || async {
+        let (msg, _) = ask(
+            ours.dns,
+            Proto::Tcp,
+            &q(&format!("{ZONE}."), RecordType::AXFR),
+        )
+        .await;
+        (msg.metadata.response_code, msg.answers.len())
+    };
+    assert_eq!(axfr().await, (ResponseCode::Refused, 0));
+    let before = serial(ours.dns).await;
+    std::fs::write(&config, "allow-transfer: [127.0.0.1]\n").expect("write config");
+    let deadline = Instant::now() + Duration::from_secs(8);
+    loop {
+        let (rcode, records) = axfr().await;
+        if rcode == ResponseCode::NoError && records > 100 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reloaded allow-transfer was not applied: {rcode}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        serial(ours.dns).await,
+        before,
+        "no name changed: the same serial"
+    );
 }
