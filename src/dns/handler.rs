@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::answer::{self, Answered, Question, Room};
 use super::cache::{self, AnswerCache, Echo, Local, Lookup};
 use super::stats::{DnsStats, XfrOutcome};
-use super::transfer::{self, Transfer};
+use super::transfer::{self, Check};
 use super::transport::Transport;
 use super::wire::{self, Answer, DecodeError, OPCODE_QUERY, Rcode, Request};
 use crate::model::Snapshot;
@@ -26,6 +27,22 @@ pub struct Handler {
     cache: Option<AnswerCache>,
     /// Where the next stream connection's rotation starts.
     next_stream: AtomicUsize,
+    /// Zone transfers under way ([`MAX_TRANSFERS`]).
+    transfers: Arc<Semaphore>,
+}
+
+/// Zone transfers built and written at once: each holds a whole copy of
+/// the zone in memory while it is written, so one more is refused (busy)
+/// rather than let transfers crowd out queries.
+pub(crate) const MAX_TRANSFERS: usize = 2;
+
+/// A zone transfer to write: its messages, and its place among the
+/// [`MAX_TRANSFERS`] (freed when dropped).
+#[derive(Debug)]
+pub struct Outgoing {
+    /// The messages, each at most 65,535 octets.
+    pub messages: Vec<Vec<u8>>,
+    _slot: OwnedSemaphorePermit,
 }
 
 impl Handler {
@@ -38,6 +55,7 @@ impl Handler {
             stats,
             cache: (cache_bytes > 0).then(|| AnswerCache::new(cache_bytes)),
             next_stream: AtomicUsize::new(0),
+            transfers: Arc::new(Semaphore::new(MAX_TRANSFERS)),
         }
     }
 
@@ -115,10 +133,10 @@ impl Handler {
 
 impl Handler {
     /// The zone transfer `packet` asks for over a stream from `peer`, if
-    /// it asks for one `allow-transfer` lets it make (counted); `None`
-    /// sends it down [`Handler::handle`], which answers a refused one
-    /// REFUSED.
-    pub fn transfer(&self, packet: &[u8], peer: std::net::IpAddr) -> Option<Vec<Vec<u8>>> {
+    /// it asks for one `allow-transfer` lets it make and fewer than
+    /// [`MAX_TRANSFERS`] are under way (counted); `None` sends it down
+    /// [`Handler::handle`], which answers a refused one REFUSED.
+    pub fn transfer(&self, packet: &[u8], peer: std::net::IpAddr) -> Option<Outgoing> {
         // Cheap for every other query: QTYPE sits right after the name.
         if !wire::asks_for(packet, wire::rtype::AXFR) && !wire::asks_for(packet, wire::rtype::IXFR)
         {
@@ -126,27 +144,30 @@ impl Handler {
         }
         let req = wire::decode(packet).ok()?;
         let snap = self.snapshot.load();
-        match transfer::transfer(&snap, (&req, packet), peer, Instant::now()) {
-            Transfer::Messages {
-                kind,
-                up_to_date,
-                messages,
-            } => {
-                let outcome = if up_to_date {
-                    XfrOutcome::UpToDate
-                } else {
-                    XfrOutcome::Full
-                };
-                let bytes = messages.iter().map(Vec::len).sum();
-                self.stats.transfer(kind, outcome, bytes);
-                Some(messages)
-            }
-            Transfer::Refused(kind) => {
+        let kind = match transfer::check(&snap, &req, peer) {
+            Check::NotOne => return None,
+            Check::Refused(kind) => {
                 self.stats.transfer(kind, XfrOutcome::Refused, 0);
-                None
+                return None;
             }
-            Transfer::NotOne => None,
-        }
+            Check::Allowed(kind) => kind,
+        };
+        let Ok(slot) = self.transfers.clone().try_acquire_owned() else {
+            self.stats.transfer(kind, XfrOutcome::Busy, 0);
+            return None;
+        };
+        let (up_to_date, messages) = transfer::build(&snap, (&req, packet), kind, Instant::now());
+        let outcome = if up_to_date {
+            XfrOutcome::UpToDate
+        } else {
+            XfrOutcome::Full
+        };
+        self.stats
+            .transfer(kind, outcome, messages.iter().map(Vec::len).sum());
+        Some(Outgoing {
+            messages,
+            _slot: slot,
+        })
     }
 }
 

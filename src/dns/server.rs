@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::cache::Local;
-use super::handler::Handler;
+use super::handler::{Handler, Outgoing};
 use super::stats::{DnsStats, Limit, Stream};
 use super::transport::Transport;
 use super::udp;
@@ -315,6 +315,18 @@ where
         if !read_message(rd, &mut msg, limits.message_timeout, stats).await? {
             return Ok(());
         }
+        if let Some(xfr) = handler.transfer(&msg, peer) {
+            // The answers read before it go first, in order.
+            let deadline = oldest.unwrap_or(first_byte) + limits.query_timeout;
+            if waiting > 0 && !flushed(wr, deadline, stats).await? {
+                return Ok(());
+            }
+            (waiting, oldest) = (0, None);
+            if !transferred(wr, xfr, limits.query_timeout, stats).await? {
+                return Ok(());
+            }
+            continue;
+        }
         let deadline = oldest.unwrap_or(first_byte) + limits.query_timeout;
         let written = tokio::time::timeout_at(
             deadline.into(),
@@ -409,23 +421,44 @@ async fn flushed<W: AsyncWrite + Unpin>(
     }
 }
 
+/// Writes the messages of a zone transfer, each taken by the kernel within
+/// `each` (a transfer may take longer than any one query should); false
+/// (counted) when the client stopped reading and the connection should
+/// close.
+async fn transferred<W: AsyncWrite + Unpin>(
+    wr: &mut BufWriter<W>,
+    xfr: Outgoing,
+    each: Duration,
+    stats: &DnsStats,
+) -> io::Result<bool> {
+    for m in &xfr.messages {
+        let write = async {
+            // Each message is at most 65,535 octets (`transfer`).
+            wr.write_all(&(m.len() as u16).to_be_bytes()).await?;
+            wr.write_all(m).await?;
+            wr.flush().await
+        };
+        match tokio::time::timeout(each, write).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                stats.limit_hit(Limit::QueryTimeout);
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// Answers one message received over `transport` (TCP or TLS) into `wr`,
 /// length-prefixed (unflushed). Returns whether there was an answer.
 async fn answer<W: AsyncWrite + Unpin>(
-    (handler, transport, peer): (&Handler, Transport, IpAddr),
+    (handler, transport, _): (&Handler, Transport, IpAddr),
     local: &mut Local,
     msg: &[u8],
     out: &mut Vec<u8>,
     wr: &mut W,
 ) -> io::Result<bool> {
-    if let Some(messages) = handler.transfer(msg, peer) {
-        for m in messages {
-            // Each message is at most 65,535 octets (`transfer`).
-            wr.write_all(&(m.len() as u16).to_be_bytes()).await?;
-            wr.write_all(&m).await?;
-        }
-        return Ok(true);
-    }
     if !handler.handle(local, msg, transport, out) {
         return Ok(false);
     }

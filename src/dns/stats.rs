@@ -96,11 +96,18 @@ pub enum XfrOutcome {
     UpToDate,
     /// The client may not transfer (`allow-transfer`): REFUSED.
     Refused,
+    /// As many transfers as may run at once were running: REFUSED.
+    Busy,
 }
 
 impl XfrOutcome {
     /// Every outcome, in label order.
-    pub const ALL: [XfrOutcome; 3] = [XfrOutcome::Full, XfrOutcome::UpToDate, XfrOutcome::Refused];
+    pub const ALL: [XfrOutcome; 4] = [
+        XfrOutcome::Full,
+        XfrOutcome::UpToDate,
+        XfrOutcome::Refused,
+        XfrOutcome::Busy,
+    ];
 
     /// The `outcome` label value.
     pub fn label(self) -> &'static str {
@@ -108,6 +115,7 @@ impl XfrOutcome {
             Self::Full => "full",
             Self::UpToDate => "up_to_date",
             Self::Refused => "refused",
+            Self::Busy => "busy",
         }
     }
 }

@@ -26,22 +26,15 @@ use crate::model::Snapshot;
 /// compressed), as BIND and Knot cut theirs.
 const MESSAGE_OCTETS: usize = 16 * 1024;
 
-/// What to do with a query that asks for a zone transfer.
+/// What a query is to the transfers.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Transfer {
+pub(crate) enum Check {
     /// Not a transfer of our zone: the query path answers it.
     NotOne,
-    /// A transfer `peer` may not make: the query path REFUSES it.
+    /// A transfer the client may not make: the query path REFUSES it.
     Refused(XfrKind),
-    /// The zone (or, `up_to_date`, its SOA alone), as encoded messages.
-    Messages {
-        /// AXFR or IXFR.
-        kind: XfrKind,
-        /// The client's serial was current (IXFR): the SOA alone.
-        up_to_date: bool,
-        /// The messages.
-        messages: Vec<Vec<u8>>,
-    },
+    /// A transfer the client may make.
+    Allowed(XfrKind),
 }
 
 /// Whether `peer` may transfer the zone.
@@ -53,29 +46,34 @@ pub(crate) fn allowed(snap: &Snapshot, peer: IpAddr) -> bool {
         .any(|net| net.contains(&peer))
 }
 
-/// The transfer `req` (the query `packet`, from `peer`, over a stream)
-/// asks for: an AXFR or IXFR of the forward zone's apex, class IN.
-pub(crate) fn transfer(
-    snap: &Snapshot,
-    (req, packet): (&Request<'_>, &[u8]),
-    peer: IpAddr,
-    now: Instant,
-) -> Transfer {
+/// What `req` (from `peer`, over a stream) is: an AXFR or IXFR of the
+/// forward zone's apex, class IN, that `peer` may or may not make.
+pub(crate) fn check(snap: &Snapshot, req: &Request<'_>, peer: IpAddr) -> Check {
     let kind = match req.qtype {
         rtype::AXFR => XfrKind::Axfr,
         rtype::IXFR => XfrKind::Ixfr,
-        _ => return Transfer::NotOne,
+        _ => return Check::NotOne,
     };
     let ours = req.header.opcode == OPCODE_QUERY
         && req.qclass == wire::CLASS_IN
         && req.edns.is_none_or(|e| e.version == 0)
         && req.name.text() == snap.settings.zone.text();
-    if !ours {
-        return Transfer::NotOne;
+    match (ours, allowed(snap, peer)) {
+        (false, _) => Check::NotOne,
+        (true, false) => Check::Refused(kind),
+        (true, true) => Check::Allowed(kind),
     }
-    if !allowed(snap, peer) {
-        return Transfer::Refused(kind);
-    }
+}
+
+/// The messages of an allowed transfer of `kind` asked by `req` (the query
+/// `packet`), and whether the client was up to date (IXFR: then the SOA
+/// alone is sent).
+pub(crate) fn build(
+    snap: &Snapshot,
+    (req, packet): (&Request<'_>, &[u8]),
+    kind: XfrKind,
+    now: Instant,
+) -> (bool, Vec<Vec<u8>>) {
     let records = zone(snap, now);
     // The IXFR query's Authority SOA carries the client's serial.
     let theirs = (kind == XfrKind::Ixfr)
@@ -89,11 +87,7 @@ pub(crate) fn transfer(
     } else {
         &records[..]
     };
-    Transfer::Messages {
-        kind,
-        up_to_date,
-        messages: messages(req, records),
-    }
+    (up_to_date, messages(req, records))
 }
 
 /// `a` is before `b` in serial number arithmetic (RFC 1982).

@@ -36,18 +36,22 @@ fn query(qname: &str, qtype: u16) -> Vec<u8> {
     b
 }
 
-fn ask(snap: &Snapshot, qname: &str, qtype: u16, peer: &str) -> Transfer {
+fn ask(snap: &Snapshot, qname: &str, qtype: u16, peer: &str) -> Check {
     let packet = query(qname, qtype);
     let req = wire::decode(&packet).expect("a query");
-    transfer(snap, (&req, &packet), peer.parse().expect("ip"), t0())
+    check(snap, &req, peer.parse().expect("ip"))
 }
 
-/// The messages of a transfer `peer` may make.
-fn messages_of(t: Transfer) -> Vec<Vec<u8>> {
-    match t {
-        Transfer::Messages { messages, .. } => messages,
-        other => panic!("{other:?}"),
-    }
+/// The messages of the transfer of `kind` the query `packet` asks for,
+/// and whether the client was up to date.
+fn built(snap: &Snapshot, packet: &[u8], kind: XfrKind) -> (bool, Vec<Vec<u8>>) {
+    let req = wire::decode(packet).expect("a query");
+    build(snap, (&req, packet), kind, t0())
+}
+
+/// The messages of a whole-zone transfer (AXFR) of `snap`.
+fn axfr_messages(snap: &Snapshot) -> Vec<Vec<u8>> {
+    built(snap, &query("clusterset.local", rtype::AXFR), XfrKind::Axfr).1
 }
 
 /// An IXFR query for `qname` whose Authority holds an SOA of `serial`.
@@ -108,8 +112,7 @@ fn who_may_transfer_table() {
     for (name, snap, qname, qtype, peer, allowed) in cases {
         let got = ask(snap, qname, qtype, peer);
         match (allowed, got) {
-            (true, Transfer::Messages { messages, .. }) => assert!(!messages.is_empty(), "{name}"),
-            (false, Transfer::Refused(XfrKind::Axfr)) => {}
+            (true, Check::Allowed(XfrKind::Axfr)) | (false, Check::Refused(XfrKind::Axfr)) => {}
             (_, other) => panic!("{name}: {other:?}"),
         }
     }
@@ -130,7 +133,7 @@ fn who_may_transfer_table() {
     for (name, qname, qtype) in not_one {
         assert_eq!(
             ask(&snap, qname, qtype, "127.0.0.1"),
-            Transfer::NotOne,
+            Check::NotOne,
             "{name}"
         );
     }
@@ -160,7 +163,7 @@ fn records_of(messages: &[Vec<u8>]) -> Vec<String> {
 /// `dump`'s records, as hickory prints them back from the wire.
 fn dumped(snap: &Snapshot) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let messages = messages_of(ask(snap, "clusterset.local", rtype::AXFR, "127.0.0.1"));
+    let messages = axfr_messages(snap);
     let text = dump(snap);
     let lines = text.lines().skip(1).count();
     for r in records_of(&messages) {
@@ -173,7 +176,7 @@ fn dumped(snap: &Snapshot) -> BTreeSet<String> {
 #[test]
 fn an_axfr_is_the_dumped_zone_soa_first_and_last() {
     let snap = snapshot(&["127.0.0.1"], fixture_events());
-    let messages = messages_of(ask(&snap, "clusterset.local", rtype::AXFR, "127.0.0.1"));
+    let messages = axfr_messages(&snap);
     let records = records_of(&messages);
     let soa = |r: &str| r.contains(" IN SOA ");
     assert!(soa(records.first().expect("records")), "{records:?}");
@@ -194,7 +197,7 @@ fn an_axfr_is_the_dumped_zone_soa_first_and_last() {
 #[test]
 fn a_big_zone_takes_several_messages_and_loses_nothing() {
     let snap = snapshot(&["127.0.0.1"], big_events());
-    let messages = messages_of(ask(&snap, "clusterset.local", rtype::AXFR, "127.0.0.1"));
+    let messages = axfr_messages(&snap);
     assert!(messages.len() > 5, "{} messages", messages.len());
     let records = records_of(&messages);
     // 4,500 pods federated: every address of the union is in the zone,
@@ -217,12 +220,7 @@ fn a_big_zone_takes_several_messages_and_loses_nothing() {
 fn an_ixfr_gets_the_soa_alone_when_current_else_the_whole_zone() {
     let snap = snapshot(&["127.0.0.1"], fixture_events());
     let serial = snap.serial;
-    let full = records_of(&messages_of(ask(
-        &snap,
-        "clusterset.local",
-        rtype::AXFR,
-        "127.0.0.1",
-    )));
+    let full = records_of(&axfr_messages(&snap));
     // (the client's serial, up to date)
     let cases = [
         (serial, true),
@@ -233,22 +231,7 @@ fn an_ixfr_gets_the_soa_alone_when_current_else_the_whole_zone() {
         (serial.wrapping_add(1 << 30), true),
     ];
     for (theirs, current) in cases {
-        let packet = ixfr_query(theirs);
-        let req = wire::decode(&packet).expect("a query");
-        let got = transfer(
-            &snap,
-            (&req, &packet),
-            "127.0.0.1".parse().expect("ip"),
-            t0(),
-        );
-        let Transfer::Messages {
-            kind: XfrKind::Ixfr,
-            up_to_date,
-            messages,
-        } = got
-        else {
-            panic!("{theirs}: {got:?}");
-        };
+        let (up_to_date, messages) = built(&snap, &ixfr_query(theirs), XfrKind::Ixfr);
         assert_eq!(up_to_date, current, "{theirs}");
         let records = records_of(&messages);
         if current {
@@ -260,11 +243,45 @@ fn an_ixfr_gets_the_soa_alone_when_current_else_the_whole_zone() {
         }
     }
     // An IXFR without an SOA of the client's: the whole zone.
-    let whole = records_of(&messages_of(ask(
-        &snap,
-        "clusterset.local",
-        rtype::IXFR,
-        "127.0.0.1",
-    )));
+    let whole = records_of(
+        &built(
+            &snap,
+            &query("clusterset.local", rtype::IXFR),
+            XfrKind::Ixfr,
+        )
+        .1,
+    );
     assert_eq!(whole, full);
+}
+
+#[test]
+fn a_transfer_past_the_limit_is_refused_as_busy_until_one_ends() {
+    use crate::dns::handler::{Handler, MAX_TRANSFERS};
+    use crate::dns::stats::{DnsStats, XfrOutcome};
+    let snap = snapshot(&["127.0.0.1"], fixture_events());
+    let stats = Arc::new(DnsStats::default());
+    let handler = Handler::new(Arc::new(arc_swap::ArcSwap::new(snap)), stats.clone(), 0);
+    let packet = query("clusterset.local", rtype::AXFR);
+    let peer = "127.0.0.1".parse().expect("ip");
+    let running: Vec<_> = (0..MAX_TRANSFERS)
+        .map(|i| {
+            handler
+                .transfer(&packet, peer)
+                .unwrap_or_else(|| panic!("transfer {i}"))
+        })
+        .collect();
+    assert!(
+        handler.transfer(&packet, peer).is_none(),
+        "one more is busy"
+    );
+    let count = |o: XfrOutcome| {
+        let counts = stats.read();
+        counts.transfers[XfrKind::Axfr as usize].1[o as usize].1
+    };
+    assert_eq!((count(XfrOutcome::Full), count(XfrOutcome::Busy)), (2, 1));
+    drop(running);
+    assert!(
+        handler.transfer(&packet, peer).is_some(),
+        "a slot is free again"
+    );
 }
