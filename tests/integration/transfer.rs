@@ -333,3 +333,59 @@ async fn a_reloaded_allow_transfer_applies_without_a_new_serial() {
         "no name changed: the same serial"
     );
 }
+
+/// The SOA serial `server` answers, as a number.
+async fn serial_number(server: SocketAddr) -> u32 {
+    let soa = serial(server).await;
+    soa.split_whitespace()
+        .nth(5)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no serial in {soa:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_the_serial_moves_forward_and_knot_follows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zones = dir.path().join("zones");
+    copy_tree(&demo(), &zones);
+    let (ours_port, knot_port) = (free_port(), free_port());
+    let ours_addr = format!("127.0.0.1:{ours_port}");
+    let notify = format!("127.0.0.1:{knot_port}");
+    let args = [
+        "--local-cluster",
+        "west",
+        "--dns-addr",
+        &ours_addr,
+        "--allow-transfer",
+        "127.0.0.1",
+        "--notify",
+        &notify,
+    ];
+    let ours = serve(&zones, &args);
+    let knot_dir = dir.path().join("knot");
+    std::fs::create_dir_all(&knot_dir).expect("mkdir");
+    let _knot = knot_secondary(&knot_dir, ours.dns, knot_port);
+    let knot: SocketAddr = ([127, 0, 0, 1], knot_port).into();
+    loaded(knot, ours.dns, "knot", &knot_dir).await;
+    let before = serial_number(ours.dns).await;
+    drop(ours);
+    // The serial counts seconds: a restart within the same second as the
+    // first start would give the same one.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let file = zones.join("south/db.yaml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    std::fs::write(&file, text.replace("[10.40.30.10]", "[10.40.31.77]")).expect("write");
+    let ours = serve(&zones, &args);
+    let after = serial_number(ours.dns).await;
+    assert!(
+        after > before && after.wrapping_sub(before) < 1 << 31,
+        "the serial moves forward across a restart: {before} then {after}"
+    );
+    let name = "db-0.db-south.data.svc.clusterset.local.";
+    answers_addr(knot, name, "10.40.31.77", Duration::from_secs(10)).await;
+    assert_eq!(
+        serial_number(knot).await,
+        after,
+        "knot holds the new version"
+    );
+}
