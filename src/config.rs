@@ -21,6 +21,8 @@ use crate::vocab::name::ZoneName;
 use crate::vocab::name::{check_cluster_name, is_dns_label};
 use crate::vocab::place::{Place, PlaceError, place_value};
 use crate::vocab::trust::{DEFAULT_OWN_NAMESPACE, TrustSettings, parse_cidrs};
+use crate::vocab::tsig::{TsigAlgorithm, TsigKey};
+use base64::Engine as _;
 
 /// Most API requests in flight a cluster may be allowed: far above what
 /// any API server wants from one client, low enough to catch a typo.
@@ -146,6 +148,9 @@ pub struct ZoneArgs {
         value_delimiter = ','
     )]
     pub notify: Vec<String>,
+    /// A YAML file of TSIG keys (- name, algorithm: hmac-sha256, secret: base64): transfers must then be signed by one; NOTIFYs are signed by the first.
+    #[arg(long, env = "CLUSTERSET_DNS_TRANSFER_KEYS", value_name = "FILE")]
+    pub transfer_keys: Option<PathBuf>,
 }
 
 /// Options of `serve`.
@@ -298,6 +303,8 @@ pub struct FileConfig {
     /// `notify`.
     #[serde(default)]
     pub notify: Vec<String>,
+    /// `transfer-keys`.
+    pub transfer_keys: Option<PathBuf>,
     /// `ns-addr`: a list.
     #[serde(default)]
     pub ns_addr: Vec<IpAddr>,
@@ -733,6 +740,7 @@ impl FileConfig {
             exempt_addresses,
             allow_transfer,
             notify,
+            transfer_keys,
             ns_addr,
             dns_addr,
             admin_addr,
@@ -798,6 +806,7 @@ impl FileConfig {
                 exempt_addresses,
                 allow_transfer,
                 notify,
+                transfer_keys,
                 ns_addr,
                 max_stale,
                 federated_grace,
@@ -996,6 +1005,7 @@ struct FileAnswers {
     exempt_addresses: Vec<String>,
     allow_transfer: Vec<String>,
     notify: Vec<String>,
+    transfer_keys: Option<PathBuf>,
     ns_addr: Vec<IpAddr>,
     max_stale: Option<String>,
     federated_grace: Option<String>,
@@ -1124,14 +1134,79 @@ fn settings(
         pick(&a.deny_addresses, file.deny_addresses),
         pick(&a.exempt_addresses, file.exempt_addresses),
     )?;
-    let allow = pick(&a.allow_transfer, file.allow_transfer);
+    let from_file = (file.allow_transfer, file.notify, file.transfer_keys);
+    transfers(a, from_file, &mut settings)?;
+    Ok(settings)
+}
+
+/// The zone-transfer settings: `allow-transfer`, `notify` and
+/// `transfer-keys` from the flags, else the file's.
+fn transfers(
+    a: &ZoneArgs,
+    (allow, notify, keys): (Vec<String>, Vec<String>, Option<PathBuf>),
+    settings: &mut Settings,
+) -> Result<(), ConfigError> {
+    let allow = pick(&a.allow_transfer, allow);
     settings.allow_transfer =
         parse_cidrs(allow.iter().map(String::as_str)).map_err(|e| ConfigError::Invalid {
             key: "allow-transfer",
             reason: e.to_string(),
         })?;
-    settings.notify = notify_targets(&pick(&a.notify, file.notify))?;
-    Ok(settings)
+    settings.notify = notify_targets(&pick(&a.notify, notify))?;
+    if let Some(path) = a.transfer_keys.as_ref().or(keys.as_ref()) {
+        settings.transfer_keys = transfer_keys(path)?;
+    }
+    Ok(())
+}
+
+/// One key of the `transfer-keys` file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyEntry {
+    name: String,
+    algorithm: String,
+    secret: String,
+}
+
+/// The TSIG keys of `path` (re-read at every reload), each checked: a DNS
+/// name, an algorithm we have, a base64 secret of at least 16 octets.
+fn transfer_keys(path: &Path) -> Result<Vec<TsigKey>, ConfigError> {
+    let bad = |reason: String| ConfigError::Invalid {
+        key: "transfer-keys",
+        reason: format!("{}: {reason}", path.display()),
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let entries: Vec<KeyEntry> = serde_saphyr::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let mut keys: Vec<TsigKey> = Vec::new();
+    for e in entries {
+        let name = e.name.trim_end_matches('.').to_ascii_lowercase();
+        if ZoneName::new(&name).is_err() || keys.iter().any(|k| k.name == name) {
+            return Err(bad(format!(
+                "key name {:?} is not a DNS name, or is given twice",
+                e.name
+            )));
+        }
+        let algorithm = TsigAlgorithm::parse(&e.algorithm).ok_or_else(|| {
+            bad(format!(
+                "key {name}: algorithm {:?} is neither hmac-sha256 nor hmac-sha512",
+                e.algorithm
+            ))
+        })?;
+        let secret = base64::engine::general_purpose::STANDARD
+            .decode(e.secret.trim())
+            .map_err(|_| bad(format!("key {name}: the secret is not base64")))?;
+        if secret.len() < 16 {
+            return Err(bad(format!(
+                "key {name}: the secret is shorter than 16 octets"
+            )));
+        }
+        keys.push(TsigKey {
+            name,
+            algorithm,
+            secret,
+        });
+    }
+    Ok(keys)
 }
 
 /// The `notify` targets: `ADDR` (port 53) or `ADDR:PORT`, IPv6 as

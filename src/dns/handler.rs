@@ -16,6 +16,7 @@ use super::cache::{self, AnswerCache, Echo, Local, Lookup};
 use super::stats::{DnsStats, XfrOutcome};
 use super::transfer::{self, Check};
 use super::transport::Transport;
+use super::tsig;
 use super::wire::{self, Answer, DecodeError, OPCODE_QUERY, Rcode, Request};
 use crate::model::Snapshot;
 
@@ -144,19 +145,34 @@ impl Handler {
         }
         let req = wire::decode(packet).ok()?;
         let snap = self.snapshot.load();
-        let kind = match transfer::check(&snap, &req, peer) {
+        let now = unix_now();
+        let (kind, verified) = match transfer::check(&snap, (&req, packet), peer, now) {
             Check::NotOne => return None,
             Check::Refused(kind) => {
                 self.stats.transfer(kind, XfrOutcome::Refused, 0);
                 return None;
             }
-            Check::Allowed(kind) => kind,
+            Check::NotAuth(kind, why) => {
+                self.stats.transfer(kind, XfrOutcome::NotAuth, 0);
+                let keys = &snap.settings.transfer_keys;
+                let answer = tsig::notauth(packet, keys, why, now)?;
+                let slot = self.transfers.clone().try_acquire_owned().ok()?;
+                return Some(Outgoing {
+                    messages: vec![answer],
+                    _slot: slot,
+                });
+            }
+            Check::Allowed(kind, verified) => (kind, verified),
         };
         let Ok(slot) = self.transfers.clone().try_acquire_owned() else {
             self.stats.transfer(kind, XfrOutcome::Busy, 0);
             return None;
         };
-        let (up_to_date, messages) = transfer::build(&snap, (&req, packet), kind, Instant::now());
+        let (up_to_date, mut messages) =
+            transfer::build(&snap, (&req, packet), kind, Instant::now());
+        if let Some(v) = &verified {
+            tsig::sign_answer(&mut messages, v, now);
+        }
         let outcome = if up_to_date {
             XfrOutcome::UpToDate
         } else {
@@ -169,6 +185,13 @@ impl Handler {
             _slot: slot,
         })
     }
+}
+
+/// The wall clock in Unix seconds, for TSIG.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The answer to `req` over `transport`, whose responses are at most

@@ -19,6 +19,7 @@ pub mod stats;
 pub(crate) mod tls;
 pub(crate) mod transfer;
 pub(crate) mod transport;
+pub(crate) mod tsig;
 pub(crate) mod udp;
 pub(crate) mod wire;
 pub mod zonefile;

@@ -80,13 +80,19 @@ pub(crate) async fn run(
             continue;
         }
         told = snap.serial;
-        let zone = snap.settings.zone.text().to_owned();
+        let zone = snap.settings.zone.text();
         let mut sends = tokio::task::JoinSet::new();
         for &target in &snap.settings.notify {
             id = id.wrapping_add(1);
-            let (zone, stats) = (zone.clone(), stats.clone());
+            let mut msg = message(zone, id);
+            // Signed with the first transfer key, where there is one:
+            // a secondary that checks TSIG on transfers does on NOTIFY.
+            if let Some(key) = snap.settings.transfer_keys.first() {
+                super::tsig::sign_request(&mut msg, key, super::handler::unix_now());
+            }
+            let stats = stats.clone();
             sends.spawn(async move {
-                let ok = notify(target, &zone, id).await;
+                let ok = notify(target, &msg, id).await;
                 stats.notify(ok);
             });
         }
@@ -97,9 +103,9 @@ pub(crate) async fn run(
     }
 }
 
-/// Sends NOTIFY `id` for `zone` to `target` until it is acknowledged, at
-/// most [`TRIES`] times; says whether it was.
-async fn notify(target: SocketAddr, zone: &str, id: u16) -> bool {
+/// Sends NOTIFY `msg` (of id `id`) to `target` until it is acknowledged,
+/// at most [`TRIES`] times; says whether it was.
+async fn notify(target: SocketAddr, msg: &[u8], id: u16) -> bool {
     let local: SocketAddr = if target.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
     } else {
@@ -112,10 +118,9 @@ async fn notify(target: SocketAddr, zone: &str, id: u16) -> bool {
             return false;
         }
     };
-    let msg = message(zone, id);
     let mut buf = [0u8; 512];
     for attempt in 0..TRIES {
-        if let Err(e) = socket.send_to(&msg, target).await {
+        if let Err(e) = socket.send_to(msg, target).await {
             debug!(%target, error = %e, "NOTIFY not sent");
         }
         let wait = Duration::from_secs(1 << attempt);

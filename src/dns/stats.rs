@@ -98,15 +98,18 @@ pub enum XfrOutcome {
     Refused,
     /// As many transfers as may run at once were running: REFUSED.
     Busy,
+    /// Its TSIG signature failed (bad key, MAC or time): NOTAUTH.
+    NotAuth,
 }
 
 impl XfrOutcome {
     /// Every outcome, in label order.
-    pub const ALL: [XfrOutcome; 4] = [
+    pub const ALL: [XfrOutcome; 5] = [
         XfrOutcome::Full,
         XfrOutcome::UpToDate,
         XfrOutcome::Refused,
         XfrOutcome::Busy,
+        XfrOutcome::NotAuth,
     ];
 
     /// The `outcome` label value.
@@ -116,6 +119,7 @@ impl XfrOutcome {
             Self::UpToDate => "up_to_date",
             Self::Refused => "refused",
             Self::Busy => "busy",
+            Self::NotAuth => "notauth",
         }
     }
 }

@@ -17,6 +17,7 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use super::stats::XfrKind;
+use super::tsig::{self, TsigError, Verified};
 use super::wire::{self, Answer, OPCODE_QUERY, RData, Rcode, Record, Request, rtype};
 use super::zonefile::zone_records;
 use crate::model::Snapshot;
@@ -27,14 +28,17 @@ use crate::model::Snapshot;
 const MESSAGE_OCTETS: usize = 16 * 1024;
 
 /// What a query is to the transfers.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Check {
+#[derive(Debug)]
+pub(crate) enum Check<'k> {
     /// Not a transfer of our zone: the query path answers it.
     NotOne,
-    /// A transfer the client may not make: the query path REFUSES it.
+    /// A transfer the client may not make (its address, or no signature
+    /// where keys are configured): the query path REFUSES it.
     Refused(XfrKind),
-    /// A transfer the client may make.
-    Allowed(XfrKind),
+    /// A signature that failed: NOTAUTH (RFC 8945).
+    NotAuth(XfrKind, TsigError),
+    /// A transfer the client may make; signed, where keys are configured.
+    Allowed(XfrKind, Option<Verified<'k>>),
 }
 
 /// Whether `peer` may transfer the zone.
@@ -46,9 +50,16 @@ pub(crate) fn allowed(snap: &Snapshot, peer: IpAddr) -> bool {
         .any(|net| net.contains(&peer))
 }
 
-/// What `req` (from `peer`, over a stream) is: an AXFR or IXFR of the
-/// forward zone's apex, class IN, that `peer` may or may not make.
-pub(crate) fn check(snap: &Snapshot, req: &Request<'_>, peer: IpAddr) -> Check {
+/// What `req` (the query `packet`, from `peer`, over a stream) is: an
+/// AXFR or IXFR of the forward zone's apex, class IN, that `peer` may or
+/// may not make. Where transfer keys are configured, the request must
+/// also be signed by one of them, checked at `now` (Unix seconds).
+pub(crate) fn check<'s>(
+    snap: &'s Snapshot,
+    (req, packet): (&Request<'_>, &[u8]),
+    peer: IpAddr,
+    now: u64,
+) -> Check<'s> {
     let kind = match req.qtype {
         rtype::AXFR => XfrKind::Axfr,
         rtype::IXFR => XfrKind::Ixfr,
@@ -58,10 +69,20 @@ pub(crate) fn check(snap: &Snapshot, req: &Request<'_>, peer: IpAddr) -> Check {
         && req.qclass == wire::CLASS_IN
         && req.edns.is_none_or(|e| e.version == 0)
         && req.name.text() == snap.settings.zone.text();
-    match (ours, allowed(snap, peer)) {
-        (false, _) => Check::NotOne,
-        (true, false) => Check::Refused(kind),
-        (true, true) => Check::Allowed(kind),
+    if !ours {
+        return Check::NotOne;
+    }
+    if !allowed(snap, peer) {
+        return Check::Refused(kind);
+    }
+    let keys = &snap.settings.transfer_keys;
+    if keys.is_empty() {
+        return Check::Allowed(kind, None);
+    }
+    match tsig::verify(packet, keys, now) {
+        Ok(v) => Check::Allowed(kind, Some(v)),
+        Err(TsigError::Unsigned) => Check::Refused(kind),
+        Err(e) => Check::NotAuth(kind, e),
     }
 }
 

@@ -84,6 +84,10 @@ pub struct Settings {
     pub allow_transfer: Vec<ipnet::IpNet>,
     /// Secondaries told of each new serial (NOTIFY).
     pub notify: Vec<std::net::SocketAddr>,
+    /// TSIG keys: with any, a zone transfer must be signed by one of them
+    /// (and come from `allow_transfer`), and NOTIFYs are signed by the
+    /// first.
+    pub transfer_keys: Vec<crate::vocab::tsig::TsigKey>,
 }
 
 impl Settings {
@@ -109,6 +113,7 @@ impl Settings {
             srv_priority_tiers: false,
             allow_transfer: Vec::new(),
             notify: Vec::new(),
+            transfer_keys: Vec::new(),
         }
     }
 }
@@ -337,6 +342,7 @@ impl Index {
             trust: settings.trust.clone(),
             allow_transfer: settings.allow_transfer.clone(),
             notify: settings.notify.clone(),
+            transfer_keys: settings.transfer_keys.clone(),
             ..(*self.settings).clone()
         } == *settings;
         if same_answers {

@@ -11,3 +11,4 @@ pub(crate) mod meta;
 pub mod name;
 pub mod place;
 pub mod trust;
+pub mod tsig;

@@ -36,11 +36,27 @@ fn query(qname: &str, qtype: u16) -> Vec<u8> {
     b
 }
 
-fn ask(snap: &Snapshot, qname: &str, qtype: u16, peer: &str) -> Check {
-    let packet = query(qname, qtype);
-    let req = wire::decode(&packet).expect("a query");
-    check(snap, &req, peer.parse().expect("ip"))
+/// What [`check`] makes of `packet` from `peer`, in a word.
+fn checked(snap: &Snapshot, packet: &[u8], peer: &str) -> String {
+    let req = wire::decode(packet).expect("a query");
+    match check(snap, (&req, packet), peer.parse().expect("ip"), NOW) {
+        Check::NotOne => "not one".to_owned(),
+        Check::Refused(k) => format!("refused {}", k.label()),
+        Check::NotAuth(k, why) => format!("notauth {} {why:?}", k.label()),
+        Check::Allowed(k, v) => format!(
+            "allowed {}{}",
+            k.label(),
+            v.map_or(String::new(), |v| format!(" signed by {}", v.key.name))
+        ),
+    }
 }
+
+fn ask(snap: &Snapshot, qname: &str, qtype: u16, peer: &str) -> String {
+    checked(snap, &query(qname, qtype), peer)
+}
+
+/// The time TSIG checks run at.
+const NOW: u64 = 1_795_000_000;
 
 /// The messages of the transfer of `kind` the query `packet` asks for,
 /// and whether the client was up to date.
@@ -110,11 +126,12 @@ fn who_may_transfer_table() {
         ),
     ];
     for (name, snap, qname, qtype, peer, allowed) in cases {
-        let got = ask(snap, qname, qtype, peer);
-        match (allowed, got) {
-            (true, Check::Allowed(XfrKind::Axfr)) | (false, Check::Refused(XfrKind::Axfr)) => {}
-            (_, other) => panic!("{name}: {other:?}"),
-        }
+        let want = if allowed {
+            "allowed axfr"
+        } else {
+            "refused axfr"
+        };
+        assert_eq!(ask(snap, qname, qtype, peer), want, "{name}");
     }
     let not_one = [
         (
@@ -131,11 +148,7 @@ fn who_may_transfer_table() {
         ),
     ];
     for (name, qname, qtype) in not_one {
-        assert_eq!(
-            ask(&snap, qname, qtype, "127.0.0.1"),
-            Check::NotOne,
-            "{name}"
-        );
+        assert_eq!(ask(&snap, qname, qtype, "127.0.0.1"), "not one", "{name}");
     }
 }
 
@@ -284,4 +297,69 @@ fn a_transfer_past_the_limit_is_refused_as_busy_until_one_ends() {
         handler.transfer(&packet, peer).is_some(),
         "a slot is free again"
     );
+}
+
+#[test]
+fn with_transfer_keys_a_transfer_must_be_signed_by_one() {
+    use crate::dns::tsig::sign_request;
+    use crate::vocab::tsig::{TsigAlgorithm, TsigKey};
+    let key = |name: &str, secret: &[u8]| TsigKey {
+        name: name.to_owned(),
+        algorithm: TsigAlgorithm::HmacSha256,
+        secret: secret.to_vec(),
+    };
+    let ours = key("xfr-key", b"0123456789abcdef0123456789abcdef");
+    let mut s: Settings = settings();
+    s.allow_transfer = parse_cidrs(["127.0.0.1"]).expect("cidrs");
+    s.transfer_keys = vec![ours.clone()];
+    let mut model = Model::new(Arc::new(s), epoch());
+    model.clusters_known(t0());
+    model.apply(fixture_events(), t0());
+    let snap = model.snapshot();
+    let signed = |k: &TsigKey, at: u64| {
+        let mut q = query("clusterset.local", rtype::AXFR);
+        sign_request(&mut q, k, at);
+        q
+    };
+    let cases = [
+        (
+            "signed by our key",
+            signed(&ours, NOW),
+            "127.0.0.1",
+            "allowed axfr signed by xfr-key",
+        ),
+        (
+            "unsigned",
+            query("clusterset.local", rtype::AXFR),
+            "127.0.0.1",
+            "refused axfr",
+        ),
+        (
+            "another secret",
+            signed(&key("xfr-key", b"another secret of 32 octets....."), NOW),
+            "127.0.0.1",
+            "notauth axfr BadSig",
+        ),
+        (
+            "a key we do not have",
+            signed(&key("other", b"0123456789abcdef0123456789abcdef"), NOW),
+            "127.0.0.1",
+            "notauth axfr BadKey",
+        ),
+        (
+            "signed an hour ago",
+            signed(&ours, NOW - 3600),
+            "127.0.0.1",
+            "notauth axfr BadTime",
+        ),
+        (
+            "signed, from an address not allowed",
+            signed(&ours, NOW),
+            "192.0.2.1",
+            "refused axfr",
+        ),
+    ];
+    for (name, packet, peer, want) in cases {
+        assert_eq!(checked(&snap, &packet, peer), want, "{name}");
+    }
 }
