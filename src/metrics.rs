@@ -367,7 +367,7 @@ impl Collector for Dns {
             (
                 "clusterset_dns_zone_transfers_total",
                 COUNTER,
-                "Zone transfers by kind (axfr, ixfr) and outcome (full; up_to_date: the SOA alone; refused by allow-transfer; busy: too many at once).",
+                "Zone transfers by kind (axfr, ixfr) and outcome (full; up_to_date: the SOA alone; refused: not allowed or unsigned; busy: too many at once; notauth: a bad TSIG).",
             ),
             c.transfers.iter().flat_map(|(k, outcomes)| {
                 outcomes.iter().map(move |(o, n)| {

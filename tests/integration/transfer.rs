@@ -47,13 +47,31 @@ fn start(dir: &Path, name: &str, program: &str, args: &[&str]) -> Peer {
 
 /// knotd as a secondary of `primary` on `port`.
 fn knot_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
+    knot_keyed(dir, primary, port, None)
+}
+
+/// A TSIG key as the key files write it: name and base64 secret
+/// (hmac-sha256).
+type Key<'a> = (&'a str, &'a str);
+
+/// knotd as a secondary of `primary` on `port`, signing its transfers and
+/// checking our NOTIFY with `key` if given.
+fn knot_keyed(dir: &Path, primary: SocketAddr, port: u16, key: Option<Key<'_>>) -> Peer {
     let d = dir.display();
+    let (keys, use_key) = match key {
+        Some((name, secret)) => (
+            format!("key:\n  - id: {name}\n    algorithm: hmac-sha256\n    secret: {secret}\n"),
+            format!("    key: {name}\n"),
+        ),
+        None => (String::new(), String::new()),
+    };
     let conf = format!(
         "server:\n    listen: 127.0.0.1@{port}\n    rundir: \"{d}\"\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
          database:\n    storage: \"{d}/db\"\n\
          log:\n  - target: stderr\n    any: info\n\
-         remote:\n  - id: primary\n    address: {}@{}\n\
-         acl:\n  - id: from_primary\n    address: 127.0.0.1\n    action: notify\n\
+         {keys}\
+         remote:\n  - id: primary\n    address: {}@{}\n{use_key}\
+         acl:\n  - id: from_primary\n    address: 127.0.0.1\n    action: notify\n{use_key}\
          zone:\n  - domain: {ZONE}\n    master: primary\n    acl: from_primary\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n",
         primary.ip(),
         primary.port()
@@ -387,5 +405,110 @@ async fn after_a_restart_the_serial_moves_forward_and_knot_follows() {
         serial_number(knot).await,
         after,
         "knot holds the new version"
+    );
+}
+
+/// Our key, and a secret Knot could have been given by mistake.
+const KEY: Key<'static> = ("xfr-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
+const WRONG_SECRET: &str = "YW5vdGhlciBzZWNyZXQgb2YgMzIgb2N0ZXRzLi4uLi4=";
+
+/// Our server on a copy of the demo, allowing 127.0.0.1 with `KEY`
+/// required, notifying `notify`.
+fn ours_keyed(dir: &Path, notify: &str) -> (Served, std::path::PathBuf) {
+    let zones = dir.join("zones");
+    copy_tree(&demo(), &zones);
+    let keys = dir.join("keys.yaml");
+    let text = format!(
+        "- name: {}\n  algorithm: hmac-sha256\n  secret: {}\n",
+        KEY.0, KEY.1
+    );
+    std::fs::write(&keys, text).expect("keys");
+    let keys = keys.to_string_lossy().into_owned();
+    let args = [
+        "--local-cluster",
+        "west",
+        "--allow-transfer",
+        "127.0.0.1",
+        "--transfer-keys",
+        &keys,
+        "--notify",
+        notify,
+    ];
+    (serve(&zones, &args), zones)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_key_knot_transfers_signed_follows_a_signed_notify_and_a_wrong_key_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (port, wrong_port) = (free_port(), free_port());
+    let (ours, zones) = ours_keyed(dir.path(), &format!("127.0.0.1:{port}"));
+    let (good_dir, wrong_dir) = (dir.path().join("knot"), dir.path().join("wrong"));
+    std::fs::create_dir_all(&good_dir).expect("mkdir");
+    std::fs::create_dir_all(&wrong_dir).expect("mkdir");
+    let _knot = knot_keyed(&good_dir, ours.dns, port, Some(KEY));
+    let _wrong = knot_keyed(
+        &wrong_dir,
+        ours.dns,
+        wrong_port,
+        Some((KEY.0, WRONG_SECRET)),
+    );
+    let knot: SocketAddr = ([127, 0, 0, 1], port).into();
+    // Knot checks the TSIG of every message we sign.
+    loaded(knot, ours.dns, "knot", &good_dir).await;
+    answers_as_we_do(knot, ours.dns, "knot").await;
+    // A change reaches it by a signed NOTIFY (its ACL requires the key).
+    let file = zones.join("south/db.yaml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    std::fs::write(&file, text.replace("[10.40.30.10]", "[10.40.31.55]")).expect("write");
+    let name = "db-0.db-south.data.svc.clusterset.local.";
+    answers_addr(ours.dns, name, "10.40.31.55", Duration::from_secs(10)).await;
+    answers_addr(knot, name, "10.40.31.55", Duration::from_secs(10)).await;
+    // The Knot with the wrong secret is answered NOTAUTH, counted, and
+    // holds nothing.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = http_get(ours.admin, "/metrics");
+        let notauth = transfers(&body, "axfr", "notauth") + transfers(&body, "ixfr", "notauth");
+        if notauth >= 1.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no NOTAUTH counted: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let wrong: SocketAddr = ([127, 0, 0, 1], wrong_port).into();
+    let (rcode, records) = answers(wrong, &format!("{ZONE}."), RecordType::SOA).await;
+    assert!(
+        records.is_empty(),
+        "the wrong key got the zone: {rcode:?} {records:?}"
+    );
+}
+
+#[test]
+fn kdig_transfers_with_the_key_and_not_without_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ours, _) = ours_keyed(dir.path(), "127.0.0.1:9");
+    let kdig = |extra: &[&str]| {
+        let out = Command::new("kdig")
+            .arg(format!("@{}", ours.dns.ip()))
+            .args(["-p", &ours.dns.port().to_string(), "+time=5", "+retry=0"])
+            .args(extra)
+            .args(["AXFR", "clusterset.local."])
+            .output()
+            .expect("kdig (Debian knot-dnsutils) must be installed");
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let good = format!("hmac-sha256:{}:{}", KEY.0, KEY.1);
+    let out = kdig(&["-y", &good]);
+    let records = out.lines().filter(|l| l.contains("\tSOA\t")).count();
+    assert_eq!(
+        records, 2,
+        "SOA first and last, every message's TSIG checked: {out}"
+    );
+    let unsigned = kdig(&[]);
+    assert!(unsigned.contains("REFUSED"), "{unsigned}");
+    let wrong = kdig(&["-y", &format!("hmac-sha256:{}:{WRONG_SECRET}", KEY.0)]);
+    assert!(
+        wrong.contains("NOTAUTH") || wrong.contains("BADSIG"),
+        "{wrong}"
     );
 }
