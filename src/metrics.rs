@@ -365,6 +365,18 @@ impl Collector for Dns {
         family(
             &mut enc,
             (
+                "clusterset_dns_secondary_serial",
+                GAUGE,
+                "The zone serial each secondary (by address) last fetched by AXFR or IXFR.",
+            ),
+            c.secondaries.iter().map(|(ip, serial)| {
+                let ip = ip.to_string();
+                ([("secondary", ip)], Num::Int(u64::from(*serial)))
+            }),
+        )?;
+        family(
+            &mut enc,
+            (
                 "clusterset_dns_zone_transfers_total",
                 COUNTER,
                 "Zone transfers by kind (axfr, ixfr) and outcome (full; up_to_date: the SOA alone; refused: not allowed or unsigned; busy: too many at once; notauth: a bad TSIG).",

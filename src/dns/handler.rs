@@ -180,6 +180,7 @@ impl Handler {
         };
         self.stats
             .transfer(kind, outcome, messages.iter().map(Vec::len).sum());
+        self.stats.fetched(peer.to_canonical(), snap.serial);
         Some(Outgoing {
             messages,
             _slot: slot,

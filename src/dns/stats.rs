@@ -8,7 +8,10 @@
 //! describe or encode metrics (the top-level `metrics` module does), and so
 //! imports nothing above `dns`.
 
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use super::answer::Note;
 use super::transport::Transport;
@@ -63,7 +66,14 @@ pub struct DnsStats {
     transfers: [[AtomicU64; XfrOutcome::ALL.len()]; XfrKind::ALL.len()],
     transfer_bytes: AtomicU64,
     notifies: [AtomicU64; 2],
+    /// The serial each secondary last fetched (transfers only: never
+    /// touched by a query).
+    secondaries: Mutex<BTreeMap<IpAddr, u32>>,
 }
+
+/// Secondaries whose last serial is kept; one more is not recorded (the
+/// allow-list may name a large range).
+const MAX_SECONDARIES: usize = 1000;
 
 /// A zone transfer's kind: its `kind` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,6 +235,8 @@ pub struct DnsCounts {
     pub notifies_acknowledged: u64,
     /// NOTIFYs given up after every try.
     pub notifies_failed: u64,
+    /// Each secondary's address and the serial it last fetched.
+    pub secondaries: Vec<(IpAddr, u32)>,
     /// Certificate reloads applied.
     pub tls_reloads: u64,
     /// Certificate reloads refused.
@@ -334,6 +346,18 @@ impl DnsStats {
             .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
+    /// Records that `peer` fetched the zone at `serial` (a whole transfer,
+    /// or the SOA alone when it was up to date).
+    pub fn fetched(&self, peer: IpAddr, serial: u32) {
+        let mut m = self
+            .secondaries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if m.len() < MAX_SECONDARIES || m.contains_key(&peer) {
+            m.insert(peer, serial);
+        }
+    }
+
     /// Counts a NOTIFY a target acknowledged (`ok`) or never answered.
     pub fn notify(&self, ok: bool) {
         self.notifies[usize::from(ok)].fetch_add(1, Ordering::Relaxed);
@@ -389,6 +413,13 @@ impl DnsStats {
             transfer_bytes: load(&self.transfer_bytes),
             notifies_acknowledged: load(&self.notifies[1]),
             notifies_failed: load(&self.notifies[0]),
+            secondaries: self
+                .secondaries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .map(|(ip, serial)| (*ip, *serial))
+                .collect(),
             tls_reloads: load(&self.tls_reloads),
             tls_reload_errors: load(&self.tls_reload_errors),
         }

@@ -224,6 +224,15 @@ async fn knot_loads_the_zone_by_axfr_and_answers_as_we_do() {
     assert!(transfers(&body, "axfr", "full") >= 1.0, "counted: {body}");
     let bytes = metric(&body, "clusterset_dns_zone_transfer_bytes_total");
     assert!(bytes.unwrap_or(0.0) > 10_000.0, "{bytes:?}");
+    let fetched = metric(
+        &body,
+        "clusterset_dns_secondary_serial{secondary=\"127.0.0.1\"}",
+    );
+    assert_eq!(
+        fetched,
+        Some(f64::from(serial_number(ours.dns).await)),
+        "{body}"
+    );
 }
 
 /// `clusterset_dns_zone_transfers_total` of `kind` and `outcome`.
