@@ -163,20 +163,31 @@ fn time48(t: u64) -> [u8; 6] {
     [b[2], b[3], b[4], b[5], b[6], b[7]]
 }
 
-/// The TSIG variables (RFC 8945 §4.3.3) of a record of `key` signed at
-/// `time` with `error` and `other`.
-fn variables(key: &TsigKey, time: u64, error: u16, other: &[u8]) -> Vec<u8> {
+/// The TSIG variables (RFC 8945 §4.3.3): the key's name and algorithm,
+/// the time signed, the fudge, the error and the other data.
+fn variables(
+    (name, algorithm): (&str, &str),
+    (time, fudge): (u64, u16),
+    error: u16,
+    other: &[u8],
+) -> Vec<u8> {
     let mut v = Vec::with_capacity(64);
-    wire_name(&key.name, &mut v);
+    wire_name(name, &mut v);
     v.extend_from_slice(&CLASS_ANY.to_be_bytes());
     v.extend_from_slice(&0u32.to_be_bytes());
-    wire_name(key.algorithm.name(), &mut v);
+    wire_name(algorithm, &mut v);
     v.extend_from_slice(&time48(time));
-    v.extend_from_slice(&FUDGE.to_be_bytes());
+    v.extend_from_slice(&fudge.to_be_bytes());
     v.extend_from_slice(&error.to_be_bytes());
     v.extend_from_slice(&(other.len() as u16).to_be_bytes());
     v.extend_from_slice(other);
     v
+}
+
+/// The variables of what we sign with `key` at `time`: no error, no
+/// other data.
+fn our_variables(key: &TsigKey, time: u64) -> Vec<u8> {
+    variables((&key.name, key.algorithm.name()), (time, FUDGE), 0, &[])
 }
 
 fn hmac_key(key: &TsigKey) -> hmac::Key {
@@ -205,17 +216,12 @@ pub(crate) fn verify<'k>(
     signed[0..2].copy_from_slice(&r.original_id.to_be_bytes());
     let arcount = be16(m, 10).unwrap_or(1).saturating_sub(1);
     signed[10..12].copy_from_slice(&arcount.to_be_bytes());
-    let mut vars = Vec::with_capacity(64);
-    wire_name(&r.name, &mut vars);
-    vars.extend_from_slice(&CLASS_ANY.to_be_bytes());
-    vars.extend_from_slice(&0u32.to_be_bytes());
-    wire_name(&r.algorithm, &mut vars);
-    vars.extend_from_slice(&time48(r.time));
-    vars.extend_from_slice(&r.fudge.to_be_bytes());
-    vars.extend_from_slice(&r.error.to_be_bytes());
-    vars.extend_from_slice(&(r.other.len() as u16).to_be_bytes());
-    vars.extend_from_slice(r.other);
-    signed.extend_from_slice(&vars);
+    signed.extend_from_slice(&variables(
+        (&r.name, &r.algorithm),
+        (r.time, r.fudge),
+        r.error,
+        r.other,
+    ));
     hmac::verify(&hmac_key(key), &signed, r.mac).map_err(|_| TsigError::BadSig)?;
     if now.abs_diff(r.time) > u64::from(r.fudge) {
         return Err(TsigError::BadTime);
@@ -261,7 +267,7 @@ pub(crate) fn sign_answer(messages: &mut [Vec<u8>], v: &Verified<'_>, now: u64) 
         ctx.update(&prior);
         ctx.update(m);
         if i == 0 {
-            ctx.update(&variables(v.key, now, 0, &[]));
+            ctx.update(&our_variables(v.key, now));
         } else {
             ctx.update(&time48(now));
             ctx.update(&FUDGE.to_be_bytes());
@@ -275,7 +281,7 @@ pub(crate) fn sign_answer(messages: &mut [Vec<u8>], v: &Verified<'_>, now: u64) 
 /// Signs request `m` (a NOTIFY) with `key` at `now`.
 pub(crate) fn sign_request(m: &mut Vec<u8>, key: &TsigKey, now: u64) {
     let mut signed = m.clone();
-    signed.extend_from_slice(&variables(key, now, 0, &[]));
+    signed.extend_from_slice(&our_variables(key, now));
     let mac = hmac::sign(&hmac_key(key), &signed);
     append(m, key, now, mac.as_ref(), 0);
 }

@@ -45,6 +45,23 @@ fn start(dir: &Path, name: &str, program: &str, args: &[&str]) -> Peer {
     Peer(child)
 }
 
+/// Runs `program` (from /usr/sbin where Debian puts it) with `flags` and
+/// `-c <dir>/<conf_name>`, the file holding `conf`.
+fn with_conf(dir: &Path, program: &str, (conf_name, conf): (&str, String), flags: &[&str]) -> Peer {
+    let path = dir.join(conf_name);
+    std::fs::write(&path, conf).expect("write the peer's configuration");
+    let sbin = format!("/usr/sbin/{program}");
+    let bin = if Path::new(&sbin).exists() {
+        sbin.as_str()
+    } else {
+        program
+    };
+    let mut args = flags.to_vec();
+    let path = path.to_string_lossy();
+    args.extend(["-c", &path]);
+    start(dir, program, bin, &args)
+}
+
 /// knotd as a secondary of `primary` on `port`.
 fn knot_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
     knot_keyed(dir, primary, port, None)
@@ -76,9 +93,7 @@ fn knot_keyed(dir: &Path, primary: SocketAddr, port: u16, key: Option<Key<'_>>) 
         primary.ip(),
         primary.port()
     );
-    let path = dir.join("knot.conf");
-    std::fs::write(&path, conf).expect("knot.conf");
-    start(dir, "knot", "knotd", &["-c", &path.to_string_lossy()])
+    with_conf(dir, "knotd", ("knot.conf", conf), &[])
 }
 
 /// nsd as a secondary of `primary` on `port`.
@@ -91,14 +106,7 @@ fn nsd_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
         primary.ip(),
         primary.port()
     );
-    let path = dir.join("nsd.conf");
-    std::fs::write(&path, conf).expect("nsd.conf");
-    let nsd = if Path::new("/usr/sbin/nsd").exists() {
-        "/usr/sbin/nsd"
-    } else {
-        "nsd"
-    };
-    start(dir, "nsd", nsd, &["-d", "-c", &path.to_string_lossy()])
+    with_conf(dir, "nsd", ("nsd.conf", conf), &["-d"])
 }
 
 /// BIND's named as a secondary of `primary` on `port`. BIND 9.18.28 and
@@ -115,14 +123,7 @@ fn bind_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
         primary.ip(),
         primary.port()
     );
-    let path = dir.join("named.conf");
-    std::fs::write(&path, conf).expect("named.conf");
-    let named = if Path::new("/usr/sbin/named").exists() {
-        "/usr/sbin/named"
-    } else {
-        "named"
-    };
-    start(dir, "named", named, &["-g", "-c", &path.to_string_lossy()])
+    with_conf(dir, "named", ("named.conf", conf), &["-g"])
 }
 
 /// Every (name, type) `dump` prints.
@@ -217,7 +218,7 @@ async fn knot_loads_the_zone_by_axfr_and_answers_as_we_do() {
     let port = free_port();
     let _knot = knot_secondary(dir.path(), ours.dns, port);
     let knot: SocketAddr = ([127, 0, 0, 1], port).into();
-    loaded(knot, ours.dns, "knot", dir.path()).await;
+    loaded(knot, ours.dns, "knotd", dir.path()).await;
     answers_as_we_do(knot, ours.dns, "knot").await;
     let (_, body) = http_get(ours.admin, "/metrics");
     // Knot asks for AXFR when it holds no zone.
@@ -321,7 +322,7 @@ async fn knot_and_nsd_follow_a_change_after_our_notify() {
     let _nsd = nsd_secondary(&nsd_dir, ours.dns, nsd_port);
     let knot: SocketAddr = ([127, 0, 0, 1], knot_port).into();
     let nsd: SocketAddr = ([127, 0, 0, 1], nsd_port).into();
-    loaded(knot, ours.dns, "knot", &knot_dir).await;
+    loaded(knot, ours.dns, "knotd", &knot_dir).await;
     loaded(nsd, ours.dns, "nsd", &nsd_dir).await;
     // south's db-0 moves to a new address.
     let name = "db-0.db-south.data.svc.clusterset.local.";
@@ -417,7 +418,7 @@ async fn after_a_restart_the_serial_moves_forward_and_knot_follows() {
     std::fs::create_dir_all(&knot_dir).expect("mkdir");
     let _knot = knot_secondary(&knot_dir, ours.dns, knot_port);
     let knot: SocketAddr = ([127, 0, 0, 1], knot_port).into();
-    loaded(knot, ours.dns, "knot", &knot_dir).await;
+    loaded(knot, ours.dns, "knotd", &knot_dir).await;
     let before = serial_number(ours.dns).await;
     drop(ours);
     // The serial counts seconds: a restart within the same second as the
@@ -487,7 +488,7 @@ async fn with_a_key_knot_transfers_signed_follows_a_signed_notify_and_a_wrong_ke
     );
     let knot: SocketAddr = ([127, 0, 0, 1], port).into();
     // Knot checks the TSIG of every message we sign.
-    loaded(knot, ours.dns, "knot", &good_dir).await;
+    loaded(knot, ours.dns, "knotd", &good_dir).await;
     answers_as_we_do(knot, ours.dns, "knot").await;
     // A change reaches it by a signed NOTIFY (its ACL requires the key).
     let file = zones.join("south/db.yaml");
