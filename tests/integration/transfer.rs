@@ -280,6 +280,18 @@ async fn a_client_allow_transfer_does_not_name_is_refused_and_counted() {
     }
 }
 
+/// The name whose address [`move_db0`] changes.
+const DB0: &str = "db-0.db-south.data.svc.clusterset.local.";
+
+/// Moves south's `db-0` to `to` in the zones copy `zones`.
+fn move_db0(zones: &Path, to: &str) {
+    let file = zones.join("south/db.yaml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    let moved = text.replace("[10.40.30.10]", &format!("[{to}]"));
+    assert_ne!(moved, text, "db-0 is at 10.40.30.10 in the demo");
+    std::fs::write(&file, moved).expect("write");
+}
+
 /// Polls (`within` at most) until `server` answers `name` A with `addr`;
 /// how long it took.
 async fn answers_addr(server: SocketAddr, name: &str, addr: &str, within: Duration) -> Duration {
@@ -325,10 +337,8 @@ async fn knot_and_nsd_follow_a_change_after_our_notify() {
     loaded(knot, ours.dns, "knotd", &knot_dir).await;
     loaded(nsd, ours.dns, "nsd", &nsd_dir).await;
     // south's db-0 moves to a new address.
-    let name = "db-0.db-south.data.svc.clusterset.local.";
-    let file = zones.join("south/db.yaml");
-    let text = std::fs::read_to_string(&file).expect("read");
-    std::fs::write(&file, text.replace("[10.40.30.10]", "[10.40.31.99]")).expect("write");
+    move_db0(&zones, "10.40.31.99");
+    let name = DB0;
     let reloaded = answers_addr(ours.dns, name, "10.40.31.99", Duration::from_secs(10)).await;
     // Without NOTIFY they would wait for the SOA refresh (7200 s).
     let knot_took = answers_addr(knot, name, "10.40.31.99", Duration::from_secs(10)).await;
@@ -424,16 +434,14 @@ async fn after_a_restart_the_serial_moves_forward_and_knot_follows() {
     // The serial counts seconds: a restart within the same second as the
     // first start would give the same one.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let file = zones.join("south/db.yaml");
-    let text = std::fs::read_to_string(&file).expect("read");
-    std::fs::write(&file, text.replace("[10.40.30.10]", "[10.40.31.77]")).expect("write");
+    move_db0(&zones, "10.40.31.77");
     let ours = serve(&zones, &args);
     let after = serial_number(ours.dns).await;
     assert!(
         after > before && after.wrapping_sub(before) < 1 << 31,
         "the serial moves forward across a restart: {before} then {after}"
     );
-    let name = "db-0.db-south.data.svc.clusterset.local.";
+    let name = DB0;
     answers_addr(knot, name, "10.40.31.77", Duration::from_secs(10)).await;
     assert_eq!(
         serial_number(knot).await,
@@ -491,10 +499,8 @@ async fn with_a_key_knot_transfers_signed_follows_a_signed_notify_and_a_wrong_ke
     loaded(knot, ours.dns, "knotd", &good_dir).await;
     answers_as_we_do(knot, ours.dns, "knot").await;
     // A change reaches it by a signed NOTIFY (its ACL requires the key).
-    let file = zones.join("south/db.yaml");
-    let text = std::fs::read_to_string(&file).expect("read");
-    std::fs::write(&file, text.replace("[10.40.30.10]", "[10.40.31.55]")).expect("write");
-    let name = "db-0.db-south.data.svc.clusterset.local.";
+    move_db0(&zones, "10.40.31.55");
+    let name = DB0;
     answers_addr(ours.dns, name, "10.40.31.55", Duration::from_secs(10)).await;
     answers_addr(knot, name, "10.40.31.55", Duration::from_secs(10)).await;
     // The Knot with the wrong secret is answered NOTAUTH, counted, and
@@ -571,10 +577,8 @@ async fn bind_loads_the_zone_by_axfr_answers_as_we_do_and_follows_our_notify() {
     let bind: SocketAddr = ([127, 0, 0, 1], port).into();
     loaded(bind, ours.dns, "named", &bind_dir).await;
     answers_as_we_do(bind, ours.dns, "bind").await;
-    let file = zones.join("south/db.yaml");
-    let text = std::fs::read_to_string(&file).expect("read");
-    std::fs::write(&file, text.replace("[10.40.30.10]", "[10.40.31.33]")).expect("write");
-    let name = "db-0.db-south.data.svc.clusterset.local.";
+    move_db0(&zones, "10.40.31.33");
+    let name = DB0;
     answers_addr(ours.dns, name, "10.40.31.33", Duration::from_secs(10)).await;
     answers_addr(bind, name, "10.40.31.33", Duration::from_secs(10)).await;
 }
