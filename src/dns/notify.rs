@@ -20,8 +20,10 @@ use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::answer::{Question, Room, answer};
+use super::name::QName;
 use super::stats::DnsStats;
-use super::wire::{CLASS_IN, rtype};
+use super::wire::{CLASS_IN, RData, Soa, rtype};
 use crate::model::Snapshot;
 
 /// The NOTIFY opcode.
@@ -32,22 +34,60 @@ const TRIES: u32 = 5;
 const POLL: Duration = Duration::from_millis(100);
 
 /// A NOTIFY of `zone` (dotted, no trailing dot) with message id `id`:
-/// opcode NOTIFY, AA, one question (`zone` SOA IN).
-pub(crate) fn message(zone: &str, id: u16) -> Vec<u8> {
+/// opcode NOTIFY, AA, one question (`zone` SOA IN) and, when given, the
+/// zone's SOA `(ttl, soa)` in the Answer section, which RFC 1996 §3.7
+/// lets a secondary use to skip its SOA query when it is current.
+pub(crate) fn message(zone: &str, id: u16, soa: Option<(u32, &Soa)>) -> Vec<u8> {
     let flags: u16 = OPCODE_NOTIFY << 11 | 0x0400;
-    let mut m = Vec::with_capacity(32 + zone.len());
+    let mut m = Vec::with_capacity(96 + 3 * zone.len());
     m.extend_from_slice(&id.to_be_bytes());
     m.extend_from_slice(&flags.to_be_bytes());
-    m.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
-    for label in zone.split('.').filter(|l| !l.is_empty()) {
-        // Zone labels were checked when the zone was configured (1–63).
-        m.push(label.len() as u8);
-        m.extend_from_slice(label.as_bytes());
-    }
-    m.push(0);
+    m.extend_from_slice(&[0, 1, 0, u8::from(soa.is_some()), 0, 0, 0, 0]);
+    name(zone, &mut m);
     m.extend_from_slice(&rtype::SOA.to_be_bytes());
     m.extend_from_slice(&CLASS_IN.to_be_bytes());
+    if let Some((ttl, soa)) = soa {
+        // The owner is the question's name.
+        m.extend_from_slice(&[0xC0, 12]);
+        m.extend_from_slice(&rtype::SOA.to_be_bytes());
+        m.extend_from_slice(&CLASS_IN.to_be_bytes());
+        m.extend_from_slice(&ttl.to_be_bytes());
+        let mut rdata = Vec::with_capacity(64);
+        name(&soa.mname, &mut rdata);
+        name(&soa.rname, &mut rdata);
+        for v in [soa.serial, soa.refresh, soa.retry, soa.expire, soa.minimum] {
+            rdata.extend_from_slice(&v.to_be_bytes());
+        }
+        m.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+        m.extend_from_slice(&rdata);
+    }
     m
+}
+
+/// `n` (dotted, no trailing dot, labels of 1–63 octets as configured) in
+/// wire form, uncompressed.
+fn name(n: &str, out: &mut Vec<u8>) {
+    for label in n.split('.').filter(|l| !l.is_empty()) {
+        out.push(label.len() as u8);
+        out.extend_from_slice(label.as_bytes());
+    }
+    out.push(0);
+}
+
+/// The zone's SOA as queries get it: its TTL and data.
+fn zone_soa(snap: &Snapshot) -> Option<(u32, Soa)> {
+    let qname = QName::from_text(snap.settings.zone.text()).ok()?;
+    let q = Question {
+        name: &qname,
+        qtype: rtype::SOA,
+        qclass: CLASS_IN,
+        room: Room::Whole,
+    };
+    let a = answer(snap, q, 0, std::time::Instant::now()).answer;
+    a.answers.into_iter().find_map(|r| match r.data {
+        RData::Soa(soa) => Some((r.ttl, soa)),
+        _ => None,
+    })
 }
 
 /// Whether `reply` answers NOTIFY `id`: a response (QR), opcode NOTIFY,
@@ -81,10 +121,11 @@ pub(crate) async fn run(
         }
         told = snap.serial;
         let zone = snap.settings.zone.text();
+        let soa = zone_soa(&snap);
         let mut sends = tokio::task::JoinSet::new();
         for &target in &snap.settings.notify {
             id = id.wrapping_add(1);
-            let mut msg = message(zone, id);
+            let mut msg = message(zone, id, soa.as_ref().map(|(ttl, s)| (*ttl, s)));
             // Signed with the first transfer key, where there is one:
             // a secondary that checks TSIG on transfers does on NOTIFY.
             if let Some(key) = snap.settings.transfer_keys.first() {

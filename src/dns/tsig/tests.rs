@@ -17,7 +17,7 @@ const NOW: u64 = 1_795_000_000;
 #[test]
 fn a_signed_request_checks_and_every_failure_has_its_reason() {
     let k = key("xfr-key", b"0123456789abcdef0123456789abcdef");
-    let mut m = message("clusterset.local", 77);
+    let mut m = message("clusterset.local", 77, None);
     sign_request(&mut m, &k, NOW);
     let keys = [k.clone()];
     assert!(verify(&m, &keys, NOW).is_ok());
@@ -28,7 +28,7 @@ fn a_signed_request_checks_and_every_failure_has_its_reason() {
     tampered[HEADER_LEN + 1] ^= 0x20; // a letter of the question's case
     let mut changed = m.clone();
     changed[HEADER_LEN + 2] = b'x';
-    let unsigned = message("clusterset.local", 77);
+    let unsigned = message("clusterset.local", 77, None);
     type Case<'a> = (&'a str, &'a [u8], &'a [TsigKey], u64, TsigError);
     let cases: [Case<'_>; 5] = [
         ("another secret", &m, &other, NOW, TsigError::BadSig),
@@ -51,13 +51,13 @@ fn a_signed_request_checks_and_every_failure_has_its_reason() {
 #[test]
 fn answer_messages_are_signed_in_a_chain() {
     let k = key("xfr-key", b"0123456789abcdef0123456789abcdef");
-    let mut request = message("clusterset.local", 5);
+    let mut request = message("clusterset.local", 5, None);
     sign_request(&mut request, &k, NOW);
     let keys = [k.clone()];
     let v = verify(&request, &keys, NOW).expect("signed");
     let mut messages = vec![
-        message("clusterset.local", 5),
-        message("clusterset.local", 5),
+        message("clusterset.local", 5, None),
+        message("clusterset.local", 5, None),
     ];
     for m in &mut messages {
         m[2] |= 0x80; // responses
@@ -85,7 +85,7 @@ fn answer_messages_are_signed_in_a_chain() {
 #[test]
 fn a_failed_signature_gets_notauth_with_the_tsig_error() {
     let k = key("xfr-key", b"0123456789abcdef0123456789abcdef");
-    let mut m = message("clusterset.local", 9);
+    let mut m = message("clusterset.local", 9, None);
     sign_request(&mut m, &k, NOW);
     let answer = notauth(&m, &[], TsigError::BadKey, NOW).expect("an answer");
     assert_eq!(&answer[0..2], &[0, 9], "the id");
@@ -93,7 +93,7 @@ fn a_failed_signature_gets_notauth_with_the_tsig_error() {
     let r = find(&answer).expect("a TSIG record");
     assert_eq!((r.name.as_str(), r.error, r.mac.len()), ("xfr-key", 17, 0));
     let unsigned = notauth(
-        &message("clusterset.local", 9),
+        &message("clusterset.local", 9, None),
         &[k],
         TsigError::Unsigned,
         NOW,
