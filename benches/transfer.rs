@@ -25,7 +25,8 @@
 //!    read just after, next to its `VmRSS` before.
 //! 4. **UDP rate**: a closed-loop UDP load (one socket, 64 queries in flight, A queries of names
 //!    from the zone) against our server for `TRANSFER_LOAD_SECS`, once alone and once while
-//!    another thread runs AXFRs back to back (an AXFR still running at the end is cut off), in
+//!    another thread runs AXFRs back to back (then for at least as long as the first AXFR takes,
+//!    and the one still running at the end is read to its end before the next phase), in
 //!    alternation, `rounds` times each.
 //! 5. **IXFR after one endpoint change**: one endpoint address of one zone file is changed
 //!    (written aside and renamed in); once our server answers the new address (the file source
@@ -509,13 +510,11 @@ struct Xfr {
 }
 
 /// Sends `query` over a new TCP connection to `server` and reads the transfer to its end;
-/// `client` is the serial an IXFR asks from. Stops early (an error) when `stop` is set; adds
-/// the octets read to `progress` as they come.
+/// `client` is the serial an IXFR asks from. Adds the octets read to `progress` as they come.
 fn transfer(
     server: SocketAddr,
     query: &[u8],
     client: Option<u32>,
-    stop: &AtomicBool,
     progress: &AtomicU64,
 ) -> Result<Xfr, String> {
     let stream = TcpStream::connect_timeout(&server, Duration::from_secs(5))
@@ -533,9 +532,6 @@ fn transfer(
     let mut follow = Follow::default();
     let mut msg = vec![0u8; 65_535];
     while !follow.done {
-        if stop.load(Ordering::Relaxed) {
-            return Err("stopped".into());
-        }
         if x.messages >= MAX_MESSAGES || t0.elapsed() > XFR_TIMEOUT {
             return Err(format!(
                 "not over after {} messages, {:?}",
@@ -566,14 +562,8 @@ fn transfer(
 
 /// One transfer that must succeed.
 fn transfer_once(server: SocketAddr, query: &[u8], client: Option<u32>, who: &str) -> Xfr {
-    transfer(
-        server,
-        query,
-        client,
-        &AtomicBool::new(false),
-        &AtomicU64::new(0),
-    )
-    .unwrap_or_else(|e| panic!("transfer from {who}: {e}"))
+    transfer(server, query, client, &AtomicU64::new(0))
+        .unwrap_or_else(|e| panic!("transfer from {who}: {e}"))
 }
 
 /// The SOA serial `server` answers over UDP, if it answers within half a second.
@@ -639,17 +629,19 @@ fn axfr_rounds(ours: &Ours, knot: &Knot, rounds: usize) -> AxfrRounds {
         let o = axfr_with_memory(ours.dns, ours.child.0.id(), "clusterset-dns");
         let k = axfr_with_memory(knot.dns, knot.child.0.id(), "knotd");
         println!(
-            "[round {round}] AXFR ours {:.3} s (first message {:.3} s), {} records, {:.1} MiB, peak RSS {:.0} MiB; \
-             Knot {:.3} s (first message {:.3} s), {} records, {:.1} MiB, peak RSS {:.0} MiB",
+            "[round {round}] AXFR ours {:.3} s (first message {:.3} s), {} records, {:.1} MiB, RSS {:.0} → peak {:.0} MiB; \
+             Knot {:.3} s (first message {:.3} s), {} records, {:.1} MiB, RSS {:.0} → peak {:.0} MiB",
             o.x.took.as_secs_f64(),
             o.x.first.as_secs_f64(),
             o.x.records,
             mib(o.x.bytes),
+            mib(o.rss_before),
             mib(o.peak),
             k.x.took.as_secs_f64(),
             k.x.first.as_secs_f64(),
             k.x.records,
             mib(k.x.bytes),
+            mib(k.rss_before),
             mib(k.peak),
         );
         r.ours.push(o);
@@ -683,9 +675,9 @@ struct LoadRounds {
     during: Vec<Load>,
 }
 
-/// A closed loop of A queries of `names` to `server` for `duration`: [`WINDOW`] in flight on
-/// one socket; a wait of more than [`UDP_TIMEOUT`] counts those in flight as lost.
-fn udp_load(server: SocketAddr, queries: &[Vec<u8>], duration: Duration) -> Load {
+/// A closed loop of `queries` to `server` while `go_on(time since the start)`: [`WINDOW`] in
+/// flight on one socket; a wait of more than [`UDP_TIMEOUT`] counts those in flight as lost.
+fn udp_load(server: SocketAddr, queries: &[Vec<u8>], go_on: &dyn Fn(Duration) -> bool) -> Load {
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
     sock.connect(server).expect("connect udp");
     sock.set_read_timeout(Some(UDP_TIMEOUT))
@@ -696,7 +688,7 @@ fn udp_load(server: SocketAddr, queries: &[Vec<u8>], duration: Duration) -> Load
     let mut scratch = Vec::with_capacity(512);
     let mut buf = [0u8; 4096];
     let start = Instant::now();
-    while start.elapsed() < duration {
+    while go_on(start.elapsed()) {
         while outstanding < WINDOW {
             scratch.clear();
             scratch.extend_from_slice(&queries[k % queries.len()]);
@@ -729,7 +721,11 @@ fn udp_load(server: SocketAddr, queries: &[Vec<u8>], duration: Duration) -> Load
     load
 }
 
-/// The load alone, then with AXFRs back to back on another thread, `rounds` times.
+/// The load alone for `duration`, then while another thread runs AXFRs back to back: for
+/// `duration` and at least until the first AXFR is over (ours builds the whole zone before it
+/// sends anything, so a short phase would see only the build), `rounds` times. The AXFR still
+/// running when the load ends is read to its end before the next phase, so that no phase
+/// alone shares the server with a transfer.
 fn load_rounds(
     server: SocketAddr,
     names: &[String],
@@ -739,37 +735,41 @@ fn load_rounds(
     assert!(!names.is_empty(), "the zone has A records to ask");
     let queries: Vec<Vec<u8>> = names.iter().map(|n| a_query(n)).collect();
     // Unmeasured: the first touches of every name.
-    udp_load(server, &queries, Duration::from_millis(500));
+    udp_load(server, &queries, &|t| t < Duration::from_millis(500));
     let mut r = LoadRounds {
         alone: Vec::new(),
         during: Vec::new(),
     };
     for round in 1..=rounds {
-        let alone = udp_load(server, &queries, duration);
-        let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
+        let alone = udp_load(server, &queries, &|t| t < duration);
+        let (stop, progress, done) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0));
         let during = std::thread::scope(|s| {
             let axfrs = s.spawn(|| {
-                let mut done = 0u64;
-                while done < MAX_BACK_TO_BACK && !stop.load(Ordering::Relaxed) {
-                    match transfer(server, &axfr_query(), None, &stop, &progress) {
-                        Ok(_) => done += 1,
-                        Err(_) if stop.load(Ordering::Relaxed) => break,
-                        Err(e) => panic!("AXFR during the load: {e}"),
-                    }
+                while done.load(Ordering::Relaxed) < MAX_BACK_TO_BACK
+                    && !stop.load(Ordering::Relaxed)
+                {
+                    transfer(server, &axfr_query(), None, &progress)
+                        .unwrap_or_else(|e| panic!("AXFR during the load: {e}"));
+                    done.fetch_add(1, Ordering::Relaxed);
                 }
-                done
             });
-            let mut load = udp_load(server, &queries, duration);
+            let mut load = udp_load(server, &queries, &|t| {
+                (t < duration || done.load(Ordering::Relaxed) == 0) && t < XFR_TIMEOUT
+            });
             load.axfr_bytes = progress.load(Ordering::Relaxed);
+            load.axfrs = done.load(Ordering::Relaxed);
             stop.store(true, Ordering::Relaxed);
-            load.axfrs = axfrs.join().expect("AXFR thread");
+            axfrs.join().expect("AXFR thread");
             load
         });
         println!(
-            "[round {round}] UDP alone {:.0} q/s ({} lost); during AXFRs {:.0} q/s ({} lost; {} AXFRs completed, {:.1} MiB of AXFR read)",
+            "[round {round}] UDP alone {:.0} q/s for {:.1} s ({} lost); during AXFRs {:.0} q/s for {:.1} s \
+             ({} lost; {} AXFRs completed, {:.1} MiB of AXFR read)",
             alone.qps(),
+            alone.secs,
             alone.lost,
             during.qps(),
+            during.secs,
             during.lost,
             during.axfrs,
             mib(during.axfr_bytes)
@@ -945,13 +945,15 @@ fn knot_version() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// The medians of an AXFR series: query → last message, query → first message (s), and the
-/// peak RSS (bytes), the RSS before and after (bytes).
+/// An AXFR series: the medians of query → last message and query → first message (s); the
+/// RSS (bytes) before the first transfer (the zone loaded, nothing transferred yet), its peak
+/// during the first, the highest peak of any, and the RSS after the last.
 struct AxfrSummary {
     took: f64,
     first: f64,
+    loaded: u64,
+    first_peak: u64,
     peak: u64,
-    before: u64,
     after: u64,
     last: Xfr,
     peak_reset: bool,
@@ -962,9 +964,10 @@ fn summary(runs: &[AxfrRun]) -> AxfrSummary {
     AxfrSummary {
         took: m(&|r| r.x.took.as_secs_f64()),
         first: m(&|r| r.x.first.as_secs_f64()),
-        peak: m(&|r| r.peak as f64) as u64,
-        before: m(&|r| r.rss_before as f64) as u64,
-        after: m(&|r| r.rss_after as f64) as u64,
+        loaded: runs.first().map_or(0, |r| r.rss_before),
+        first_peak: runs.first().map_or(0, |r| r.peak),
+        peak: runs.iter().map(|r| r.peak).max().unwrap_or_default(),
+        after: runs.last().map_or(0, |r| r.rss_after),
         last: runs.last().expect("a round").x,
         peak_reset: runs.iter().all(|r| r.peak_reset),
     }
@@ -987,8 +990,9 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
     let small = |x: &Xfr| format!("{} B, {} msgs, {} records", x.bytes, x.messages, x.records);
     let memory = |s: &AxfrSummary| {
         format!(
-            "{:.0} → {:.0} MiB (after {:.0})",
-            mib(s.before),
+            "{:.0} → {:.0} → {:.0} MiB, {:.0} MiB after",
+            mib(s.loaded),
+            mib(s.first_peak),
             mib(s.peak),
             mib(s.after)
         )
@@ -1025,10 +1029,13 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
         format!("{:.0}", rate(&k.last)),
     );
     row(
-        if o.peak_reset && k.peak_reset {
-            "server RSS before → peak during AXFR"
+        &if o.peak_reset && k.peak_reset {
+            format!(
+                "server RSS: loaded → peak during the first AXFR → highest peak of {} AXFRs",
+                f.rounds
+            )
         } else {
-            "server RSS before → lifetime peak (peak reset failed)"
+            "server RSS: loaded → lifetime peaks (the peak reset failed)".to_owned()
         },
         memory(&o),
         memory(&k),
@@ -1062,10 +1069,15 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
         "–".into(),
     );
     row(
-        &format!("UDP queries/s, {} s, AXFRs back to back", f.load_secs),
+        &format!(
+            "UDP queries/s, AXFRs back to back ({:.1} s: {} s and the first AXFR over)",
+            median(load.during.iter().map(|l| l.secs).collect()),
+            f.load_secs
+        ),
         format!(
-            "{qps_during:.0} ({:.0} % of alone; {axfrs_during} AXFRs completed)",
-            100.0 * qps_during / qps_alone.max(1e-9)
+            "{qps_during:.0} ({:.0} % of alone; {axfrs_during} AXFRs completed in {} phases)",
+            100.0 * qps_during / qps_alone.max(1e-9),
+            f.rounds
         ),
         "–".into(),
     );
@@ -1080,8 +1092,8 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
         "RESULT transfer endpoints={} file_records={} rounds={} ours_axfr_s={:.3} knot_axfr_s={:.3} \
          ours_axfr_first_s={:.3} knot_axfr_first_s={:.3} ours_axfr_bytes={} knot_axfr_bytes={} \
          ours_axfr_messages={} knot_axfr_messages={} ours_axfr_records={} knot_axfr_records={} \
-         ours_rss_before_bytes={} ours_rss_peak_bytes={} ours_rss_after_bytes={} knot_rss_before_bytes={} \
-         knot_rss_peak_bytes={} ours_ixfr_bytes={} ours_ixfr_records={} knot_ixfr_bytes={} knot_ixfr_records={} \
+         ours_rss_loaded_bytes={} ours_rss_first_peak_bytes={} ours_rss_peak_bytes={} ours_rss_after_bytes={} \
+         knot_rss_loaded_bytes={} knot_rss_peak_bytes={} ours_ixfr_bytes={} ours_ixfr_records={} knot_ixfr_bytes={} knot_ixfr_records={} \
          ours_ixfr_current_bytes={} knot_ixfr_current_bytes={} change_visible_s={:.3} \
          udp_qps_alone={qps_alone:.0} udp_qps_axfr={qps_during:.0} axfrs_during_load={axfrs_during}",
         f.endpoints,
@@ -1097,10 +1109,11 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
         k.last.messages,
         o.last.records,
         k.last.records,
-        o.before,
+        o.loaded,
+        o.first_peak,
         o.peak,
         o.after,
-        k.before,
+        k.loaded,
         k.peak,
         ixfr.ours.bytes,
         ixfr.ours.records,
