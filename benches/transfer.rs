@@ -6,7 +6,9 @@
 //! cargo test --bench transfer       # smoke: 10,000 endpoints, 2 rounds, 1 s phases (debug build)
 //! ```
 //!
-//! Knobs (environment): `TRANSFER_ENDPOINTS`, `TRANSFER_ROUNDS`, `TRANSFER_LOAD_SECS`, and
+//! Knobs (environment): `TRANSFER_ENDPOINTS`, `TRANSFER_ROUNDS`, `TRANSFER_LOAD_SECS`,
+//! `TRANSFER_SETTLE_SECS` (70, 0 in the smoke run: how long after the last transfer our RSS is
+//! read again; the server returns freed memory to the system a minute after it is freed), and
 //! `TRANSFER_LOG` (the server's `RUST_LOG`, default `warn`). Needs `knotd` and `knotc` (Debian
 //! `knot`).
 //!
@@ -36,6 +38,7 @@
 //!    `knotc zone-reload`, differences computed from the file) and answers the same IXFR from
 //!    its journal: what a journal would send. Then an IXFR with the current serial (the SOA
 //!    alone) to each.
+//! 6. **Memory kept**: our server's RSS `TRANSFER_SETTLE_SECS` after its last transfer.
 //!
 //! Prints a table and a `RESULT transfer …` line. Every wait and loop is bounded in time and in
 //! count; everything runs on loopback; the temporary directory (zones, zone file, Knot's
@@ -121,6 +124,10 @@ fn main() {
     // Longest wait for a server to answer the changed address.
     let change_timeout = Duration::from_secs(if bench { 600 } else { 60 });
     let ixfr = one_change(&ours, &knot, (&zones, &zone_file), change_timeout);
+    // Freed memory goes back to the system a minute after it is freed, once loaded
+    // (`clusterset_dns::memory`): what the server keeps after its transfers.
+    let settle_secs = size("TRANSFER_SETTLE_SECS", 70, 0, bench);
+    let settled = settled_rss(ours.child.0.id(), settle_secs);
 
     report(
         &Facts {
@@ -129,6 +136,8 @@ fn main() {
             file_records,
             rounds,
             load_secs,
+            settle_secs,
+            settled,
         },
         &axfr,
         &load,
@@ -920,6 +929,18 @@ struct Facts {
     file_records: u64,
     rounds: usize,
     load_secs: usize,
+    /// Our server's RSS `settle_secs` after its last transfer.
+    settle_secs: usize,
+    settled: u64,
+}
+
+/// Process `pid`'s VmRSS after `secs` seconds of nothing asked.
+fn settled_rss(pid: u32, secs: usize) -> u64 {
+    let status = format!("/proc/{pid}/status");
+    for _ in 0..secs {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    rss_of(&status).0
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -1059,6 +1080,11 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
         small(&ixfr.knot_current),
     );
     row(
+        &format!("server RSS {} s after the last transfer", f.settle_secs),
+        format!("{:.0} MiB", mib(f.settled)),
+        "–".into(),
+    );
+    row(
         "endpoint changed in a file → new address answered",
         format!("{:.3} s", ixfr.ours_visible.as_secs_f64()),
         "– (reloaded by knotc)".into(),
@@ -1095,6 +1121,7 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
          ours_rss_loaded_bytes={} ours_rss_first_peak_bytes={} ours_rss_peak_bytes={} ours_rss_after_bytes={} \
          knot_rss_loaded_bytes={} knot_rss_peak_bytes={} ours_ixfr_bytes={} ours_ixfr_records={} knot_ixfr_bytes={} knot_ixfr_records={} \
          ours_ixfr_current_bytes={} knot_ixfr_current_bytes={} change_visible_s={:.3} \
+         ours_rss_settled_bytes={} settle_s={} \
          udp_qps_alone={qps_alone:.0} udp_qps_axfr={qps_during:.0} axfrs_during_load={axfrs_during}",
         f.endpoints,
         f.file_records,
@@ -1122,6 +1149,8 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
         ixfr.ours_current.bytes,
         ixfr.knot_current.bytes,
         ixfr.ours_visible.as_secs_f64(),
+        f.settled,
+        f.settle_secs,
     );
 }
 
