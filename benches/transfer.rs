@@ -25,6 +25,9 @@
 //!    with octets (length prefixes included), messages and answer records counted. Each
 //!    server's peak RSS during the transfer: its `VmHWM`, reset just before (`clear_refs` 5),
 //!    read just after, next to its `VmRSS` before.
+//!    Then a Knot secondary (Knot's default timeouts: at most 5 s for each message of a
+//!    transfer) of each server, timed from its start to the zone answered (at most 60 s, 30 s in
+//!    the smoke run); when it did not load, the refreshes it logged and the last failure.
 //! 4. **UDP rate**: a closed-loop UDP load (one socket, 64 queries in flight, A queries of names
 //!    from the zone) against our server for `TRANSFER_LOAD_SECS`, once alone and once while
 //!    another thread runs AXFRs back to back (then for at least as long as the first AXFR takes,
@@ -120,6 +123,22 @@ fn main() {
     println!("knotd ready in {:.1} s", t.elapsed().as_secs_f64());
 
     let axfr = axfr_rounds(&ours, &knot, rounds);
+    // How long a stock secondary waits for a message of a transfer is Knot's default.
+    let secondary_timeout = Duration::from_secs(if bench { 60 } else { 30 });
+    let secondaries = Secondaries {
+        ours: secondary(
+            &dir.path().join("secondary-ours"),
+            ours.dns,
+            secondary_timeout,
+        ),
+        knot: secondary(
+            &dir.path().join("secondary-knot"),
+            knot.dns,
+            secondary_timeout,
+        ),
+    };
+    // A transfer the secondary asked for before it was stopped may still be in the making.
+    wait_idle(ours.child.0.id());
     let load = load_rounds(ours.dns, &names, rounds, load_for);
     // Longest wait for a server to answer the changed address.
     let change_timeout = Duration::from_secs(if bench { 600 } else { 60 });
@@ -138,12 +157,17 @@ fn main() {
             load_secs,
             settle_secs,
             settled,
+            secondary_secs: secondary_timeout.as_secs(),
+            smoke: !bench,
         },
-        &axfr,
-        &load,
-        &ixfr,
+        &Figures {
+            axfr,
+            secondaries,
+            load,
+            ixfr,
+        },
+        file_records,
     );
-    check(&axfr, &load, &ixfr, file_records);
     drop((ours, knot));
     dir.close().expect("remove the temporary directory");
 }
@@ -660,6 +684,121 @@ fn axfr_rounds(ours: &Ours, knot: &Knot, rounds: usize) -> AxfrRounds {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 3b. A stock secondary
+
+/// A Knot secondary of one primary, with Knot's default timeouts.
+#[derive(Debug)]
+struct Secondary {
+    /// Start → the zone answered, when it was.
+    loaded: Option<Duration>,
+    /// The refreshes Knot logged as begun, and the last failure it logged.
+    attempts: usize,
+    failure: Option<String>,
+}
+
+#[derive(Debug)]
+struct Secondaries {
+    ours: Secondary,
+    knot: Secondary,
+}
+
+/// Starts knotd under `dir` as a secondary of `primary` (default timeouts: it waits 5 s at most
+/// for each message of a transfer, `tcp-remote-io-timeout`) and waits up to `timeout` for it
+/// to answer the zone's SOA.
+fn secondary(dir: &Path, primary: SocketAddr, timeout: Duration) -> Secondary {
+    let port = free_port();
+    let d = dir.display();
+    std::fs::create_dir_all(dir.join("run")).expect("secondary dirs");
+    let conf = format!(
+        "server:\n    rundir: \"{d}/run\"\n    listen: 127.0.0.1@{port}\n    background-workers: 1\n\
+         database:\n    storage: \"{d}\"\n\
+         log:\n  - target: stderr\n    any: info\n\
+         remote:\n  - id: primary\n    address: {}@{}\n\
+         zone:\n  - domain: {ZONE}\n    master: primary\n    storage: \"{d}\"\n\
+         \x20   zonefile-sync: -1\n    journal-content: none\n    semantic-checks: off\n",
+        primary.ip(),
+        primary.port()
+    );
+    let conf_path = dir.join("knot.conf");
+    std::fs::write(&conf_path, conf).expect("secondary knot.conf");
+    let log = dir.join("knot.log");
+    let started = Instant::now();
+    let mut child = ChildGuard(
+        Command::new(program("knotd"))
+            .arg("-c")
+            .arg(&conf_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("secondary log"))
+            .spawn()
+            .expect("start knotd as a secondary"),
+    );
+    let server = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut loaded = None;
+    while started.elapsed() < timeout {
+        if udp_soa(server).is_some() {
+            loaded = Some(started.elapsed());
+            break;
+        }
+        let exited = child.0.try_wait().ok().flatten();
+        assert!(
+            exited.is_none(),
+            "the secondary knotd exited ({exited:?}): {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(child);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let mut refreshes = text.lines().filter(|l| l.contains("refresh, remote"));
+    Secondary {
+        loaded,
+        attempts: refreshes.clone().count(),
+        failure: refreshes
+            .rfind(|l| l.contains("failed"))
+            .and_then(|l| l.split("] ").nth(1))
+            .map(str::to_owned),
+    }
+}
+
+/// Waits (a minute at most) until process `pid` takes less than 5 % of a core over half a
+/// second.
+fn wait_idle(pid: u32) {
+    let ticks = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // After the command's closing parenthesis: utime and stime are fields 12 and 13.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+    };
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        let before = ticks();
+        std::thread::sleep(Duration::from_millis(500));
+        // Clock ticks are 1/100 s: 2 ticks in half a second is 4 % of a core.
+        if ticks().saturating_sub(before) <= 2 {
+            return;
+        }
+    }
+}
+
+impl Secondary {
+    fn text(&self, timeout: &str) -> String {
+        match (&self.loaded, &self.failure) {
+            (Some(t), _) => format!("loaded in {:.2} s", t.as_secs_f64()),
+            (None, Some(why)) => format!(
+                "not loaded in {timeout}: {} refreshes, the last {why}",
+                self.attempts
+            ),
+            (None, None) => format!("not loaded in {timeout}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // 4. The UDP rate, with and without an AXFR running
 
 /// One phase of UDP load.
@@ -932,6 +1071,9 @@ struct Facts {
     /// Our server's RSS `settle_secs` after its last transfer.
     settle_secs: usize,
     settled: u64,
+    /// How long each secondary was given to load the zone.
+    secondary_secs: u64,
+    smoke: bool,
 }
 
 /// Process `pid`'s VmRSS after `secs` seconds of nothing asked.
@@ -994,7 +1136,22 @@ fn summary(runs: &[AxfrRun]) -> AxfrSummary {
     }
 }
 
-fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
+/// Everything measured.
+struct Figures {
+    axfr: AxfrRounds,
+    secondaries: Secondaries,
+    load: LoadRounds,
+    ixfr: Ixfr,
+}
+
+/// Prints the table and the `RESULT` line, then checks what every run must hold.
+fn report(f: &Facts, figures: &Figures, file_records: u64) {
+    let Figures {
+        axfr,
+        secondaries,
+        load,
+        ixfr,
+    } = figures;
     let (o, k) = (summary(&axfr.ours), summary(&axfr.knot));
     let qps_alone = median(load.alone.iter().map(Load::qps).collect());
     let qps_during = median(load.during.iter().map(Load::qps).collect());
@@ -1048,6 +1205,12 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
         "AXFR records per second",
         format!("{:.0}", rate(&o.last)),
         format!("{:.0}", rate(&k.last)),
+    );
+    let waited = format!("{} s", f.secondary_secs);
+    row(
+        "a Knot secondary (default timeouts) of each, start → zone loaded",
+        secondaries.ours.text(&waited),
+        secondaries.knot.text(&waited),
     );
     row(
         &if o.peak_reset && k.peak_reset {
@@ -1122,7 +1285,8 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
          knot_rss_loaded_bytes={} knot_rss_peak_bytes={} ours_ixfr_bytes={} ours_ixfr_records={} knot_ixfr_bytes={} knot_ixfr_records={} \
          ours_ixfr_current_bytes={} knot_ixfr_current_bytes={} change_visible_s={:.3} \
          ours_rss_settled_bytes={} settle_s={} \
-         udp_qps_alone={qps_alone:.0} udp_qps_axfr={qps_during:.0} axfrs_during_load={axfrs_during}",
+         udp_qps_alone={qps_alone:.0} udp_qps_axfr={qps_during:.0} axfrs_during_load={axfrs_during} \
+         ours_secondary_loaded_s={} knot_secondary_loaded_s={}",
         f.endpoints,
         f.file_records,
         f.rounds,
@@ -1151,11 +1315,33 @@ fn report(f: &Facts, axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr) {
         ixfr.ours_visible.as_secs_f64(),
         f.settled,
         f.settle_secs,
+        loaded_s(&secondaries.ours),
+        loaded_s(&secondaries.knot),
     );
+    check(figures, file_records, f.smoke);
 }
 
-/// What every run must hold.
-fn check(axfr: &AxfrRounds, load: &LoadRounds, ixfr: &Ixfr, file_records: u64) {
+/// Start → loaded in seconds, or `none`.
+fn loaded_s(s: &Secondary) -> String {
+    s.loaded
+        .map_or_else(|| "none".into(), |t| format!("{:.3}", t.as_secs_f64()))
+}
+
+/// What every run must hold; in the smoke run, also that both secondaries loaded the small
+/// zone (at 1M endpoints ours may not: that is a figure, not a failure of the bench).
+fn check(figures: &Figures, file_records: u64, smoke: bool) {
+    let Figures {
+        axfr,
+        secondaries,
+        load,
+        ixfr,
+    } = figures;
+    if smoke {
+        assert!(
+            secondaries.ours.loaded.is_some() && secondaries.knot.loaded.is_some(),
+            "both secondaries load the zone: {secondaries:?}"
+        );
+    }
     for r in axfr.ours.iter().chain(&axfr.knot) {
         // The file's records, the SOA once more at the end; our server may add the NS glue of
         // its own address, which `dump` without `--ns-addr` lacks.
