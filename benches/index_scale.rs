@@ -61,12 +61,7 @@ use clusterset_dns::model::objects::{
 use clusterset_dns::model::{Epoch, Event, Health, Model, Settings};
 use clusterset_dns::source::file::{initial_events, load_dir};
 use clusterset_dns::vocab::name::ZoneName;
-use zonegen::{CLUSTERS, FEDERATED, FLAT, Ips, service_doc, slice_doc};
-
-/// Endpoints per service (and per EndpointSlice).
-const PER_SERVICE: usize = 100;
-/// Services per namespace (and per file).
-const PER_NAMESPACE: usize = 50;
+use zonegen::{CLUSTERS, generate};
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -360,41 +355,6 @@ fn draw(points: &[SizePoint], path: &Path) {
     }
     root.present().expect("write the picture");
     println!("(drawn into {})", path.display());
-}
-
-/// Writes `endpoints` endpoints under `zones`; returns the number of services.
-fn generate(zones: &Path, endpoints: usize) -> usize {
-    let services = endpoints.div_ceil(PER_SERVICE);
-    let mut ips = Ips::default();
-    let ports_sts = [("peer", 7000u16, 7000u16), ("client", 9042, 9042)];
-    let ports_web = [("http", 80u16, 8080u16)];
-    let mut files: Vec<std::collections::BTreeMap<String, String>> =
-        vec![Default::default(); CLUSTERS.len()];
-    for i in 0..services {
-        let c = i % CLUSTERS.len();
-        let ns = format!("ns{}", i / (PER_NAMESPACE * CLUSTERS.len()));
-        let name = format!("svc{i}");
-        let n = PER_SERVICE.min(endpoints - i * PER_SERVICE);
-        let pods: Vec<String> = (0..n).map(|_| ips.pod(c)).collect();
-        let labels: &[(&str, &str)] = if i % 10 == 9 { &FEDERATED } else { &FLAT };
-        let out = files[c].entry(ns.clone()).or_default();
-        if i % 2 == 0 {
-            service_doc(out, &name, &ns, labels, "None", &ports_sts);
-            slice_doc(out, &name, &ns, labels, &ports_sts, &pods, true);
-        } else {
-            let ip = format!("10.200.{}.{}", (i / 256) % 256, i % 256);
-            service_doc(out, &name, &ns, labels, &ip, &ports_web);
-            slice_doc(out, &name, &ns, labels, &ports_web, &pods, false);
-        }
-    }
-    for (c, f) in files.iter().enumerate() {
-        let dir = zones.join(CLUSTERS[c]);
-        std::fs::create_dir_all(&dir).expect("cluster dir");
-        for (ns, text) in f {
-            std::fs::write(dir.join(format!("{ns}.yaml")), text).expect("write zones");
-        }
-    }
-    services
 }
 
 /// Kills the server when dropped.

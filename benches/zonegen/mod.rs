@@ -4,10 +4,17 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// The generated clusters; `west` is the local one.
 pub(crate) const CLUSTERS: [&str; 4] = ["west", "east", "north", "south"];
+
+/// Endpoints per service (and per EndpointSlice) in [`generate`]'s data set.
+pub(crate) const PER_SERVICE: usize = 100;
+/// Services per namespace (and per file) in [`generate`]'s data set.
+pub(crate) const PER_NAMESPACE: usize = 50;
 
 /// Linkerd's flat-mode export label.
 pub(crate) const FLAT: [(&str, &str); 1] = [("mirror.linkerd.io/exported", "remote-discovery")];
@@ -113,4 +120,44 @@ pub(crate) fn gateway_doc(out: &mut String, ip: &str) {
         out,
         "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: linkerd-gateway\n  namespace: linkerd-multicluster\n  annotations:\n    mirror.linkerd.io/gateway-identity: \"linkerd-gateway.linkerd-multicluster.serviceaccount.identity.linkerd.cluster.local\"\nspec:\n  type: LoadBalancer\n  clusterIP: 10.100.0.200\n  clusterIPs: [10.100.0.200]\n  ports:\n  - name: mc-gateway\n    protocol: TCP\n    port: 4143\n    targetPort: 4143\nstatus:\n  loadBalancer:\n    ingress:\n    - ip: {ip}"
     );
+}
+
+/// Writes `endpoints` ready endpoints under `zones` (the scale benches' data
+/// set): four clusters, services of [`PER_SERVICE`] endpoints in one
+/// EndpointSlice each, service `i` in cluster `i % 4` and namespace
+/// `ns{i / (PER_NAMESPACE * 4)}` (one file per namespace); even services are
+/// StatefulSets (headless, pod `svc{i}-{k}` per endpoint), odd ones
+/// ClusterIP; one in ten also a federated member. Returns the number of
+/// services.
+pub(crate) fn generate(zones: &Path, endpoints: usize) -> usize {
+    let services = endpoints.div_ceil(PER_SERVICE);
+    let mut ips = Ips::default();
+    let ports_sts = [("peer", 7000u16, 7000u16), ("client", 9042, 9042)];
+    let ports_web = [("http", 80u16, 8080u16)];
+    let mut files: Vec<BTreeMap<String, String>> = vec![Default::default(); CLUSTERS.len()];
+    for i in 0..services {
+        let c = i % CLUSTERS.len();
+        let ns = format!("ns{}", i / (PER_NAMESPACE * CLUSTERS.len()));
+        let name = format!("svc{i}");
+        let n = PER_SERVICE.min(endpoints - i * PER_SERVICE);
+        let pods: Vec<String> = (0..n).map(|_| ips.pod(c)).collect();
+        let labels: &[(&str, &str)] = if i % 10 == 9 { &FEDERATED } else { &FLAT };
+        let out = files[c].entry(ns.clone()).or_default();
+        if i % 2 == 0 {
+            service_doc(out, &name, &ns, labels, "None", &ports_sts);
+            slice_doc(out, &name, &ns, labels, &ports_sts, &pods, true);
+        } else {
+            let ip = format!("10.200.{}.{}", (i / 256) % 256, i % 256);
+            service_doc(out, &name, &ns, labels, &ip, &ports_web);
+            slice_doc(out, &name, &ns, labels, &ports_web, &pods, false);
+        }
+    }
+    for (c, f) in files.iter().enumerate() {
+        let dir = zones.join(CLUSTERS[c]);
+        std::fs::create_dir_all(&dir).expect("cluster dir");
+        for (ns, text) in f {
+            std::fs::write(dir.join(format!("{ns}.yaml")), text).expect("write zones");
+        }
+    }
+    services
 }
