@@ -27,7 +27,7 @@
 //!    read just after, next to its `VmRSS` before.
 //!    Then a Knot secondary (Knot's default timeouts: at most 5 s for each message of a
 //!    transfer) of each server, timed from its start to the zone answered (at most 60 s, 30 s in
-//!    the smoke run); when it did not load, the refreshes it logged and the last failure.
+//!    the smoke run); when it did not load, its attempts and how the last failed.
 //! 4. **UDP rate**: a closed-loop UDP load (one socket, 64 queries in flight, A queries of names
 //!    from the zone) against our server for `TRANSFER_LOAD_SECS`, once alone and once while
 //!    another thread runs AXFRs back to back (then for at least as long as the first AXFR takes,
@@ -691,7 +691,7 @@ fn axfr_rounds(ours: &Ours, knot: &Knot, rounds: usize) -> AxfrRounds {
 struct Secondary {
     /// Start → the zone answered, when it was.
     loaded: Option<Duration>,
-    /// The refreshes Knot logged as begun, and the last failure it logged.
+    /// The transfers from the primary Knot logged as tried, and how the last failed.
     attempts: usize,
     failure: Option<String>,
 }
@@ -750,14 +750,17 @@ fn secondary(dir: &Path, primary: SocketAddr, timeout: Duration) -> Secondary {
     }
     drop(child);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let mut refreshes = text.lines().filter(|l| l.contains("refresh, remote"));
+    // One line per attempt: `[zone] refresh, remote primary, address …, failed (…)`.
+    let mut refreshes = text
+        .lines()
+        .filter(|l| l.contains("refresh, remote") && l.contains(", address "));
     Secondary {
         loaded,
         attempts: refreshes.clone().count(),
         failure: refreshes
             .rfind(|l| l.contains("failed"))
-            .and_then(|l| l.split("] ").nth(1))
-            .map(str::to_owned),
+            .and_then(|l| l.split(", failed").nth(1))
+            .map(|why| format!("failed{why}")),
     }
 }
 
@@ -790,7 +793,7 @@ impl Secondary {
         match (&self.loaded, &self.failure) {
             (Some(t), _) => format!("loaded in {:.2} s", t.as_secs_f64()),
             (None, Some(why)) => format!(
-                "not loaded in {timeout}: {} refreshes, the last {why}",
+                "not loaded in {timeout}: {} attempts, the last {why}",
                 self.attempts
             ),
             (None, None) => format!("not loaded in {timeout}"),
