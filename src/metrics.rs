@@ -259,7 +259,7 @@ const DNS_COUNTERS: [Plain<DnsCounts>; 14] = [
     ),
     (
         "clusterset_dns_zone_transfer_bytes_total",
-        "Octets of zone transfers (AXFR, IXFR) sent.",
+        "Octets of zone transfers (AXFR, IXFR) built and handed to the connection (a client that hangs up early is counted in full).",
         |c| c.transfer_bytes,
     ),
     (
