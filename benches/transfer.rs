@@ -63,7 +63,7 @@ use std::time::{Duration, Instant};
 
 use hickory_proto::rr::Name;
 
-use common::{ChildGuard, bench_mode, listening_addr, mib, rss_of, size};
+use common::{ChildGuard, bench_mode, listening_addr, listening_line, mib, rss_of, size};
 use dns::{Dns, admin_ready};
 
 /// The zone both servers serve.
@@ -199,20 +199,7 @@ impl Ours {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start clusterset-dns");
-        let mut child = ChildGuard(child);
-        let stdout = child.0.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
-            }
-            // Keep draining so the server never blocks on a full pipe.
-            for _ in lines {}
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the server prints its addresses within 30 s");
+        let (mut child, line) = listening_line(child);
         let dns = listening_addr(&line, "dns=");
         let admin = listening_addr(&line, "admin=");
         while !admin_ready(admin) {

@@ -591,6 +591,13 @@ pub(crate) fn start_process(
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start the server binary");
+    listening_line(child)
+}
+
+/// Reads the `listening dns=ADDR admin=ADDR` line of a server started with
+/// its stdout piped (at most 30 s), and keeps draining the rest; returns
+/// the guarded child and that line.
+pub(crate) fn listening_line(child: Child) -> (ChildGuard, String) {
     let mut guard = ChildGuard(child);
     let stdout = guard.0.stdout.take().expect("child stdout");
     let (tx, rx) = std::sync::mpsc::channel::<String>();
