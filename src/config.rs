@@ -151,6 +151,15 @@ pub struct ZoneArgs {
     /// A YAML file of TSIG keys (- name, algorithm: hmac-sha256, secret: base64): transfers must then be signed by one; NOTIFYs are signed by the first.
     #[arg(long, env = "CLUSTERSET_DNS_TRANSFER_KEYS", value_name = "FILE")]
     pub transfer_keys: Option<PathBuf>,
+    /// Versions of the zone the IXFR journal keeps for secondaries that are behind [default: 100].
+    #[arg(long, env = "CLUSTERSET_DNS_IXFR_JOURNAL_VERSIONS", value_name = "N")]
+    pub ixfr_journal_versions: Option<usize>,
+    /// Mebibytes of records the IXFR journal keeps at most [default: 16].
+    #[arg(long, env = "CLUSTERSET_DNS_IXFR_JOURNAL_MB", value_name = "MIB")]
+    pub ixfr_journal_mb: Option<u64>,
+    /// Mebibytes per second every zone transfer shares, so transfers never starve queries; 0 is no limit [default: 64].
+    #[arg(long, env = "CLUSTERSET_DNS_TRANSFER_RATE_MB", value_name = "MIB")]
+    pub transfer_rate_mb: Option<u64>,
 }
 
 /// Options of `serve`.
@@ -305,6 +314,12 @@ pub struct FileConfig {
     pub notify: Vec<String>,
     /// `transfer-keys`.
     pub transfer_keys: Option<PathBuf>,
+    /// `ixfr-journal-versions`.
+    pub ixfr_journal_versions: Option<usize>,
+    /// `ixfr-journal-mb`.
+    pub ixfr_journal_mb: Option<u64>,
+    /// `transfer-rate-mb`.
+    pub transfer_rate_mb: Option<u64>,
     /// `ns-addr`: a list.
     #[serde(default)]
     pub ns_addr: Vec<IpAddr>,
@@ -741,6 +756,9 @@ impl FileConfig {
             allow_transfer,
             notify,
             transfer_keys,
+            ixfr_journal_versions,
+            ixfr_journal_mb,
+            transfer_rate_mb,
             ns_addr,
             dns_addr,
             admin_addr,
@@ -804,9 +822,14 @@ impl FileConfig {
                 reverse_zone,
                 deny_addresses,
                 exempt_addresses,
-                allow_transfer,
-                notify,
-                transfer_keys,
+                transfers: FileTransfers {
+                    allow_transfer,
+                    notify,
+                    transfer_keys,
+                    ixfr_journal_versions,
+                    ixfr_journal_mb,
+                    transfer_rate_mb,
+                },
                 ns_addr,
                 max_stale,
                 federated_grace,
@@ -1003,9 +1026,7 @@ struct FileAnswers {
     reverse_zone: Vec<String>,
     deny_addresses: Vec<String>,
     exempt_addresses: Vec<String>,
-    allow_transfer: Vec<String>,
-    notify: Vec<String>,
-    transfer_keys: Option<PathBuf>,
+    transfers: FileTransfers,
     ns_addr: Vec<IpAddr>,
     max_stale: Option<String>,
     federated_grace: Option<String>,
@@ -1015,6 +1036,16 @@ struct FileAnswers {
     max_endpoints_per_cluster: Option<usize>,
     mcs: Option<bool>,
     locality: FileLocality,
+}
+
+/// The config file's zone-transfer keys (docs/transfer.md).
+struct FileTransfers {
+    allow_transfer: Vec<String>,
+    notify: Vec<String>,
+    transfer_keys: Option<PathBuf>,
+    ixfr_journal_versions: Option<usize>,
+    ixfr_journal_mb: Option<u64>,
+    transfer_rate_mb: Option<u64>,
 }
 
 /// The config file's locality keys (docs/locality.md).
@@ -1134,18 +1165,39 @@ fn settings(
         pick(&a.deny_addresses, file.deny_addresses),
         pick(&a.exempt_addresses, file.exempt_addresses),
     )?;
-    let from_file = (file.allow_transfer, file.notify, file.transfer_keys);
-    transfers(a, from_file, &mut settings)?;
+    transfers(a, file.transfers, &mut settings)?;
     Ok(settings)
 }
 
-/// The zone-transfer settings: `allow-transfer`, `notify` and
-/// `transfer-keys` from the flags, else the file's.
+/// The zone-transfer settings: `allow-transfer`, `notify`,
+/// `transfer-keys`, the IXFR journal's size and the transfer rate from
+/// the flags, else the file's, else the defaults.
 fn transfers(
     a: &ZoneArgs,
-    (allow, notify, keys): (Vec<String>, Vec<String>, Option<PathBuf>),
+    file: FileTransfers,
     settings: &mut Settings,
 ) -> Result<(), ConfigError> {
+    let FileTransfers {
+        allow_transfer: allow,
+        notify,
+        transfer_keys: keys,
+        ixfr_journal_versions,
+        ixfr_journal_mb,
+        transfer_rate_mb,
+    } = file;
+    const MIB: u64 = 1024 * 1024;
+    let journal = &mut settings.ixfr_journal;
+    journal.versions = a
+        .ixfr_journal_versions
+        .or(ixfr_journal_versions)
+        .unwrap_or(journal.versions);
+    let mb = a.ixfr_journal_mb.or(ixfr_journal_mb);
+    journal.bytes = mb.map_or(journal.bytes, |mb| mb.saturating_mul(MIB));
+    settings.transfer_rate = a
+        .transfer_rate_mb
+        .or(transfer_rate_mb)
+        .unwrap_or(DEFAULT_TRANSFER_RATE_MB)
+        .saturating_mul(MIB);
     let allow = pick(&a.allow_transfer, allow);
     settings.allow_transfer =
         parse_cidrs(allow.iter().map(String::as_str)).map_err(|e| ConfigError::Invalid {
@@ -1158,6 +1210,11 @@ fn transfers(
     }
     Ok(())
 }
+
+/// The default `transfer-rate-mb`: well above what a secondary of a
+/// million endpoints needs to load in seconds, well below what would take
+/// a core from the queries (docs/transfer.md, Figures).
+const DEFAULT_TRANSFER_RATE_MB: u64 = 64;
 
 /// One key of the `transfer-keys` file.
 #[derive(Debug, Deserialize)]

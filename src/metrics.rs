@@ -58,6 +58,23 @@ pub struct Shared {
     pub views: ModelViews,
 }
 
+impl Shared {
+    /// Answering from `snapshot`, not ready, no cluster status yet,
+    /// counting into `dns`, asking the model through `views`.
+    pub fn new(snapshot: Arc<Snapshot>, dns: Arc<DnsStats>, views: ModelViews) -> Self {
+        Self {
+            snapshot: Arc::new(ArcSwap::new(snapshot)),
+            dns,
+            config_reloads: Arc::default(),
+            ready: AtomicBool::new(false),
+            board: Arc::new(StatusBoard::default()),
+            mirror: Arc::new(MirrorStats::default()),
+            propagation: Arc::default(),
+            views,
+        }
+    }
+}
+
 /// The model's cluster state at one moment and the snapshot answered from
 /// then: what `/debug/name` explains a name from.
 #[derive(Debug, Clone)]
@@ -245,6 +262,20 @@ const GAUGE: MetricType = MetricType::Gauge;
 /// Name, help and reading of a family of one sample.
 type Plain<T> = (&'static str, &'static str, fn(&T) -> u64);
 
+/// The DNS layer's gauges without labels.
+const DNS_GAUGES: [Plain<DnsCounts>; 2] = [
+    (
+        "clusterset_dns_ixfr_journal_versions",
+        "Versions of the zone the IXFR journal holds (differences a secondary that is behind gets instead of the whole zone).",
+        |c| c.journal_versions,
+    ),
+    (
+        "clusterset_dns_ixfr_journal_bytes",
+        "Octets of the records the IXFR journal holds (uncompressed, as on the wire).",
+        |c| c.journal_bytes,
+    ),
+];
+
 /// The DNS layer's counters without labels.
 const DNS_COUNTERS: [Plain<DnsCounts>; 14] = [
     (
@@ -259,7 +290,7 @@ const DNS_COUNTERS: [Plain<DnsCounts>; 14] = [
     ),
     (
         "clusterset_dns_zone_transfer_bytes_total",
-        "Octets of zone transfers (AXFR, IXFR) built and handed to the connection (a client that hangs up early is counted in full).",
+        "Octets of zone transfers (AXFR, IXFR) produced for the connection (a client that hangs up early is counted up to where it stopped, give or take a few messages).",
         |c| c.transfer_bytes,
     ),
     (
@@ -339,6 +370,9 @@ impl Collector for Dns {
         )?;
         for (name, help, get) in DNS_COUNTERS {
             single(&mut enc, (name, COUNTER, help), get(&c))?;
+        }
+        for (name, help, get) in DNS_GAUGES {
+            single(&mut enc, (name, GAUGE, help), get(&c))?;
         }
         family(
             &mut enc,

@@ -7,29 +7,28 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
-use arc_swap::ArcSwap;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::config::Config;
 use crate::dns::Handler;
+use crate::dns::journal::Journal;
 use crate::dns::server::{ConnectionSlots, bind_dns, serve_tcp, serve_tls, serve_udp};
 use crate::dns::stats::DnsStats;
 use crate::dns::tls;
 use crate::k8s::layer::DEFAULT_MAX_INFLIGHT;
 use crate::mirror::feed::{self as mirror_feed, Changed};
 use crate::mirror::run::MirrorConfig;
-use crate::mirror::stats::MirrorStats;
-use crate::model::{Epoch, Model, Settings};
+use crate::model::{Epoch, Model, Settings, Snapshot};
 use crate::propagation::Pending;
 use crate::source::SourceMsg;
 use crate::source::feed::{Feed, FeedTx, Round};
 use crate::source::live::{self, LiveConfig};
-use crate::source::status::StatusBoard;
 use crate::source::watch::{self, FileSource};
 
 use crate::metrics::{ModelView, ModelViews, Shared, ViewRequests};
@@ -202,17 +201,20 @@ fn spawn_dns(
     tasks: &mut JoinSet<()>,
     config: &Config,
     ((udp, tcp), tls): DnsListeners,
-    stats: &Arc<DnsStats>,
+    (stats, journal): (&Arc<DnsStats>, &Arc<Journal>),
     shared: &Shared,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
-    let handler = Arc::new(Handler::new(
-        shared.snapshot.clone(),
-        stats.clone(),
-        config.answer_cache_bytes,
-    ));
+    let handler = Arc::new(
+        Handler::new(
+            shared.snapshot.clone(),
+            stats.clone(),
+            config.answer_cache_bytes,
+        )
+        .with_journal(journal.clone()),
+    );
     tasks.spawn(crate::dns::notify::run(
-        shared.snapshot.clone(),
+        (shared.snapshot.clone(), journal.clone()),
         stats.clone(),
         shutdown.clone(),
     ));
@@ -300,21 +302,12 @@ impl Server {
     ) -> std::io::Result<Self> {
         let listeners = Listeners::new(sockets, config)?;
         let stats = Arc::new(DnsStats::default());
-        let model = Model::new(
+        let mut model = Model::new(
             config.settings.clone(),
             Epoch::new(Instant::now(), SystemTime::now()),
         );
         let (views, view_requests) = ModelViews::channel();
-        let shared = Arc::new(Shared {
-            snapshot: Arc::new(ArcSwap::new(model.snapshot())),
-            dns: stats.clone(),
-            config_reloads: Arc::default(),
-            ready: AtomicBool::new(false),
-            board: Arc::new(StatusBoard::default()),
-            mirror: Arc::new(MirrorStats::default()),
-            propagation: Arc::default(),
-            views,
-        });
+        let shared = Arc::new(Shared::new(model.publish(), stats.clone(), views));
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
 
@@ -331,11 +324,12 @@ impl Server {
             ));
             feed_tx
         });
+        let (journal, published) = spawn_journal(&mut tasks, &stats);
         tasks.spawn(model_task(
             model,
             feed,
             settings_rx.clone(),
-            shared.clone(),
+            (shared.clone(), published),
             (to_mirror, view_requests),
             shutdown.clone(),
         ));
@@ -355,7 +349,14 @@ impl Server {
             tls_addr,
         } = listeners;
         if let Some(dns) = dns {
-            spawn_dns(&mut tasks, config, (dns, tls), &stats, &shared, &shutdown)?;
+            spawn_dns(
+                &mut tasks,
+                config,
+                (dns, tls),
+                (&stats, &journal),
+                &shared,
+                &shutdown,
+            )?;
         }
         let (s, token) = (shared.clone(), shutdown.clone());
         tasks.spawn(async move {
@@ -453,6 +454,22 @@ impl Drop for CloseOnDrop {
     }
 }
 
+/// The IXFR journal's task, and where to send it every published
+/// snapshot, in order.
+fn spawn_journal(
+    tasks: &mut JoinSet<()>,
+    stats: &Arc<DnsStats>,
+) -> (Arc<Journal>, UnboundedSender<Arc<Snapshot>>) {
+    let journal = Arc::new(Journal::default());
+    let (published, to_journal) = tokio::sync::mpsc::unbounded_channel();
+    tasks.spawn(crate::dns::journal::run(
+        journal.clone(),
+        to_journal,
+        stats.clone(),
+    ));
+    (journal, published)
+}
+
 /// The one writer of the model: applies what the sources queued, a round
 /// of every cluster's queue at a time, and publishes a snapshot after each
 /// round; also the clock tick, settings reloads, and between rounds the
@@ -461,7 +478,7 @@ async fn model_task(
     mut model: Model,
     feed: Arc<Feed>,
     mut settings: tokio::sync::watch::Receiver<Arc<Settings>>,
-    shared: Arc<Shared>,
+    (shared, published): (Arc<Shared>, UnboundedSender<Arc<Snapshot>>),
     (mirror, mut views): (Option<MirrorFeed>, ViewRequests),
     shutdown: CancellationToken,
 ) {
@@ -523,7 +540,10 @@ async fn model_task(
             }
         };
         if changed {
-            shared.snapshot.store(model.snapshot());
+            let snap = model.publish();
+            shared.snapshot.store(snap.clone());
+            // Gone only at shutdown.
+            let _ = published.send(snap);
         }
         // Measured once the answers say it: the wall clock is the one the
         // remote trigger times are compared with.

@@ -4,16 +4,19 @@
 //! limit (and stored); counted. Synchronous: the UDP workers and the TCP
 //! and TLS listeners call it; it must not touch a socket.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::answer::{self, Answered, Question, Room};
 use super::cache::{self, AnswerCache, Echo, Local, Lookup};
-use super::stats::{DnsStats, XfrOutcome};
+use super::journal::Journal;
+use super::pace::Pacer;
+use super::stats::{DnsStats, XfrKind, XfrOutcome};
 use super::transfer::{self, Check};
 use super::transport::Transport;
 use super::tsig;
@@ -30,19 +33,32 @@ pub struct Handler {
     next_stream: AtomicUsize,
     /// Zone transfers under way ([`MAX_TRANSFERS`]).
     transfers: Arc<Semaphore>,
+    /// The IXFR journal, fed by the runtime.
+    journal: Arc<Journal>,
+    /// The byte rate every transfer shares.
+    pacer: Arc<Pacer>,
 }
 
-/// Zone transfers built and written at once: each holds a whole copy of
-/// the zone in memory while it is written, so one more is refused (busy)
-/// rather than let transfers crowd out queries.
+/// Zone transfers written at once: each keeps a thread busy producing
+/// its messages, so one more is refused (busy) rather than let transfers
+/// crowd out queries.
 pub(crate) const MAX_TRANSFERS: usize = 2;
 
-/// A zone transfer to write: its messages, and its place among the
-/// [`MAX_TRANSFERS`] (freed when dropped).
+/// Messages a transfer's producer may be ahead of its writer: a few
+/// messages of memory per transfer, whatever the zone's size.
+const AHEAD: usize = 4;
+
+/// A zone transfer to write: its messages as they are produced, the byte
+/// rate it shares, and its place among the [`MAX_TRANSFERS`] (freed when
+/// dropped).
 #[derive(Debug)]
 pub struct Outgoing {
-    /// The messages, each at most 65,535 octets.
-    pub messages: Vec<Vec<u8>>,
+    /// The messages, each at most 65,535 octets; closed after the last.
+    pub messages: mpsc::Receiver<Vec<u8>>,
+    /// The byte rate of transfers (octets per second, 0: unlimited).
+    pub rate: u64,
+    /// The rate's schedule, shared by every transfer.
+    pub pacer: Arc<Pacer>,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -57,7 +73,18 @@ impl Handler {
             cache: (cache_bytes > 0).then(|| AnswerCache::new(cache_bytes)),
             next_stream: AtomicUsize::new(0),
             transfers: Arc::new(Semaphore::new(MAX_TRANSFERS)),
+            journal: Arc::new(Journal::default()),
+            pacer: Arc::new(Pacer::default()),
         }
+    }
+
+    /// This handler, its IXFR journals read from `journal` (which the
+    /// runtime feeds, `journal::run`); without it, every IXFR that is not
+    /// current gets the whole zone.
+    #[must_use]
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Self {
+        self.journal = journal;
+        self
     }
 
     /// The state of a new TCP or TLS connection: no front table
@@ -137,14 +164,14 @@ impl Handler {
     /// it asks for one `allow-transfer` lets it make and fewer than
     /// [`MAX_TRANSFERS`] are under way (counted); `None` sends it down
     /// [`Handler::handle`], which answers a refused one REFUSED.
-    pub fn transfer(&self, packet: &[u8], peer: std::net::IpAddr) -> Option<Outgoing> {
+    pub fn transfer(&self, packet: &[u8], peer: IpAddr) -> Option<Outgoing> {
         // Cheap for every other query: QTYPE sits right after the name.
         if !wire::asks_for(packet, wire::rtype::AXFR) && !wire::asks_for(packet, wire::rtype::IXFR)
         {
             return None;
         }
         let req = wire::decode(packet).ok()?;
-        let snap = self.snapshot.load();
+        let snap = self.snapshot.load_full();
         let now = unix_now();
         let (kind, verified) = match transfer::check(&snap, (&req, packet), peer, now) {
             Check::NotOne => return None,
@@ -157,10 +184,9 @@ impl Handler {
                 let keys = &snap.settings.transfer_keys;
                 let answer = tsig::notauth(packet, keys, why, now)?;
                 let slot = self.transfers.clone().try_acquire_owned().ok()?;
-                return Some(Outgoing {
-                    messages: vec![answer],
-                    _slot: slot,
-                });
+                let (tx, rx) = mpsc::channel(1);
+                tx.try_send(answer).ok()?;
+                return Some(self.outgoing(rx, &snap, slot));
             }
             Check::Allowed(kind, verified) => (kind, verified),
         };
@@ -168,23 +194,69 @@ impl Handler {
             self.stats.transfer(kind, XfrOutcome::Busy, 0);
             return None;
         };
-        let (up_to_date, mut messages) =
-            transfer::build(&snap, (&req, packet), kind, Instant::now());
-        if let Some(v) = &verified {
-            tsig::sign_answer(&mut messages, v, now);
-        }
-        let outcome = if up_to_date {
-            XfrOutcome::UpToDate
-        } else {
-            XfrOutcome::Full
+        let plan = transfer::plan(&snap, &self.journal.versions(), kind, packet);
+        let signer = verified.map(|v| tsig::Signer::new(&v, now));
+        let (tx, rx) = mpsc::channel(AHEAD);
+        let job = Job {
+            snap: snap.clone(),
+            packet: packet.to_vec(),
+            kind,
+            plan,
+            signer,
+            peer: peer.to_canonical(),
+            stats: self.stats.clone(),
         };
-        self.stats
-            .transfer(kind, outcome, messages.iter().map(Vec::len).sum());
-        self.stats.fetched(peer.to_canonical(), snap.serial);
-        Some(Outgoing {
+        tokio::task::spawn_blocking(move || job.run(&tx));
+        Some(self.outgoing(rx, &snap, slot))
+    }
+
+    fn outgoing(
+        &self,
+        messages: mpsc::Receiver<Vec<u8>>,
+        snap: &Snapshot,
+        slot: OwnedSemaphorePermit,
+    ) -> Outgoing {
+        Outgoing {
             messages,
+            rate: snap.settings.transfer_rate,
+            pacer: self.pacer.clone(),
             _slot: slot,
-        })
+        }
+    }
+}
+
+/// A transfer's production, on a thread of its own: the CPU it takes is
+/// not the query path's.
+struct Job {
+    snap: Arc<Snapshot>,
+    packet: Vec<u8>,
+    kind: XfrKind,
+    plan: transfer::Plan,
+    signer: Option<tsig::Signer>,
+    peer: IpAddr,
+    stats: Arc<DnsStats>,
+}
+
+impl Job {
+    /// Produces every message into `tx`, signed where the request was,
+    /// and counts the transfer once it is written or the client is gone.
+    fn run(mut self, tx: &mpsc::Sender<Vec<u8>>) {
+        let Ok(req) = wire::decode(&self.packet) else {
+            return;
+        };
+        let mut bytes = 0;
+        let mut send = |mut m: Vec<u8>| {
+            if let Some(s) = &mut self.signer {
+                s.sign(&mut m);
+            }
+            bytes += m.len();
+            tx.blocking_send(m).is_ok()
+        };
+        let done = transfer::produce(&self.snap, (&req, &self.plan), Instant::now(), &mut send);
+        self.stats.transfer(self.kind, self.plan.outcome(), bytes);
+        if done.is_ok() {
+            self.stats.fetched(self.peer, self.plan.serial(&self.snap));
+        }
     }
 }
 

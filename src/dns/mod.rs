@@ -12,8 +12,10 @@
 pub(crate) mod answer;
 pub(crate) mod cache;
 pub(crate) mod handler;
+pub mod journal;
 pub mod name;
 pub(crate) mod notify;
+pub(crate) mod pace;
 pub(crate) mod server;
 pub mod stats;
 pub(crate) mod tls;

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::answer::{Question, Room, answer};
+use super::journal::Journal;
 use super::name::QName;
 use super::stats::DnsStats;
 use super::wire::{CLASS_IN, RData, Soa, rtype};
@@ -100,14 +101,19 @@ pub(crate) fn acknowledges(reply: &[u8], id: u16) -> bool {
     u16::from_be_bytes([*a, *b]) == id && f1 & 0x80 != 0 && (f1 >> 3) & 0x0F == OPCODE_NOTIFY as u8
 }
 
-/// Announces each new serial of the snapshot to the targets its settings
-/// name, until `shutdown`.
+/// Announces each new serial to the targets the snapshot's settings
+/// name, until `shutdown`: the serial the `journal` has recorded, so a
+/// secondary that asks for the differences at once finds them.
 pub(crate) async fn run(
-    snapshot: Arc<ArcSwap<Snapshot>>,
+    (snapshot, journal): (Arc<ArcSwap<Snapshot>>, Arc<Journal>),
     stats: Arc<DnsStats>,
     shutdown: CancellationToken,
 ) {
-    let mut told = snapshot.load().serial;
+    let recorded = |snap: &Snapshot| match journal.serial() {
+        0 => snap.serial,
+        s => s,
+    };
+    let mut told = recorded(&snapshot.load());
     let mut id: u16 = (told & 0xFFFF) as u16;
     loop {
         tokio::select! {
@@ -115,13 +121,14 @@ pub(crate) async fn run(
             () = shutdown.cancelled() => return,
         }
         let snap = snapshot.load_full();
-        if snap.serial == told || snap.settings.notify.is_empty() {
-            told = snap.serial;
+        let serial = recorded(&snap);
+        if serial == told || snap.settings.notify.is_empty() {
+            told = serial;
             continue;
         }
-        told = snap.serial;
+        told = serial;
         let zone = snap.settings.zone.text();
-        let soa = zone_soa(&snap);
+        let soa = zone_soa(&snap).map(|(ttl, soa)| (ttl, Soa { serial, ..soa }));
         let mut sends = tokio::task::JoinSet::new();
         for &target in &snap.settings.notify {
             id = id.wrapping_add(1);

@@ -421,21 +421,25 @@ async fn flushed<W: AsyncWrite + Unpin>(
     }
 }
 
-/// Writes the messages of a zone transfer, each taken by the kernel within
+/// Writes the messages of a zone transfer as they are produced, each at
+/// its turn of the transfers' byte rate and taken by the kernel within
 /// `each` (a transfer may take longer than any one query should); false
 /// (counted) when the client stopped reading and the connection should
 /// close.
 async fn transferred<W: AsyncWrite + Unpin>(
     wr: &mut BufWriter<W>,
-    xfr: Outgoing,
+    mut xfr: Outgoing,
     each: Duration,
     stats: &DnsStats,
 ) -> io::Result<bool> {
-    for m in &xfr.messages {
+    while let Some(m) = xfr.messages.recv().await {
+        if let Some(at) = xfr.pacer.slot(m.len(), xfr.rate, Instant::now()) {
+            tokio::time::sleep_until(at.into()).await;
+        }
         let write = async {
             // Each message is at most 65,535 octets (`transfer`).
             wr.write_all(&(m.len() as u16).to_be_bytes()).await?;
-            wr.write_all(m).await?;
+            wr.write_all(&m).await?;
             wr.flush().await
         };
         match tokio::time::timeout(each, write).await {

@@ -65,6 +65,8 @@ pub struct DnsStats {
     tls_reload_errors: AtomicU64,
     transfers: [[AtomicU64; XfrOutcome::ALL.len()]; XfrKind::ALL.len()],
     transfer_bytes: AtomicU64,
+    /// The IXFR journal's versions and octets.
+    journal: [AtomicU64; 2],
     notifies: [AtomicU64; 2],
     /// The serial each secondary last fetched (transfers only: never
     /// touched by a query).
@@ -104,6 +106,9 @@ pub enum XfrOutcome {
     Full,
     /// The client's serial was current: the SOA alone was sent (IXFR).
     UpToDate,
+    /// The journal's differences since the client's serial were sent
+    /// (IXFR).
+    Incremental,
     /// The client may not transfer (`allow-transfer`): REFUSED.
     Refused,
     /// As many transfers as may run at once were running: REFUSED.
@@ -114,9 +119,10 @@ pub enum XfrOutcome {
 
 impl XfrOutcome {
     /// Every outcome, in label order.
-    pub const ALL: [XfrOutcome; 5] = [
+    pub const ALL: [XfrOutcome; 6] = [
         XfrOutcome::Full,
         XfrOutcome::UpToDate,
+        XfrOutcome::Incremental,
         XfrOutcome::Refused,
         XfrOutcome::Busy,
         XfrOutcome::NotAuth,
@@ -127,6 +133,7 @@ impl XfrOutcome {
         match self {
             Self::Full => "full",
             Self::UpToDate => "up_to_date",
+            Self::Incremental => "incremental",
             Self::Refused => "refused",
             Self::Busy => "busy",
             Self::NotAuth => "notauth",
@@ -231,6 +238,10 @@ pub struct DnsCounts {
     pub transfers: [(XfrKind, [(XfrOutcome, u64); XfrOutcome::ALL.len()]); XfrKind::ALL.len()],
     /// Octets of zone transfers sent.
     pub transfer_bytes: u64,
+    /// Versions the IXFR journal holds.
+    pub journal_versions: u64,
+    /// Octets of the journal's records.
+    pub journal_bytes: u64,
     /// NOTIFYs a target acknowledged.
     pub notifies_acknowledged: u64,
     /// NOTIFYs given up after every try.
@@ -358,6 +369,12 @@ impl DnsStats {
         }
     }
 
+    /// Records the IXFR journal's size: `versions` holding `bytes`.
+    pub fn journal(&self, versions: usize, bytes: u64) {
+        self.journal[0].store(versions as u64, Ordering::Relaxed);
+        self.journal[1].store(bytes, Ordering::Relaxed);
+    }
+
     /// Counts a NOTIFY a target acknowledged (`ok`) or never answered.
     pub fn notify(&self, ok: bool) {
         self.notifies[usize::from(ok)].fetch_add(1, Ordering::Relaxed);
@@ -411,6 +428,8 @@ impl DnsStats {
                 )
             }),
             transfer_bytes: load(&self.transfer_bytes),
+            journal_versions: load(&self.journal[0]),
+            journal_bytes: load(&self.journal[1]),
             notifies_acknowledged: load(&self.notifies[1]),
             notifies_failed: load(&self.notifies[0]),
             secondaries: self

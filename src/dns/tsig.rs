@@ -255,26 +255,44 @@ fn append(m: &mut Vec<u8>, key: &TsigKey, time: u64, mac: &[u8], error: u16) {
     m[10..12].copy_from_slice(&arcount.to_be_bytes());
 }
 
-/// Signs every message of the answer to the verified request `v`, at
-/// `now`: the first over the request's MAC and the full variables, each
-/// later one over the previous MAC and the timers (RFC 8945 §5.3.1).
-pub(crate) fn sign_answer(messages: &mut [Vec<u8>], v: &Verified<'_>, now: u64) {
-    let key = hmac_key(v.key);
-    let mut prior = v.mac.clone();
-    for (i, m) in messages.iter_mut().enumerate() {
-        let mut ctx = hmac::Context::with_key(&key);
-        ctx.update(&(prior.len() as u16).to_be_bytes());
-        ctx.update(&prior);
+/// Signs the messages of an answer to a verified request, one after
+/// the other: the first covers the request's MAC and every TSIG variable,
+/// each later one the MAC before it and the time (RFC 8945 §5.3.1). Owns
+/// its key, so a transfer's producer thread can carry it.
+pub(crate) struct Signer {
+    key: TsigKey,
+    prior: Vec<u8>,
+    first: bool,
+    now: u64,
+}
+
+impl Signer {
+    /// The signer of the answer to `v`, at `now` (Unix seconds).
+    pub(crate) fn new(v: &Verified<'_>, now: u64) -> Self {
+        Self {
+            key: v.key.clone(),
+            prior: v.mac.clone(),
+            first: true,
+            now,
+        }
+    }
+
+    /// Signs `m`, the next message of the answer.
+    pub(crate) fn sign(&mut self, m: &mut Vec<u8>) {
+        let mut ctx = hmac::Context::with_key(&hmac_key(&self.key));
+        ctx.update(&(self.prior.len() as u16).to_be_bytes());
+        ctx.update(&self.prior);
         ctx.update(m);
-        if i == 0 {
-            ctx.update(&our_variables(v.key, now));
+        if self.first {
+            ctx.update(&our_variables(&self.key, self.now));
         } else {
-            ctx.update(&time48(now));
+            ctx.update(&time48(self.now));
             ctx.update(&FUDGE.to_be_bytes());
         }
         let mac = ctx.sign().as_ref().to_vec();
-        append(m, v.key, now, &mac, 0);
-        prior = mac;
+        append(m, &self.key, self.now, &mac, 0);
+        self.prior = mac;
+        self.first = false;
     }
 }
 

@@ -416,7 +416,7 @@ fn skip_record(buf: &[u8], at: usize) -> Option<usize> {
 }
 
 /// The owner name of a record in an answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Owner {
     /// The question name, exactly as the client spelled it.
     Query,
@@ -425,7 +425,7 @@ pub(crate) enum Owner {
 }
 
 /// SOA record data (RFC 1035 §3.3.13).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Soa {
     /// Primary name server.
     pub mname: String,
@@ -444,7 +444,7 @@ pub(crate) struct Soa {
 }
 
 /// Record data of the types this server answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum RData {
     /// IPv4 address.
     A(Ipv4Addr),

@@ -6,13 +6,14 @@
 //! health-dependent rcodes) and a peer such as Knot DNS or NSD can serve the
 //! identical data. It must not compute records itself.
 
+use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::answer::{Question, Room, answer};
 use super::name::QName;
 use super::wire::{CLASS_IN, Owner, RData, Record, rtype};
-use crate::model::{Origin, Snapshot};
+use crate::model::{Entry, Origin, Snapshot};
 
 /// Renders a record as one zone-file line. `query` is the owner to print for
 /// [`Owner::Query`] (absolute names end with a dot).
@@ -40,54 +41,53 @@ pub(crate) fn record_text(query: &str, r: &Record) -> String {
     format!("{owner}\t{}\tIN\t{}\t{data}", r.ttl, r.data.mnemonic())
 }
 
-/// Every name the snapshot serves in the forward zone, with the types to ask
-/// for at each.
-fn names(snap: &Snapshot) -> Vec<(String, &'static [u16])> {
-    const ADDR: &[u16] = &[rtype::A, rtype::AAAA];
-    const SERVICE: &[u16] = &[rtype::A, rtype::AAAA, rtype::SRV];
-    let zone = snap.settings.zone.text();
-    let mut out: Vec<(String, &'static [u16])> = vec![
+const ADDR: &[u16] = &[rtype::A, rtype::AAAA];
+const SERVICE: &[u16] = &[rtype::A, rtype::AAAA, rtype::SRV];
+
+/// The names of the zone's own (not of any service), with the types to
+/// ask for at each: the apex first.
+fn apex_names(zone: &str) -> Vec<(String, &'static [u16])> {
+    vec![
         (zone.to_owned(), &[rtype::SOA, rtype::NS]),
         (format!("ns.dns.{zone}"), ADDR),
         (format!("dns-version.{zone}"), &[rtype::TXT]),
-    ];
-    for entry in snap.entries.values() {
-        out.push((entry.name.to_string(), SERVICE));
-        let named: BTreeSet<(String, &str)> = entry
-            .all_ports()
-            .filter_map(|p| Some((p.name.as_deref()?.to_owned(), p.protocol.label())))
-            .collect();
-        for (port, proto) in named {
-            out.push((format!("_{port}._{proto}.{}", entry.name), &[rtype::SRV]));
-        }
-        let federated = matches!(entry.origin, Origin::Federated { .. });
-        let hosts: BTreeSet<(&str, &str)> = entry
-            .pods()
-            .into_iter()
-            .map(|(part, p)| (&*part.cluster, &*p.hostname))
-            .collect();
-        for (c, host) in hosts {
-            if federated {
-                out.push((format!("{host}.{c}.{}", entry.name), ADDR));
-                out.push((format!("{host}-{c}.{}", entry.name), ADDR));
-            } else {
-                out.push((format!("{host}.{}", entry.name), ADDR));
-            }
+    ]
+}
+
+/// Every name `entry` serves, with the types to ask for at each. Each is
+/// at or below the entry's name, so no two entries share one.
+fn entry_names(entry: &Entry) -> Vec<(String, &'static [u16])> {
+    let mut out: Vec<(String, &'static [u16])> = vec![(entry.name.to_string(), SERVICE)];
+    let named: BTreeSet<(String, &str)> = entry
+        .all_ports()
+        .filter_map(|p| Some((p.name.as_deref()?.to_owned(), p.protocol.label())))
+        .collect();
+    for (port, proto) in named {
+        out.push((format!("_{port}._{proto}.{}", entry.name), &[rtype::SRV]));
+    }
+    let federated = matches!(entry.origin, Origin::Federated { .. });
+    let hosts: BTreeSet<(&str, &str)> = entry
+        .pods()
+        .into_iter()
+        .map(|(part, p)| (&*part.cluster, &*p.hostname))
+        .collect();
+    for (c, host) in hosts {
+        if federated {
+            out.push((format!("{host}.{c}.{}", entry.name), ADDR));
+            out.push((format!("{host}-{c}.{}", entry.name), ADDR));
+        } else {
+            out.push((format!("{host}.{}", entry.name), ADDR));
         }
     }
     out
 }
 
-/// Every record of the forward zone, as [`answer`] gives it to a query of
-/// each served name and type, with its owner (lower-case, no trailing
-/// dot): the apex records first (the SOA, then the NS), then the rest by
-/// name and type. The one enumeration of the zone, which [`dump`] prints
-/// and zone transfers send (`transfer`).
-pub(crate) fn zone_records(snap: &Snapshot, now: Instant) -> Vec<(String, Record)> {
-    let zone = snap.settings.zone.text();
-    let mut apex = Vec::new();
-    let mut rest: Vec<(String, Record)> = Vec::new();
-    for (name, types) in names(snap) {
+/// The records [`answer`] gives to a query of each of `names` and its
+/// types, each with its owner spelled out (lower-case, no trailing dot),
+/// in the order asked.
+fn answered(snap: &Snapshot, names: Vec<(String, &'static [u16])>, now: Instant) -> Vec<Record> {
+    let mut out = Vec::new();
+    for (name, types) in names {
         let Ok(qname) = QName::from_text(&name) else {
             continue;
         };
@@ -99,27 +99,76 @@ pub(crate) fn zone_records(snap: &Snapshot, now: Instant) -> Vec<(String, Record
                 room: Room::Whole,
             };
             let a = answer(snap, q, 0, now).answer;
-            for r in a.answers.into_iter().chain(a.additional) {
-                let owner = match &r.owner {
+            out.extend(a.answers.into_iter().chain(a.additional).map(|r| {
+                let owner = match r.owner {
                     Owner::Query => name.clone(),
-                    Owner::Name(n) => n.clone(),
+                    Owner::Name(n) => n,
                 };
-                let r = Record {
-                    owner: Owner::Name(owner.clone()),
+                Record {
+                    owner: Owner::Name(owner),
                     ..r
-                };
-                if owner == zone && name == zone {
-                    apex.push((owner, r));
-                } else {
-                    rest.push((owner, r));
                 }
-            }
+            }));
         }
     }
-    // By name, type and text: one order whatever the rotation, and the
-    // same record given with several names (glue) is one record.
+    out
+}
+
+/// The order of an entry's records: by owner, type, data and TTL.
+pub(crate) fn record_order(a: &Record, b: &Record) -> Ordering {
+    (&a.owner, a.data.rtype(), &a.data, a.ttl).cmp(&(&b.owner, b.data.rtype(), &b.data, b.ttl))
+}
+
+/// Sorts `records` by [`record_order`] and drops repeats (the glue of an
+/// SRV answer is also the A answer of its target).
+fn sorted(mut records: Vec<Record>) -> Vec<Record> {
+    records.sort_unstable_by(record_order);
+    records.dedup();
+    records
+}
+
+/// The records of the zone's own names: the apex SOA first, then the
+/// apex NS, then the others sorted.
+pub(crate) fn apex_records(snap: &Snapshot, now: Instant) -> Vec<Record> {
+    let zone = snap.settings.zone.text();
+    let all = answered(snap, apex_names(zone), now);
+    let (mut apex, rest): (Vec<Record>, Vec<Record>) = all
+        .into_iter()
+        .partition(|r| matches!(&r.owner, Owner::Name(n) if n == zone));
+    apex.sort_by_key(|r| r.data.rtype() != rtype::SOA);
+    apex.dedup();
+    apex.extend(sorted(rest));
+    apex
+}
+
+/// The records of every name `entry` serves, sorted by owner, type and
+/// data, each once: its part of the zone, built without the rest.
+pub(crate) fn entry_records(snap: &Snapshot, entry: &Entry, now: Instant) -> Vec<Record> {
+    sorted(answered(snap, entry_names(entry), now))
+}
+
+/// Every record of the forward zone, as [`answer`] gives it to a query of
+/// each served name and type, with its owner (lower-case, no trailing
+/// dot): the apex records first (the SOA, then the NS), then the rest by
+/// name, type and text. The one enumeration of the zone ([`apex_records`]
+/// and [`entry_records`]), which [`dump`] prints and zone transfers send
+/// entry by entry (`transfer`).
+pub(crate) fn zone_records(snap: &Snapshot, now: Instant) -> Vec<(String, Record)> {
+    let zone = snap.settings.zone.text();
+    let owned = |r: Record| match &r.owner {
+        Owner::Name(n) => (n.clone(), r),
+        Owner::Query => (String::new(), r),
+    };
+    let (mut apex, mut rest): (Vec<_>, Vec<_>) = apex_records(snap, now)
+        .into_iter()
+        .map(owned)
+        .partition(|(owner, _)| owner == zone);
+    for entry in snap.entries.values() {
+        rest.extend(entry_records(snap, entry, now).into_iter().map(owned));
+    }
+    // By name, type and text: one order whatever the rotation or the
+    // order of the entries.
     rest.sort_by_cached_key(|(owner, r)| (owner.clone(), r.data.rtype(), record_text("", r)));
-    rest.dedup();
     apex.extend(rest);
     apex
 }

@@ -88,6 +88,30 @@ pub struct Settings {
     /// (and come from `allow_transfer`), and NOTIFYs are signed by the
     /// first.
     pub transfer_keys: Vec<crate::vocab::tsig::TsigKey>,
+    /// How much of the zone's history the IXFR journal keeps.
+    pub ixfr_journal: JournalLimits,
+    /// Octets per second every zone transfer shares (0: no limit).
+    pub transfer_rate: u64,
+}
+
+/// How much the IXFR journal keeps: the oldest versions go first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalLimits {
+    /// Versions (differences from one serial to the next) at most.
+    pub versions: usize,
+    /// Octets of their records at most (uncompressed, as on the wire).
+    pub bytes: u64,
+}
+
+impl Default for JournalLimits {
+    /// 100 versions and 16 MiB: minutes of steady churn, small next to
+    /// the index (about 135 MiB at a million endpoints).
+    fn default() -> Self {
+        Self {
+            versions: 100,
+            bytes: 16 * 1024 * 1024,
+        }
+    }
 }
 
 impl Settings {
@@ -114,6 +138,8 @@ impl Settings {
             allow_transfer: Vec::new(),
             notify: Vec::new(),
             transfer_keys: Vec::new(),
+            ixfr_journal: JournalLimits::default(),
+            transfer_rate: 0,
         }
     }
 }
@@ -178,6 +204,22 @@ pub struct Snapshot {
     pub settled: bool,
     /// Counters.
     pub stats: IndexStats,
+    /// What changed since the snapshot published before this one: what
+    /// the IXFR journal diffs.
+    pub changes: Arc<Changes>,
+}
+
+/// The names that changed between two published snapshots, so the zone's
+/// differences are computed from them alone, never from whole zones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// The serial of the snapshot published before (0: none).
+    pub since: u32,
+    /// Keys of the entries rebuilt since (set or taken away).
+    pub entries: Vec<Arc<str>>,
+    /// Everything may have changed (new settings, a new index): no
+    /// difference can be told.
+    pub whole: bool,
 }
 
 impl Snapshot {
@@ -196,6 +238,10 @@ impl Snapshot {
             local_synced: true,
             settled: false,
             stats: IndexStats::default(),
+            changes: Arc::new(Changes {
+                whole: true,
+                ..Changes::default()
+            }),
         }
     }
 
@@ -293,6 +339,11 @@ pub(crate) struct Index {
     snap: Snapshot,
     /// Wall-clock time for serials.
     epoch: Epoch,
+    /// Entries rebuilt since the last [`Index::publish_snapshot`], and
+    /// whether everything was.
+    changed: (BTreeSet<Arc<str>>, bool),
+    /// The serial of the last published snapshot.
+    published: u32,
 }
 
 impl Index {
@@ -314,14 +365,31 @@ impl Index {
             ptrs: Ptrs::default(),
             parts: PartCache::default(),
             nearest_memo: HashMap::new(),
+            changed: (BTreeSet::new(), true),
+            published: 0,
         }
     }
 
-    /// The current snapshot (cheap: the maps are persistent).
+    /// The current snapshot (cheap: the maps are persistent), its
+    /// changes counted since the last published one.
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         let mut snap = self.snap.clone();
         snap.generation = next_generation();
+        snap.changes = Arc::new(Changes {
+            since: self.published,
+            entries: self.changed.0.iter().cloned().collect(),
+            whole: self.changed.1,
+        });
         Arc::new(snap)
+    }
+
+    /// The current snapshot, to publish: the next one's changes are
+    /// counted from it.
+    pub(crate) fn publish_snapshot(&mut self) -> Arc<Snapshot> {
+        let snap = self.snapshot();
+        self.changed = (BTreeSet::new(), false);
+        self.published = snap.serial;
+        snap
     }
 
     /// Replaces the settings and rebuilds every name under them (a
@@ -343,6 +411,8 @@ impl Index {
             allow_transfer: settings.allow_transfer.clone(),
             notify: settings.notify.clone(),
             transfer_keys: settings.transfer_keys.clone(),
+            ixfr_journal: settings.ixfr_journal,
+            transfer_rate: settings.transfer_rate,
             ..(*self.settings).clone()
         } == *settings;
         if same_answers {
@@ -352,7 +422,9 @@ impl Index {
         }
         let serial = self.snap.serial;
         let (known, settled) = (self.snap.known, self.snap.settled);
+        let published = self.published;
         *self = Self::new(settings, self.epoch);
+        self.published = published;
         self.snap.serial = serial;
         self.snap.known = known;
         self.snap.settled = settled;
@@ -826,6 +898,7 @@ impl Index {
     /// Puts `new` at `key` in the snapshot (or takes the name away), with
     /// the name count and the namespaces' empty non-terminals.
     fn publish(&mut self, key: &Arc<str>, new: Option<Arc<Entry>>) {
+        self.changed.0.insert(key.clone());
         let old = match &new {
             Some(entry) => self.snap.entries.insert(key.clone(), entry.clone()),
             None => self.snap.entries.remove(key),

@@ -28,5 +28,5 @@ pub(crate) use cluster::{ClusterSet, Dirty};
 pub use cluster::{Event, Health};
 pub(crate) use entry::{Entry, Nearest, Origin, Pod};
 pub use epoch::Epoch;
-pub use index::{Settings, Snapshot};
+pub use index::{Changes, JournalLimits, Settings, Snapshot};
 pub use writer::Model;

@@ -114,6 +114,14 @@ impl Model {
         self.index.snapshot()
     }
 
+    /// The current snapshot, to publish: its [`Changes`] say what changed
+    /// since the one published before, and the next one's start from it.
+    ///
+    /// [`Changes`]: super::index::Changes
+    pub fn publish(&mut self) -> Arc<Snapshot> {
+        self.index.publish_snapshot()
+    }
+
     /// The cluster state.
     pub(crate) fn clusters(&self) -> &ClusterSet {
         &self.set

@@ -22,16 +22,11 @@ struct Task {
 impl Task {
     fn spawn() -> Self {
         let model = Model::new(Arc::new(settings()), epoch());
-        let shared = Arc::new(Shared {
-            snapshot: Arc::new(ArcSwap::new(model.snapshot())),
-            dns: Arc::default(),
-            config_reloads: Arc::default(),
-            ready: AtomicBool::new(false),
-            board: Arc::default(),
-            mirror: Arc::default(),
-            propagation: Arc::default(),
-            views: ModelViews::default(),
-        });
+        let shared = Arc::new(Shared::new(
+            model.snapshot(),
+            Arc::default(),
+            ModelViews::default(),
+        ));
         let (feed, tx) = Feed::new();
         let (settings, settings_rx) = tokio::sync::watch::channel(Arc::new(settings()));
         let (to_mirror, mirror) = mirror_feed::channel();
@@ -40,7 +35,7 @@ impl Task {
             model,
             feed,
             settings_rx,
-            shared.clone(),
+            (shared.clone(), tokio::sync::mpsc::unbounded_channel().0),
             (Some(to_mirror), ModelViews::channel().1),
             shutdown.clone(),
         ));

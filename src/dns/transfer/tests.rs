@@ -8,7 +8,8 @@ use std::sync::Arc;
 use hickory_proto::op::Message;
 
 use super::*;
-use crate::dns::stats::XfrKind;
+use crate::dns::journal::Versions;
+use crate::dns::stats::{XfrKind, XfrOutcome};
 use crate::dns::zonefile::dump;
 use crate::model::testing::{big_events, epoch, fixture_events, settings, t0};
 use crate::model::{Event, Model, Settings};
@@ -59,10 +60,29 @@ fn ask(snap: &Snapshot, qname: &str, qtype: u16, peer: &str) -> String {
 const NOW: u64 = 1_795_000_000;
 
 /// The messages of the transfer of `kind` the query `packet` asks for,
-/// and whether the client was up to date.
-fn built(snap: &Snapshot, packet: &[u8], kind: XfrKind) -> (bool, Vec<Vec<u8>>) {
+/// with the journal `journal`, and what it was.
+fn built_with(
+    snap: &Snapshot,
+    journal: &Versions,
+    packet: &[u8],
+    kind: XfrKind,
+) -> (XfrOutcome, Vec<Vec<u8>>) {
     let req = wire::decode(packet).expect("a query");
-    build(snap, (&req, packet), kind, t0())
+    let plan = plan(snap, journal, kind, packet);
+    let mut messages = Vec::new();
+    produce(snap, (&req, &plan), t0(), &mut |m| {
+        messages.push(m);
+        true
+    })
+    .expect("produced to the end");
+    (plan.outcome(), messages)
+}
+
+/// The messages of the transfer of `kind` the query `packet` asks for,
+/// with an empty journal, and whether the client was up to date.
+fn built(snap: &Snapshot, packet: &[u8], kind: XfrKind) -> (bool, Vec<Vec<u8>>) {
+    let (outcome, messages) = built_with(snap, &Versions::default(), packet, kind);
+    (outcome == XfrOutcome::UpToDate, messages)
 }
 
 /// The messages of a whole-zone transfer (AXFR) of `snap`.
@@ -267,16 +287,20 @@ fn an_ixfr_gets_the_soa_alone_when_current_else_the_whole_zone() {
     assert_eq!(whole, full);
 }
 
-#[test]
-fn a_transfer_past_the_limit_is_refused_as_busy_until_one_ends() {
+#[tokio::test]
+async fn a_transfer_past_the_limit_is_refused_as_busy_until_one_ends() {
     use crate::dns::handler::{Handler, MAX_TRANSFERS};
-    use crate::dns::stats::{DnsStats, XfrOutcome};
+    use crate::dns::stats::DnsStats;
     let snap = snapshot(&["127.0.0.1"], fixture_events());
     let stats = Arc::new(DnsStats::default());
-    let handler = Handler::new(Arc::new(arc_swap::ArcSwap::new(snap)), stats.clone(), 0);
+    let handler = Handler::new(
+        Arc::new(arc_swap::ArcSwap::new(snap.clone())),
+        stats.clone(),
+        0,
+    );
     let packet = query("clusterset.local", rtype::AXFR);
     let peer = "127.0.0.1".parse().expect("ip");
-    let running: Vec<_> = (0..MAX_TRANSFERS)
+    let mut running: Vec<_> = (0..MAX_TRANSFERS)
         .map(|i| {
             handler
                 .transfer(&packet, peer)
@@ -291,7 +315,22 @@ fn a_transfer_past_the_limit_is_refused_as_busy_until_one_ends() {
         let counts = stats.read();
         counts.transfers[XfrKind::Axfr as usize].1[o as usize].1
     };
-    assert_eq!((count(XfrOutcome::Full), count(XfrOutcome::Busy)), (2, 1));
+    assert_eq!(count(XfrOutcome::Busy), 1);
+    // Read to the end: each was produced whole, and counted.
+    let mut first = Vec::new();
+    for (i, xfr) in running.iter_mut().enumerate() {
+        let mut messages = Vec::new();
+        while let Some(m) = xfr.messages.recv().await {
+            messages.push(m);
+        }
+        assert_eq!(
+            records_of(&messages),
+            records_of(&axfr_messages(&snap)),
+            "{i}"
+        );
+        first.push(messages);
+    }
+    assert_eq!(count(XfrOutcome::Full), 2);
     drop(running);
     assert!(
         handler.transfer(&packet, peer).is_some(),
@@ -362,4 +401,70 @@ fn with_transfer_keys_a_transfer_must_be_signed_by_one() {
     for (name, packet, peer, want) in cases {
         assert_eq!(checked(&snap, &packet, peer), want, "{name}");
     }
+}
+
+#[test]
+fn an_ixfr_from_a_journal_serial_gets_each_versions_differences() {
+    use crate::model::objects::Protocol;
+    use crate::model::testing::{port, slice, slice_event};
+    let mut s: Settings = settings();
+    s.allow_transfer = parse_cidrs(["127.0.0.1"]).expect("cidrs");
+    let mut model = Model::new(Arc::new(s), epoch());
+    model.clusters_known(t0());
+    model.apply(fixture_events(), t0());
+    let v0 = model.publish();
+    let mut journal = Versions {
+        serial: v0.serial,
+        ..Versions::default()
+    };
+    let mut snaps = vec![v0];
+    for (i, ip) in ["10.20.2.50", "10.20.2.51"].into_iter().enumerate() {
+        let pods = [("10.20.2.10", Some("db-0"), true), (ip, Some("db-1"), true)];
+        let pg = vec![port(Some("pg"), Protocol::Tcp, 5432)];
+        let at = t0() + std::time::Duration::from_secs(i as u64 + 1);
+        model.apply(
+            [slice_event(
+                "north",
+                slice("prod", "db-north", "db", pg, &pods),
+            )],
+            at,
+        );
+        let next = model.publish();
+        journal = journal.record((snaps.last().expect("one"), &next), Default::default(), at);
+        snaps.push(next);
+    }
+    let (v0, v1, v2) = (snaps[0].serial, snaps[1].serial, snaps[2].serial);
+    let now = &snaps[2];
+    let soa = |serial: u32| {
+        format!(
+            "clusterset.local. 5 IN SOA ns.dns.clusterset.local. hostmaster.clusterset.local. {serial} 7200 1800 86400 5"
+        )
+    };
+    let a = |ip: &str| format!("db-1.db-north.prod.svc.clusterset.local. 5 IN A {ip}");
+    let (outcome, messages) = built_with(now, &journal, &ixfr_query(v0), XfrKind::Ixfr);
+    assert_eq!(outcome, XfrOutcome::Incremental);
+    let records = records_of(&messages);
+    // RFC 1995 §4: the new SOA; per version the old SOA, what it removed,
+    // its SOA, what it added; the new SOA.
+    let want: Vec<String> = vec![soa(v2), soa(v0)];
+    assert_eq!(records[..2], want[..], "{records:#?}");
+    assert!(records.contains(&a("10.20.2.11")) && records.contains(&a("10.20.2.50")));
+    let at = |r: &String| records.iter().position(|x| x == r).expect("present");
+    assert!(at(&soa(v0)) < at(&a("10.20.2.11")) && at(&a("10.20.2.11")) < at(&soa(v1)));
+    assert!(at(&soa(v1)) < at(&a("10.20.2.50")));
+    assert_eq!(records.last(), Some(&soa(v2)));
+    assert_eq!(records.iter().filter(|r| r.contains(" IN SOA ")).count(), 6);
+    // From the middle: one version. From before the journal: the zone.
+    let (outcome, messages) = built_with(now, &journal, &ixfr_query(v1), XfrKind::Ixfr);
+    assert_eq!(outcome, XfrOutcome::Incremental);
+    assert_eq!(
+        records_of(&messages)
+            .iter()
+            .filter(|r| r.contains(" IN SOA "))
+            .count(),
+        4
+    );
+    let (outcome, messages) = built_with(now, &journal, &ixfr_query(v0 - 1), XfrKind::Ixfr);
+    assert_eq!(outcome, XfrOutcome::Full);
+    assert_eq!(records_of(&messages), records_of(&axfr_messages(now)));
 }
