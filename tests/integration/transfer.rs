@@ -285,10 +285,15 @@ const DB0: &str = "db-0.db-south.data.svc.clusterset.local.";
 
 /// Moves south's `db-0` to `to` in the zones copy `zones`.
 fn move_db0(zones: &Path, to: &str) {
+    move_db0_from(zones, "10.40.30.10", to);
+}
+
+/// Moves south's `db-0` from `from` to `to` in the zones copy `zones`.
+fn move_db0_from(zones: &Path, from: &str, to: &str) {
     let file = zones.join("south/db.yaml");
     let text = std::fs::read_to_string(&file).expect("read");
-    let moved = text.replace("[10.40.30.10]", &format!("[{to}]"));
-    assert_ne!(moved, text, "db-0 is at 10.40.30.10 in the demo");
+    let moved = text.replace(&format!("[{from}]"), &format!("[{to}]"));
+    assert_ne!(moved, text, "db-0 is at {from}");
     std::fs::write(&file, moved).expect("write");
 }
 
@@ -584,4 +589,59 @@ async fn bind_loads_the_zone_by_axfr_answers_as_we_do_and_follows_our_notify() {
     let name = DB0;
     answers_addr(ours.dns, name, "10.40.31.33", Duration::from_secs(10)).await;
     answers_addr(bind, name, "10.40.31.33", Duration::from_secs(10)).await;
+}
+
+/// Asks the knotd whose run directory is `dir` to refresh the zone now
+/// (an SOA query to the primary, then IXFR when it is behind).
+fn knot_refresh(dir: &Path) {
+    let sock = dir.join("knot.sock");
+    let out = Command::new("knotc")
+        .args(["-s", &sock.to_string_lossy(), "zone-refresh", ZONE])
+        .output()
+        .expect("knotc (Debian package knot)");
+    assert!(out.status.success(), "knotc: {out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knot_gets_the_difference_while_the_journal_holds_its_serial_and_the_zone_once_behind_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zones = dir.path().join("zones");
+    copy_tree(&demo(), &zones);
+    let ours = serve(
+        &zones,
+        &[
+            "--local-cluster",
+            "west",
+            "--allow-transfer",
+            "127.0.0.1",
+            "--ixfr-journal-versions",
+            "1",
+        ],
+    );
+    let knot_dir = dir.path().join("knot");
+    std::fs::create_dir_all(&knot_dir).expect("mkdir");
+    let port = free_port();
+    let _knot = knot_secondary(&knot_dir, ours.dns, port);
+    let knot: SocketAddr = ([127, 0, 0, 1], port).into();
+    loaded(knot, ours.dns, "knotd", &knot_dir).await;
+    let count = |outcome: &str| {
+        let (_, body) = http_get(ours.admin, "/metrics");
+        transfers(&body, "ixfr", outcome)
+    };
+    // One change: the journal holds Knot's serial.
+    move_db0(&zones, "10.40.31.1");
+    answers_addr(ours.dns, DB0, "10.40.31.1", Duration::from_secs(10)).await;
+    knot_refresh(&knot_dir);
+    answers_addr(knot, DB0, "10.40.31.1", Duration::from_secs(10)).await;
+    assert_eq!((count("incremental"), count("full")), (1.0, 0.0));
+    // Two more: the journal (one version) no longer holds it.
+    for (from, to) in [("10.40.31.1", "10.40.31.2"), ("10.40.31.2", "10.40.31.3")] {
+        move_db0_from(&zones, from, to);
+        answers_addr(ours.dns, DB0, to, Duration::from_secs(10)).await;
+    }
+    knot_refresh(&knot_dir);
+    answers_addr(knot, DB0, "10.40.31.3", Duration::from_secs(10)).await;
+    assert_eq!((count("incremental"), count("full")), (1.0, 1.0));
+    answers_as_we_do(knot, ours.dns, "knot").await;
+    assert_eq!(serial_number(knot).await, serial_number(ours.dns).await);
 }
