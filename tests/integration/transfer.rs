@@ -64,16 +64,17 @@ fn with_conf(dir: &Path, program: &str, (conf_name, conf): (&str, String), flags
 
 /// knotd as a secondary of `primary` on `port`.
 fn knot_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
-    knot_keyed(dir, primary, port, None)
+    knot_keyed(dir, primary, ([127, 0, 0, 1], port).into(), None)
 }
 
 /// A TSIG key as the key files write it: name and base64 secret
 /// (hmac-sha256).
 type Key<'a> = (&'a str, &'a str);
 
-/// knotd as a secondary of `primary` on `port`, signing its transfers and
-/// checking our NOTIFY with `key` if given.
-fn knot_keyed(dir: &Path, primary: SocketAddr, port: u16, key: Option<Key<'_>>) -> Peer {
+/// knotd as a secondary of `primary` listening on `listen`, signing its
+/// transfers and checking our NOTIFY with `key` if given.
+fn knot_keyed(dir: &Path, primary: SocketAddr, listen: SocketAddr, key: Option<Key<'_>>) -> Peer {
+    let (ip, port) = (listen.ip(), listen.port());
     let d = dir.display();
     let (keys, use_key) = match key {
         Some((name, secret)) => (
@@ -83,7 +84,7 @@ fn knot_keyed(dir: &Path, primary: SocketAddr, port: u16, key: Option<Key<'_>>) 
         None => (String::new(), String::new()),
     };
     let conf = format!(
-        "server:\n    listen: 127.0.0.1@{port}\n    rundir: \"{d}\"\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
+        "server:\n    listen: {ip}@{port}\n    rundir: \"{d}\"\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
          database:\n    storage: \"{d}/db\"\n\
          log:\n  - target: stderr\n    any: info\n\
          {keys}\
@@ -495,11 +496,11 @@ async fn with_a_key_knot_transfers_signed_follows_a_signed_notify_and_a_wrong_ke
     let (good_dir, wrong_dir) = (dir.path().join("knot"), dir.path().join("wrong"));
     std::fs::create_dir_all(&good_dir).expect("mkdir");
     std::fs::create_dir_all(&wrong_dir).expect("mkdir");
-    let _knot = knot_keyed(&good_dir, ours.dns, port, Some(KEY));
+    let _knot = knot_keyed(&good_dir, ours.dns, ([127, 0, 0, 1], port).into(), Some(KEY));
     let _wrong = knot_keyed(
         &wrong_dir,
         ours.dns,
-        wrong_port,
+        ([127, 0, 0, 1], wrong_port).into(),
         Some((KEY.0, WRONG_SECRET)),
     );
     let knot: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -644,4 +645,120 @@ async fn knot_gets_the_difference_while_the_journal_holds_its_serial_and_the_zon
     assert_eq!((count("incremental"), count("full")), (1.0, 1.0));
     answers_as_we_do(knot, ours.dns, "knot").await;
     assert_eq!(serial_number(knot).await, serial_number(ours.dns).await);
+}
+
+/// A loopback address of its own (127.83.x.y) whose port 53 is free, for
+/// a secondary glibc can be pointed at (resolv.conf has no port).
+fn free_loopback_53() -> std::net::IpAddr {
+    let pid = std::process::id();
+    for i in 0..200u32 {
+        let n = pid.wrapping_add(i * 7919) % 65_000 + 1;
+        let ip = std::net::Ipv4Addr::new(127, 83, (n >> 8) as u8, (n & 0xFF) as u8);
+        let addr = SocketAddr::from((ip, 53));
+        if std::net::UdpSocket::bind(addr).is_ok() && std::net::TcpListener::bind(addr).is_ok() {
+            return ip.into();
+        }
+    }
+    panic!("no free 127.83.x.y:53");
+}
+
+/// unbound as a validating-off recursive resolver on `port` whose only
+/// way to the zone is a stub to `secondary`.
+fn unbound_stub(dir: &Path, port: u16, secondary: SocketAddr) -> Peer {
+    let d = dir.display();
+    let conf = format!(
+        "server:\n  interface: 127.0.0.1@{port}\n  port: {port}\n  do-daemonize: no\n  username: \"\"\n  chroot: \"\"\n  directory: \"{d}\"\n  pidfile: \"{d}/unbound.pid\"\n  use-syslog: no\n  logfile: \"\"\n  verbosity: 1\n  num-threads: 1\n  do-not-query-localhost: no\n  access-control: 127.0.0.0/8 allow\n  module-config: \"iterator\"\n\
+         stub-zone:\n  name: \"{ZONE}\"\n  stub-addr: {}@{}\n",
+        secondary.ip(),
+        secondary.port()
+    );
+    let path = dir.join("unbound.conf");
+    std::fs::write(&path, conf).expect("write unbound.conf");
+    let bin = if Path::new("/usr/sbin/unbound").exists() {
+        "/usr/sbin/unbound"
+    } else {
+        "unbound"
+    };
+    start(dir, "unbound", bin, &["-d", "-c", &path.to_string_lossy()])
+}
+
+/// The Answer section as [`answers`] gives it, without TTLs (a resolver
+/// counts them down).
+async fn answered(server: SocketAddr, name: &str, rtype: RecordType) -> (ResponseCode, Vec<String>) {
+    let (rcode, v) = answers(server, name, rtype).await;
+    let strip = |r: &String| {
+        let f: Vec<&str> = r.splitn(3, ' ').collect();
+        format!("{} {}", f[0], f.get(2).copied().unwrap_or(""))
+    };
+    (rcode, v.iter().map(strip).collect())
+}
+
+/// The addresses `getent ahosts name` prints, glibc resolving through
+/// `nameserver` alone: a private mount namespace gives the one getent
+/// process a resolv.conf of its own (written in `dir`).
+fn getent_addresses(dir: &Path, nameserver: std::net::IpAddr, name: &str) -> BTreeSet<String> {
+    let conf = dir.join("resolv.conf");
+    std::fs::write(&conf, format!("nameserver {nameserver}\noptions attempts:2 timeout:2\n"))
+        .expect("write resolv.conf");
+    let script = format!(
+        "mount --bind '{}' /etc/resolv.conf && exec getent ahosts '{name}'",
+        conf.display()
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare (util-linux) and getent (glibc)");
+    assert!(out.status.success(), "getent ahosts {name}: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unbound_and_glibc_through_a_knot_secondary_answer_as_we_do() {
+    let ours = ours_allowing("127.0.0.0/8");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (knot_dir, unbound_dir) = (dir.path().join("knot"), dir.path().join("unbound"));
+    std::fs::create_dir_all(&knot_dir).expect("mkdir");
+    std::fs::create_dir_all(&unbound_dir).expect("mkdir");
+    let knot: SocketAddr = (free_loopback_53(), 53).into();
+    let _knot = knot_keyed(&knot_dir, ours.dns, knot, None);
+    loaded(knot, ours.dns, "knotd", &knot_dir).await;
+    let unbound_port = free_port();
+    let _unbound = unbound_stub(&unbound_dir, unbound_port, knot);
+    let unbound: SocketAddr = ([127, 0, 0, 1], unbound_port).into();
+    let soa = format!("{ZONE}.");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect_timeout(&unbound, Duration::from_secs(1)).is_err() {
+        assert!(Instant::now() < deadline, "unbound did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = answered(unbound, &soa, RecordType::SOA).await;
+    // Every dumped name and type, through Unbound and Knot, as from us.
+    let questions = dumped_questions(&demo());
+    for (name, rtype) in &questions {
+        let rtype: RecordType = rtype.parse().expect("a type");
+        let theirs = answered(unbound, name, rtype).await;
+        let mine = answered(ours.dns, name, rtype).await;
+        assert_eq!(theirs, mine, "unbound via knot: {name} {rtype}");
+    }
+    // glibc: each name's addresses, through Knot, as we answer them.
+    let names: BTreeSet<&str> = questions
+        .iter()
+        .filter(|(_, t)| t == "A" || t == "AAAA")
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let mut checked = 0;
+    for name in names {
+        let mut mine = BTreeSet::new();
+        for rtype in [RecordType::A, RecordType::AAAA] {
+            let (_, records) = answers(ours.dns, name, rtype).await;
+            mine.extend(records.iter().filter_map(|r| r.rsplit(' ').next().map(str::to_owned)));
+        }
+        let theirs = getent_addresses(dir.path(), knot.ip(), name.trim_end_matches('.'));
+        assert_eq!(theirs, mine, "glibc via knot: {name}");
+        checked += 1;
+    }
+    assert!(checked > 20, "{checked} names");
 }
