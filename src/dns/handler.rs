@@ -19,7 +19,7 @@ use super::pace::Pacer;
 use super::stats::{DnsStats, XfrKind, XfrOutcome};
 use super::transfer::{self, Check};
 use super::transport::Transport;
-use super::tsig;
+use super::tsig::{self, TsigError};
 use super::wire::{self, Answer, DecodeError, OPCODE_QUERY, Rcode, Request};
 use crate::model::Snapshot;
 
@@ -112,6 +112,26 @@ impl Handler {
         out: &mut Vec<u8>,
     ) -> bool {
         let snap = self.snapshot.load();
+        let keys = &snap.settings.transfer_keys;
+        // A query signed by a transfer key (a secondary's SOA check) gets
+        // a signed answer, never a stored one; one whose signature fails,
+        // NOTAUTH (RFC 8945 §5.2).
+        if !keys.is_empty() && wire::has_additional(packet) {
+            let now = unix_now();
+            match tsig::verify(packet, keys, now) {
+                Ok(v) => return self.signed(&snap, (packet, transport), &v, out),
+                Err(TsigError::Unsigned) => {}
+                Err(why) => {
+                    let Some(answer) = tsig::notauth(packet, keys, why, now) else {
+                        self.stats.dropped();
+                        return false;
+                    };
+                    *out = answer;
+                    self.stats.query(None, Rcode::NotAuth);
+                    return true;
+                }
+            }
+        }
         let mut rotation = local.next_rotation();
         let plain = match &self.cache {
             Some(cache) => {
@@ -160,6 +180,31 @@ impl Handler {
 }
 
 impl Handler {
+    /// The answer to `packet`, whose signature `v` checked, signed in
+    /// turn: the general path within the room the TSIG record leaves.
+    fn signed(
+        &self,
+        snap: &Snapshot,
+        (packet, transport): (&[u8], Transport),
+        v: &tsig::Verified<'_>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let Ok(req) = wire::decode(packet) else {
+            self.stats.dropped();
+            return false;
+        };
+        let limit = transport
+            .stream_limit()
+            .unwrap_or_else(|| req.udp_limit(snap.settings.max_udp_payload))
+            .saturating_sub(tsig::record_len(v));
+        let answered = respond(snap, &req, (transport, limit), 0);
+        let fit = wire::encode(&req, &answered.answer, limit, out);
+        tsig::Signer::new(v, unix_now()).sign(out);
+        self.stats.query(Some(req.qtype), answered.answer.rcode);
+        self.stats.answered(fit, answered.note, transport);
+        true
+    }
+
     /// The zone transfer `packet` asks for over a stream from `peer`, if
     /// it asks for one `allow-transfer` lets it make and fewer than
     /// [`MAX_TRANSFERS`] are under way (counted); `None` sends it down

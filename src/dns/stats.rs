@@ -35,7 +35,7 @@ const QTYPES: [(u16, &str); 11] = [
 /// Column for any other type, and one for packets with no readable type.
 const OTHER: usize = QTYPES.len();
 const NONE: usize = QTYPES.len() + 1;
-const RCODES: [Rcode; 7] = [
+const RCODES: [Rcode; 8] = [
     Rcode::NoError,
     Rcode::NxDomain,
     Rcode::ServFail,
@@ -43,6 +43,7 @@ const RCODES: [Rcode; 7] = [
     Rcode::FormErr,
     Rcode::NotImp,
     Rcode::BadVers,
+    Rcode::NotAuth,
 ];
 
 /// Every counter of the DNS layer.

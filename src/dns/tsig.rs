@@ -255,6 +255,15 @@ fn append(m: &mut Vec<u8>, key: &TsigKey, time: u64, mac: &[u8], error: u16) {
     m[10..12].copy_from_slice(&arcount.to_be_bytes());
 }
 
+/// The octets the TSIG record [`Signer`] appends for `v` takes: what an
+/// answer must leave room for.
+pub(crate) fn record_len(v: &Verified<'_>) -> usize {
+    let name = |n: &str| n.len() + 2;
+    // Owner, type, class, TTL, RDLENGTH; algorithm, time, fudge, MAC
+    // size, MAC, id, error, other length.
+    name(&v.key.name) + 10 + name(v.key.algorithm.name()) + 6 + 2 + 2 + v.mac.len() + 6
+}
+
 /// Signs the messages of an answer to a verified request, one after
 /// the other: the first covers the request's MAC and every TSIG variable,
 /// each later one the MAC before it and the time (RFC 8945 §5.3.1). Owns

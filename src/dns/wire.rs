@@ -120,6 +120,8 @@ pub enum Rcode {
     Refused,
     /// EDNS version not supported.
     BadVers,
+    /// A TSIG signature that failed (RFC 8945).
+    NotAuth,
 }
 
 impl Rcode {
@@ -133,6 +135,7 @@ impl Rcode {
             Self::NotImp => 4,
             Self::Refused => 5,
             Self::BadVers => 16,
+            Self::NotAuth => 9,
         }
     }
 
@@ -146,6 +149,7 @@ impl Rcode {
             Self::NotImp => "NOTIMP",
             Self::Refused => "REFUSED",
             Self::BadVers => "BADVERS",
+            Self::NotAuth => "NOTAUTH",
         }
     }
 }
@@ -268,6 +272,12 @@ pub(crate) fn asks_for(packet: &[u8], qtype: u16) -> bool {
     skip_name(packet, HEADER_LEN)
         .and_then(|end| packet.get(end..end + 2))
         .is_some_and(|t| u16::from_be_bytes([t[0], t[1]]) == qtype)
+}
+
+/// Whether `packet` has records in its additional section (an OPT, a
+/// TSIG): a look at the header alone.
+pub(crate) fn has_additional(packet: &[u8]) -> bool {
+    packet.get(10..12).is_some_and(|c| c != [0, 0])
 }
 
 /// Decodes a query. Anything but exactly one question is FORMERR; answers

@@ -99,11 +99,25 @@ fn knot_keyed(dir: &Path, primary: SocketAddr, listen: SocketAddr, key: Option<K
 
 /// nsd as a secondary of `primary` on `port`.
 fn nsd_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
+    nsd_keyed(dir, primary, port, None)
+}
+
+/// nsd as a secondary of `primary` on `port`, signing its transfers and
+/// checking our NOTIFY with `key` if given.
+fn nsd_keyed(dir: &Path, primary: SocketAddr, port: u16, key: Option<Key<'_>>) -> Peer {
     let d = dir.display();
+    let (keys, name) = match key {
+        Some((name, secret)) => (
+            format!("key:\n  name: {name}\n  algorithm: hmac-sha256\n  secret: \"{secret}\"\n"),
+            name,
+        ),
+        None => (String::new(), "NOKEY"),
+    };
     let conf = format!(
         "server:\n  ip-address: 127.0.0.1\n  port: {port}\n  zonesdir: \"{d}\"\n  database: \"\"\n  pidfile: \"{d}/nsd.pid\"\n  xfrdfile: \"{d}/xfrd.state\"\n  zonelistfile: \"{d}/zone.list\"\n  username: \"\"\n  chroot: \"\"\n  verbosity: 2\n  server-count: 1\n\
          remote-control:\n  control-enable: no\n\
-         zone:\n  name: {ZONE}\n  zonefile: \"{d}/{ZONE}.zone\"\n  request-xfr: {}@{} NOKEY\n  allow-notify: 127.0.0.1 NOKEY\n",
+         {keys}\
+         zone:\n  name: {ZONE}\n  zonefile: \"{d}/{ZONE}.zone\"\n  request-xfr: {}@{} {name}\n  allow-notify: 127.0.0.1 {name}\n",
         primary.ip(),
         primary.port()
     );
@@ -115,12 +129,22 @@ fn nsd_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
 /// (`max-records-per-type`), and the demo's biggest SRV RRset has more:
 /// without `max-records-per-type 0` the transfer fails "too many records"
 /// (docs/transfer.md says so too).
-fn bind_secondary(dir: &Path, primary: SocketAddr, port: u16) -> Peer {
+/// With `key`, its transfers are signed and our NOTIFY must be.
+fn bind_secondary(dir: &Path, primary: SocketAddr, port: u16, key: Option<Key<'_>>) -> Peer {
     let d = dir.display();
+    let (keys, use_key, notify_from) = match key {
+        Some((name, secret)) => (
+            format!("key \"{name}\" {{\n  algorithm hmac-sha256;\n  secret \"{secret}\";\n}};\n"),
+            format!(" key \"{name}\""),
+            format!("key \"{name}\";"),
+        ),
+        None => (String::new(), String::new(), "127.0.0.1;".to_owned()),
+    };
     let conf = format!(
         "options {{\n  directory \"{d}\";\n  managed-keys-directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  session-keyfile \"{d}/session.key\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  max-records-per-type 0;\n  recursion no;\n  dnssec-validation no;\n  notify no;\n}};\n\
          controls {{ }};\n\
-         zone \"{ZONE}\" {{\n  type secondary;\n  primaries {{ {} port {}; }};\n  file \"{d}/{ZONE}.db\";\n  allow-notify {{ 127.0.0.1; }};\n}};\n",
+         {keys}\
+         zone \"{ZONE}\" {{\n  type secondary;\n  primaries {{ {} port {}{use_key}; }};\n  file \"{d}/{ZONE}.db\";\n  allow-notify {{ {notify_from} }};\n}};\n",
         primary.ip(),
         primary.port()
     );
@@ -496,7 +520,12 @@ async fn with_a_key_knot_transfers_signed_follows_a_signed_notify_and_a_wrong_ke
     let (good_dir, wrong_dir) = (dir.path().join("knot"), dir.path().join("wrong"));
     std::fs::create_dir_all(&good_dir).expect("mkdir");
     std::fs::create_dir_all(&wrong_dir).expect("mkdir");
-    let _knot = knot_keyed(&good_dir, ours.dns, ([127, 0, 0, 1], port).into(), Some(KEY));
+    let _knot = knot_keyed(
+        &good_dir,
+        ours.dns,
+        ([127, 0, 0, 1], port).into(),
+        Some(KEY),
+    );
     let _wrong = knot_keyed(
         &wrong_dir,
         ours.dns,
@@ -536,16 +565,17 @@ async fn with_a_key_knot_transfers_signed_follows_a_signed_notify_and_a_wrong_ke
 fn kdig_transfers_with_the_key_and_not_without_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (ours, _) = ours_keyed(dir.path(), "127.0.0.1:9");
-    let kdig = |extra: &[&str]| {
+    let kdig_of = |qtype: &str, extra: &[&str]| {
         let out = Command::new("kdig")
             .arg(format!("@{}", ours.dns.ip()))
             .args(["-p", &ours.dns.port().to_string(), "+time=5", "+retry=0"])
             .args(extra)
-            .args(["AXFR", "clusterset.local."])
+            .args([qtype, "clusterset.local."])
             .output()
             .expect("kdig (Debian knot-dnsutils) must be installed");
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
     };
+    let kdig = |extra: &[&str]| kdig_of("AXFR", extra);
     let good = format!("hmac-sha256:{}:{}", KEY.0, KEY.1);
     let out = kdig(&["-y", &good]);
     let records = out.lines().filter(|l| l.contains("\tSOA\t")).count();
@@ -560,36 +590,53 @@ fn kdig_transfers_with_the_key_and_not_without_it() {
         wrong.contains("NOTAUTH") || wrong.contains("BADSIG"),
         "{wrong}"
     );
+    // A signed query (a secondary's SOA check, over UDP) gets a signed
+    // answer, which kdig checks; a wrongly signed one, NOTAUTH.
+    let soa = kdig_of("SOA", &["-y", &good]);
+    assert!(soa.contains("NOERROR") && soa.contains("\tSOA\t"), "{soa}");
+    assert!(
+        soa.contains(";; TSIG PSEUDOSECTION:") && !soa.contains("failed"),
+        "{soa}"
+    );
+    let wrong = kdig_of(
+        "SOA",
+        &["-y", &format!("hmac-sha256:{}:{WRONG_SECRET}", KEY.0)],
+    );
+    assert!(
+        wrong.contains("NOTAUTH") || wrong.contains("BADSIG"),
+        "{wrong}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bind_loads_the_zone_by_axfr_answers_as_we_do_and_follows_our_notify() {
+async fn bind_and_nsd_transfer_signed_answer_as_we_do_and_follow_a_signed_notify_by_ixfr() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let zones = dir.path().join("zones");
-    copy_tree(&demo(), &zones);
-    let port = free_port();
-    let notify = format!("127.0.0.1:{port}");
-    let ours = serve(
-        &zones,
-        &[
-            "--local-cluster",
-            "west",
-            "--allow-transfer",
-            "127.0.0.1",
-            "--notify",
-            &notify,
-        ],
-    );
-    let bind_dir = dir.path().join("bind");
+    let (bind_port, nsd_port) = (free_port(), free_port());
+    let notify = format!("127.0.0.1:{bind_port},127.0.0.1:{nsd_port}");
+    let (ours, zones) = ours_keyed(dir.path(), &notify);
+    let (bind_dir, nsd_dir) = (dir.path().join("bind"), dir.path().join("nsd"));
     std::fs::create_dir_all(&bind_dir).expect("mkdir");
-    let _named = bind_secondary(&bind_dir, ours.dns, port);
-    let bind: SocketAddr = ([127, 0, 0, 1], port).into();
+    std::fs::create_dir_all(&nsd_dir).expect("mkdir");
+    let _named = bind_secondary(&bind_dir, ours.dns, bind_port, Some(KEY));
+    let _nsd = nsd_keyed(&nsd_dir, ours.dns, nsd_port, Some(KEY));
+    let bind: SocketAddr = ([127, 0, 0, 1], bind_port).into();
+    let nsd: SocketAddr = ([127, 0, 0, 1], nsd_port).into();
+    // Both check the TSIG of every message we sign.
     loaded(bind, ours.dns, "named", &bind_dir).await;
+    loaded(nsd, ours.dns, "nsd", &nsd_dir).await;
     answers_as_we_do(bind, ours.dns, "bind").await;
+    answers_as_we_do(nsd, ours.dns, "nsd").await;
+    // A change reaches both by a signed NOTIFY (they require the key),
+    // and they fetch the difference.
     move_db0(&zones, "10.40.31.33");
     let name = DB0;
     answers_addr(ours.dns, name, "10.40.31.33", Duration::from_secs(10)).await;
     answers_addr(bind, name, "10.40.31.33", Duration::from_secs(10)).await;
+    answers_addr(nsd, name, "10.40.31.33", Duration::from_secs(10)).await;
+    let (_, body) = http_get(ours.admin, "/metrics");
+    assert!(transfers(&body, "ixfr", "incremental") >= 2.0, "{body}");
+    let notauth = transfers(&body, "axfr", "notauth") + transfers(&body, "ixfr", "notauth");
+    assert_eq!(notauth, 0.0, "{body}");
 }
 
 /// Asks the knotd whose run directory is `dir` to refresh the zone now
@@ -684,7 +731,11 @@ fn unbound_stub(dir: &Path, port: u16, secondary: SocketAddr) -> Peer {
 
 /// The Answer section as [`answers`] gives it, without TTLs (a resolver
 /// counts them down).
-async fn answered(server: SocketAddr, name: &str, rtype: RecordType) -> (ResponseCode, Vec<String>) {
+async fn answered(
+    server: SocketAddr,
+    name: &str,
+    rtype: RecordType,
+) -> (ResponseCode, Vec<String>) {
     let (rcode, v) = answers(server, name, rtype).await;
     let strip = |r: &String| {
         let f: Vec<&str> = r.splitn(3, ' ').collect();
@@ -698,8 +749,11 @@ async fn answered(server: SocketAddr, name: &str, rtype: RecordType) -> (Respons
 /// process a resolv.conf of its own (written in `dir`).
 fn getent_addresses(dir: &Path, nameserver: std::net::IpAddr, name: &str) -> BTreeSet<String> {
     let conf = dir.join("resolv.conf");
-    std::fs::write(&conf, format!("nameserver {nameserver}\noptions attempts:2 timeout:2\n"))
-        .expect("write resolv.conf");
+    std::fs::write(
+        &conf,
+        format!("nameserver {nameserver}\noptions attempts:2 timeout:2\n"),
+    )
+    .expect("write resolv.conf");
     let script = format!(
         "mount --bind '{}' /etc/resolv.conf && exec getent ahosts '{name}'",
         conf.display()
@@ -754,7 +808,11 @@ async fn unbound_and_glibc_through_a_knot_secondary_answer_as_we_do() {
         let mut mine = BTreeSet::new();
         for rtype in [RecordType::A, RecordType::AAAA] {
             let (_, records) = answers(ours.dns, name, rtype).await;
-            mine.extend(records.iter().filter_map(|r| r.rsplit(' ').next().map(str::to_owned)));
+            mine.extend(
+                records
+                    .iter()
+                    .filter_map(|r| r.rsplit(' ').next().map(str::to_owned)),
+            );
         }
         let theirs = getent_addresses(dir.path(), knot.ip(), name.trim_end_matches('.'));
         assert_eq!(theirs, mine, "glibc via knot: {name}");
