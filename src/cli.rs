@@ -307,11 +307,16 @@ fn reload_on_signal_or_change(
     reloads: Arc<ConfigReloads>,
 ) -> std::io::Result<impl Future<Output = ()>> {
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-    let path = args.zone.config.clone();
+    // The config file and the TSIG keys file (a Secret's volume): an edit
+    // of either reloads.
+    let paths: Vec<_> = (args.zone.config.iter())
+        .chain(running.transfer_keys_file.iter())
+        .cloned()
+        .collect();
     Ok(async move {
         // Without a file, only SIGHUP reloads (the flags and the
         // environment do not change under us).
-        let mut file = path.map(|p| FileWatch::new(vec![p], CONFIG_POLL));
+        let mut file = (!paths.is_empty()).then(|| FileWatch::new(paths, CONFIG_POLL));
         if let Some(file) = &mut file {
             // The file as `running` was resolved from, near enough: what
             // changes from here on is a change.
@@ -323,7 +328,7 @@ fn reload_on_signal_or_change(
                     Some(()) => "SIGHUP",
                     None => return,
                 },
-                () = changed(&mut file) => "the config file changed",
+                () = changed(&mut file) => "the config or transfer keys file changed",
             };
             // The running configuration is the data kept on error: every
             // refusal is reported, as each follows a change or a signal.

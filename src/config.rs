@@ -502,6 +502,9 @@ pub struct Config {
     pub limits: Limits,
     /// DNS over TLS, when a certificate and key are given.
     pub tls: Option<TlsOptions>,
+    /// The TSIG keys file, watched like the config file: a rotated key
+    /// (a Secret's volume updated) applies without a signal.
+    pub transfer_keys_file: Option<PathBuf>,
 }
 
 fn check_ttl(key: &'static str, v: u32) -> Result<u32, ConfigError> {
@@ -687,6 +690,8 @@ impl Config {
         let mirror = mirror_options(args, live.is_some(), mirror_file)?;
         let (dns_addr, admin_addr) =
             addresses(args.dns_addr.or(dns_addr), args.admin_addr.or(admin_addr))?;
+        let transfer_keys_file = (args.zone.transfer_keys.clone())
+            .or_else(|| answers_file.transfers.transfer_keys.clone());
         let settings = settings(args, dns_addr, answers_file)?;
         let answer_cache_mb = args
             .answer_cache_mb
@@ -717,6 +722,7 @@ impl Config {
             log_format: args.log_format.or(log_format).unwrap_or_default(),
             limits,
             tls,
+            transfer_keys_file,
         })
     }
 }

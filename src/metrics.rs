@@ -449,7 +449,7 @@ impl Collector for Server {
             (
                 "clusterset_dns_config_reloads_total",
                 COUNTER,
-                "Configuration file reloads applied (SIGHUP or a change of the file).",
+                "Configuration reloads applied (SIGHUP, or a change of the config file or of the transfer keys file).",
             ),
             applied,
         )?;
@@ -458,7 +458,7 @@ impl Collector for Server {
             (
                 "clusterset_dns_config_reload_errors_total",
                 COUNTER,
-                "Configuration file reloads refused because the new file is invalid; the running configuration stays.",
+                "Configuration reloads refused because the new config or transfer keys file is invalid; the running configuration stays.",
             ),
             refused,
         )?;

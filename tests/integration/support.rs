@@ -196,6 +196,7 @@ fn start_server(zones: &Path, opts: Options) -> Server {
         log_format: Default::default(),
         limits: Default::default(),
         tls: None,
+        transfer_keys_file: None,
     };
     let sockets = Sockets::bind(loopback, loopback).expect("bind sockets");
     Server::start(&config, sockets).expect("start server")
@@ -313,6 +314,7 @@ pub(crate) async fn start_live(opts: Options, live: Live) -> TestServer {
         log_format: Default::default(),
         limits: Default::default(),
         tls: None,
+        transfer_keys_file: None,
     };
     let local_client = k8s_client::local(Some(&live.kubeconfig), None)
         .await

@@ -820,3 +820,72 @@ async fn unbound_and_glibc_through_a_knot_secondary_answer_as_we_do() {
     }
     assert!(checked > 20, "{checked} names");
 }
+
+/// `kdig` of `qtype` for the zone from `server`, signed with `key`
+/// (`name:base64`, hmac-sha256): its output.
+fn kdig_signed(server: SocketAddr, qtype: &str, key: Key<'_>) -> String {
+    let out = Command::new("kdig")
+        .arg(format!("@{}", server.ip()))
+        .args([
+            "-p",
+            &server.port().to_string(),
+            "+time=5",
+            "+retry=0",
+            "+tcp",
+        ])
+        .args(["-y", &format!("hmac-sha256:{}:{}", key.0, key.1)])
+        .args([qtype, "clusterset.local."])
+        .output()
+        .expect("kdig (Debian knot-dnsutils) must be installed");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn a_rotated_keys_file_applies_without_a_signal_and_a_broken_one_keeps_the_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ours, _) = ours_keyed(dir.path(), "127.0.0.1:9");
+    let keys = dir.path().join("keys.yaml");
+    let signed_ok = |key: Key<'_>| {
+        let out = kdig_signed(ours.dns, "SOA", key);
+        out.contains("NOERROR") && out.contains(";; TSIG PSEUDOSECTION:")
+    };
+    assert!(signed_ok(KEY));
+    // Rotated as a Secret's volume is: a new file swapped in.
+    let rotated = (KEY.0, WRONG_SECRET);
+    let next = dir.path().join("keys.yaml.new");
+    let text = format!(
+        "- name: {}\n  algorithm: hmac-sha256\n  secret: {}\n",
+        rotated.0, rotated.1
+    );
+    std::fs::write(&next, text).expect("write");
+    std::fs::rename(&next, &keys).expect("rename");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !signed_ok(rotated) {
+        assert!(
+            Instant::now() < deadline,
+            "the rotated key is not in use after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!signed_ok(KEY), "the old key is refused");
+    // A broken file is refused (counted) and the keys in use stay.
+    let errors = || {
+        let (_, body) = http_get(ours.admin, "/metrics");
+        metric(&body, "clusterset_dns_config_reload_errors_total").unwrap_or(0.0)
+    };
+    let refused = errors();
+    std::fs::write(
+        &next,
+        "- name: xfr-key\n  algorithm: hmac-sha256\n  secret: not base64!\n",
+    )
+    .expect("write");
+    std::fs::rename(&next, &keys).expect("rename");
+    while errors() <= refused {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(10),
+            "no refused reload"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(signed_ok(rotated), "the keys in use stay");
+}
