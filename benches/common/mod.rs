@@ -644,6 +644,7 @@ pub(crate) async fn start_in_process(
         log_format: Default::default(),
         limits: Default::default(),
         tls: None,
+        transfer_keys_file: None,
     };
     let local_client = k8s_client::local(Some(kubeconfig), None)
         .await
