@@ -102,7 +102,7 @@ fn slice_doc(service: &str, name: &str, addrs: &[&str]) -> serde_json::Value {
 }
 
 /// Replaces the endpoints of slice `<service>-1`.
-async fn set_endpoints(c: &kube::Client, service: &str, addrs: &[&str]) {
+pub(crate) async fn set_endpoints(c: &kube::Client, service: &str, addrs: &[&str]) {
     let endpoints: Vec<_> = addrs
         .iter()
         .map(|a| json!({"addresses": [a], "conditions": {"ready": true}}))
@@ -480,6 +480,19 @@ pub(crate) async fn two_remotes(
     tweak_live: impl FnOnce(&mut Live),
     before_start: impl FnOnce(&kubesim::Sim),
 ) -> (kubesim::Sim, tempfile::TempDir, crate::support::TestServer) {
+    let opts = Options {
+        local: Some("local"),
+        ..Options::default()
+    };
+    two_remotes_with(opts, tweak_live, before_start).await
+}
+
+/// [`two_remotes`] with the server's options `opts`.
+pub(crate) async fn two_remotes_with(
+    opts: Options,
+    tweak_live: impl FnOnce(&mut Live),
+    before_start: impl FnOnce(&kubesim::Sim),
+) -> (kubesim::Sim, tempfile::TempDir, crate::support::TestServer) {
     let (sim, dir) = sim(&["local", "east", "north"], |_| {}).await;
     let east = sim.cluster("east").expect("east").clone();
     let north = sim.cluster("north").expect("north").clone();
@@ -490,14 +503,7 @@ pub(crate) async fn two_remotes(
     let mut live = Live::new(local.kubeconfig_path(), Links::File(file));
     tweak_live(&mut live);
     before_start(&sim);
-    let server = start_live(
-        Options {
-            local: Some("local"),
-            ..Options::default()
-        },
-        live,
-    )
-    .await;
+    let server = start_live(opts, live).await;
     (sim, dir, server)
 }
 

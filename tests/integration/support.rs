@@ -82,6 +82,8 @@ pub(crate) struct Options {
     pub(crate) place: Place,
     /// `--srv-priority-tiers`.
     pub(crate) srv_tiers: bool,
+    /// `--allow-transfer` and `--notify`.
+    pub(crate) transfers: (Vec<&'static str>, Vec<SocketAddr>),
 }
 
 /// Trust settings that accept loopback addresses (`--exempt-addresses
@@ -108,6 +110,7 @@ impl Default for Options {
             trust: TrustSettings::default(),
             place: Place::default(),
             srv_tiers: false,
+            transfers: (Vec::new(), Vec::new()),
         }
     }
 }
@@ -146,6 +149,8 @@ fn settings(opts: &Options) -> Settings {
     settings.trust = opts.trust.clone();
     settings.local_place = opts.place.clone();
     settings.srv_priority_tiers = opts.srv_tiers;
+    settings.allow_transfer = parse_cidrs(opts.transfers.0.iter().copied()).expect("cidrs");
+    settings.notify.clone_from(&opts.transfers.1);
     if let Some(budget) = opts.budget {
         settings.budget = budget;
     }

@@ -889,3 +889,67 @@ fn a_rotated_keys_file_applies_without_a_signal_and_a_broken_one_keeps_the_keys(
     }
     assert!(signed_ok(rotated), "the keys in use stay");
 }
+
+/// The list and watch requests `cluster` has served.
+fn reads(cluster: &kubesim::Cluster) -> Vec<((String, String), u64)> {
+    let mut v: Vec<_> = cluster
+        .counters()
+        .into_iter()
+        .filter(|((verb, _), _)| verb == "list" || verb == "watch" || verb == "get")
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_knot_followers_of_one_watcher_follow_a_change_and_cost_the_remote_clusters_nothing()
+{
+    use crate::live::{SECOND, fqdn, set_endpoints, two_remotes_with};
+    use crate::support::Options;
+    let ports = [free_port(), free_port(), free_port()];
+    let opts = Options {
+        local: Some("local"),
+        transfers: (
+            vec!["127.0.0.1"],
+            ports
+                .iter()
+                .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
+                .collect(),
+        ),
+        ..Options::default()
+    };
+    let (sim, dir, server) = two_remotes_with(opts, |_| {}, |_| {}).await;
+    crate::live::until(
+        server.dns,
+        &fqdn("api-east"),
+        ResponseCode::NoError,
+        &["10.1.0.1"],
+        10 * SECOND,
+    )
+    .await;
+    let remotes = ["east", "north"].map(|c| sim.cluster(c).expect("cluster").clone());
+    let before: Vec<_> = remotes.iter().map(|c| reads(c)).collect();
+    let mut followers = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let d = dir.path().join(format!("follower-{i}"));
+        std::fs::create_dir_all(&d).expect("mkdir");
+        followers.push((knot_secondary(&d, server.dns, *port), d));
+    }
+    for ((_, d), port) in followers.iter().zip(ports) {
+        loaded(([127, 0, 0, 1], port).into(), server.dns, "knotd", d).await;
+    }
+    // A change in east reaches every follower by NOTIFY and IXFR.
+    let east = crate::kubesim_api::client(&remotes[0]).await;
+    set_endpoints(&east, "api", &["10.1.0.9"]).await;
+    for port in ports {
+        let follower = SocketAddr::from(([127, 0, 0, 1], port));
+        answers_addr(follower, &fqdn("api-east"), "10.1.0.9", 10 * SECOND).await;
+    }
+    let (_, body) = http_get(server.admin, "/metrics");
+    assert!(transfers(&body, "ixfr", "incremental") >= 3.0, "{body}");
+    // The remote API servers served the one watcher and nothing more:
+    // followers read from it, never from them.
+    let after: Vec<_> = remotes.iter().map(|c| reads(c)).collect();
+    assert_eq!(after, before, "requests to east and north");
+    server.server.stop().await;
+}
