@@ -28,7 +28,7 @@ use super::stats::DnsStats;
 use super::transfer::wire_len;
 use super::wire::Record;
 use super::zonefile::{entry_records, record_order};
-use crate::model::{JournalLimits as Limits, Origin, Snapshot};
+use crate::model::{Changes, JournalLimits as Limits, Origin, Snapshot};
 
 /// The difference from one serial to the next.
 #[derive(Debug, PartialEq, Eq)]
@@ -181,6 +181,25 @@ impl Journal {
     }
 }
 
+/// `newer`, its changes counted since the snapshot before `older` (the one
+/// `older`'s were counted since): the two changes in one.
+fn merged(older: &Snapshot, newer: Arc<Snapshot>) -> Arc<Snapshot> {
+    if newer.changes.since != older.serial {
+        // Not the one after: nothing can be told; `record` starts over.
+        return newer;
+    }
+    let mut entries: BTreeSet<Arc<str>> = older.changes.entries.iter().cloned().collect();
+    entries.extend(newer.changes.entries.iter().cloned());
+    let changes = Changes {
+        since: older.changes.since,
+        entries: entries.into_iter().collect(),
+        whole: older.changes.whole || newer.changes.whole,
+    };
+    let mut snap = Snapshot::clone(&newer);
+    snap.changes = Arc::new(changes);
+    Arc::new(snap)
+}
+
 /// Records each snapshot `published` sends into `journal`, in order,
 /// until the sender is dropped, and its size into `stats`. Differences
 /// are kept only while someone may transfer the zone; otherwise the
@@ -191,7 +210,12 @@ pub(crate) async fn run(
     stats: Arc<DnsStats>,
 ) {
     let mut prev: Option<Arc<Snapshot>> = None;
-    while let Some(next) = published.recv().await {
+    while let Some(mut next) = published.recv().await {
+        // Snapshots published while the last was being recorded make one
+        // version: the journal never falls further behind than one.
+        while let Ok(newer) = published.try_recv() {
+            next = merged(&next, newer);
+        }
         let restart = Versions {
             serial: next.serial,
             ..Versions::default()

@@ -217,3 +217,38 @@ fn the_journal_keeps_what_its_limits_allow_and_starts_over_on_new_settings() {
     let m2 = gap.record((&prev, &reset), limits, m_at);
     assert!(m2.list.is_empty());
 }
+
+#[test]
+fn snapshots_published_while_one_was_recorded_make_one_version() {
+    let mut m = model();
+    let s0 = m.publish();
+    let pg = || vec![port(Some("pg"), Protocol::Tcp, 5432)];
+    let at = t0() + Duration::from_secs(1);
+    m.apply([broken("east")], at);
+    let s1 = m.publish();
+    m.apply(
+        [slice_event(
+            "north",
+            slice("prod", "db-north", "db", pg(), &[("10.20.2.77", Some("db-0"), true)]),
+        )],
+        at,
+    );
+    let s2 = m.publish();
+    let both = merged(&s1, s2.clone());
+    assert_eq!(both.serial, s2.serial);
+    assert_eq!(both.changes.since, s0.serial);
+    let journal = Versions {
+        serial: s0.serial,
+        ..Versions::default()
+    };
+    let journal = journal.record((&s0, &both), JournalLimits::default(), at);
+    let v = journal.since(s0.serial).expect("one version");
+    assert_eq!(v.len(), 1);
+    let (old, new) = (lines(&s0), lines(&s2));
+    assert_eq!(texts(&v[0].removed), old.difference(&new).cloned().collect());
+    assert_eq!(texts(&v[0].added), new.difference(&old).cloned().collect());
+    assert!(!v[0].added.is_empty() && !v[0].removed.is_empty());
+    // A snapshot that does not follow is left as it is: no difference.
+    let unrelated = merged(&s0, s2.clone());
+    assert_eq!(unrelated.changes, s2.changes);
+}
