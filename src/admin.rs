@@ -1,7 +1,8 @@
 //! The admin HTTP server: `/live`, `/ready`, `/metrics` (Prometheus text,
 //! encoded by `metrics`), `/debug/clusters` (per-cluster status as JSON)
-//! and `/debug/name?name=` (why one name answers what it answers, as JSON
-//! or with `&format=text` as text: [`explain`]).
+//! `/debug/name?name=` (why one name answers what it answers, as JSON
+//! or with `&format=text` as text: [`explain`]) and `/debug/transfers`
+//! (who may transfer the zone, the IXFR journal, each secondary's serial).
 //!
 //! Thin: it reads the shared state and renders; it must not change anything.
 
@@ -31,6 +32,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/metrics", get(move || metrics(registry.clone())))
         .route("/debug/clusters", get(debug_clusters))
         .route("/debug/name", get(debug_name))
+        .route("/debug/transfers", get(debug_transfers))
         .with_state(shared)
 }
 
@@ -51,6 +53,50 @@ async fn debug_clusters(State(shared): State<Arc<Shared>>) -> impl IntoResponse 
     let mut body = shared.board.debug_json(&snapshot.settings.local_place);
     body["ready"] = shared.ready.load(Ordering::Acquire).into();
     body["serial"] = snapshot.serial.into();
+    let text = serde_json::to_string_pretty(&body).unwrap_or_default() + "\n";
+    ([(header::CONTENT_TYPE, "application/json")], text)
+}
+
+/// `/debug/transfers`: the zone-transfer settings (key names, never
+/// secrets), the IXFR journal's versions, and the serial each secondary
+/// last fetched next to the current one.
+async fn debug_transfers(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let snap = shared.snapshot.load();
+    let s = &snap.settings;
+    let journal = shared.journal.versions();
+    let versions: Vec<serde_json::Value> = journal
+        .list
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "from": v.from, "to": v.to,
+                "removed": v.removed.len(), "added": v.added.len(), "bytes": v.bytes,
+            })
+        })
+        .collect();
+    let counts = shared.dns.read();
+    let secondaries: Vec<serde_json::Value> = counts
+        .secondaries
+        .iter()
+        .map(|(ip, serial)| {
+            let current = *serial == snap.serial;
+            serde_json::json!({"address": ip.to_string(), "serial": serial, "current": current})
+        })
+        .collect();
+    let body = serde_json::json!({
+        "serial": snap.serial,
+        "allowTransfer": s.allow_transfer.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "notify": s.notify.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "transferKeys": s.transfer_keys.iter().map(|k| k.name.clone()).collect::<Vec<_>>(),
+        "transferRateBytesPerSecond": s.transfer_rate,
+        "journal": {
+            "serial": journal.serial,
+            "bytes": journal.bytes,
+            "limits": {"versions": s.ixfr_journal.versions, "bytes": s.ixfr_journal.bytes},
+            "versions": versions,
+        },
+        "secondaries": secondaries,
+    });
     let text = serde_json::to_string_pretty(&body).unwrap_or_default() + "\n";
     ([(header::CONTENT_TYPE, "application/json")], text)
 }

@@ -56,6 +56,8 @@ pub struct Shared {
     pub propagation: Arc<Propagation>,
     /// Asks the model task for its cluster state (`/debug/name`).
     pub views: ModelViews,
+    /// The IXFR journal (`/debug/transfers`).
+    pub journal: Arc<crate::dns::journal::Journal>,
 }
 
 impl Shared {
@@ -71,6 +73,7 @@ impl Shared {
             mirror: Arc::new(MirrorStats::default()),
             propagation: Arc::default(),
             views,
+            journal: Arc::default(),
         }
     }
 }
@@ -829,10 +832,8 @@ impl Collector for Mirror {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
-    use arc_swap::ArcSwap;
     use openmetrics_parser::PrometheusValue;
     use openmetrics_parser::prometheus::parse_prometheus;
 
@@ -845,16 +846,9 @@ mod tests {
     fn shared() -> Arc<Shared> {
         let zone = ZoneName::new("clusterset.local").expect("zone");
         let snap = Snapshot::empty(Arc::new(Settings::new(zone)));
-        Arc::new(Shared {
-            snapshot: Arc::new(ArcSwap::from_pointee(snap)),
-            dns: Arc::default(),
-            config_reloads: Arc::default(),
-            ready: AtomicBool::new(true),
-            mirror: Arc::default(),
-            board: Arc::default(),
-            propagation: Arc::default(),
-            views: ModelViews::default(),
-        })
+        let shared = Shared::new(Arc::new(snap), Arc::default(), ModelViews::default());
+        shared.ready.store(true, Ordering::Release);
+        Arc::new(shared)
     }
 
     #[test]

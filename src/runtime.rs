@@ -307,7 +307,11 @@ impl Server {
             Epoch::new(Instant::now(), SystemTime::now()),
         );
         let (views, view_requests) = ModelViews::channel();
-        let shared = Arc::new(Shared::new(model.publish(), stats.clone(), views));
+        let journal = Arc::new(Journal::default());
+        let shared = Arc::new(Shared {
+            journal: journal.clone(),
+            ..Shared::new(model.publish(), stats.clone(), views)
+        });
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
 
@@ -324,7 +328,7 @@ impl Server {
             ));
             feed_tx
         });
-        let (journal, published) = spawn_journal(&mut tasks, &stats);
+        let published = spawn_journal(&mut tasks, &journal, &stats);
         tasks.spawn(model_task(
             model,
             feed,
@@ -454,20 +458,20 @@ impl Drop for CloseOnDrop {
     }
 }
 
-/// The IXFR journal's task, and where to send it every published
-/// snapshot, in order.
+/// Starts the IXFR journal's task; returns where to send it every
+/// published snapshot, in order.
 fn spawn_journal(
     tasks: &mut JoinSet<()>,
+    journal: &Arc<Journal>,
     stats: &Arc<DnsStats>,
-) -> (Arc<Journal>, UnboundedSender<Arc<Snapshot>>) {
-    let journal = Arc::new(Journal::default());
+) -> UnboundedSender<Arc<Snapshot>> {
     let (published, to_journal) = tokio::sync::mpsc::unbounded_channel();
     tasks.spawn(crate::dns::journal::run(
         journal.clone(),
         to_journal,
         stats.clone(),
     ));
-    (journal, published)
+    published
 }
 
 /// The one writer of the model: applies what the sources queued, a round

@@ -2,9 +2,8 @@
 //! loaded) and `/metrics` in Prometheus text.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
-use arc_swap::ArcSwap;
 use clusterset_dns::metrics::Shared;
 use clusterset_dns::model::{Settings, Snapshot};
 use clusterset_dns::vocab::name::ZoneName;
@@ -19,16 +18,11 @@ async fn ready_is_503_until_loaded() {
     let settings = Arc::new(Settings::new(
         ZoneName::new("clusterset.local").expect("zone"),
     ));
-    let shared = Arc::new(Shared {
-        snapshot: Arc::new(ArcSwap::new(Arc::new(Snapshot::empty(settings)))),
-        dns: Arc::default(),
-        config_reloads: Arc::default(),
-        ready: AtomicBool::new(false),
-        board: Arc::default(),
-        mirror: Arc::default(),
-        propagation: Arc::default(),
-        views: Default::default(),
-    });
+    let shared = Arc::new(Shared::new(
+        Arc::new(Snapshot::empty(settings)),
+        Arc::default(),
+        Default::default(),
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

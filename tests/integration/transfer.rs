@@ -637,6 +637,25 @@ async fn bind_and_nsd_transfer_signed_answer_as_we_do_and_follow_a_signed_notify
     assert!(transfers(&body, "ixfr", "incremental") >= 2.0, "{body}");
     let notauth = transfers(&body, "axfr", "notauth") + transfers(&body, "ixfr", "notauth");
     assert_eq!(notauth, 0.0, "{body}");
+    // /debug/transfers names the key, never its secret, and shows the
+    // journal's version and where the secondaries are.
+    let (status, debug) = http_get(ours.admin, "/debug/transfers");
+    assert_eq!(status, 200);
+    assert!(
+        debug.contains("\"xfr-key\"") && !debug.contains(KEY.1),
+        "{debug}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&debug).expect("json");
+    let serial = u64::from(serial_number(ours.dns).await);
+    assert_eq!(json["serial"].as_u64(), Some(serial), "{debug}");
+    assert_eq!(json["journal"]["serial"].as_u64(), Some(serial), "{debug}");
+    let versions = json["journal"]["versions"].as_array().expect("versions");
+    assert_eq!(
+        versions.last().and_then(|v| v["to"].as_u64()),
+        Some(serial),
+        "{debug}"
+    );
+    assert_eq!(json["secondaries"][0]["current"], true, "{debug}");
 }
 
 /// Asks the knotd whose run directory is `dir` to refresh the zone now

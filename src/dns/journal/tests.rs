@@ -229,7 +229,13 @@ fn snapshots_published_while_one_was_recorded_make_one_version() {
     m.apply(
         [slice_event(
             "north",
-            slice("prod", "db-north", "db", pg(), &[("10.20.2.77", Some("db-0"), true)]),
+            slice(
+                "prod",
+                "db-north",
+                "db",
+                pg(),
+                &[("10.20.2.77", Some("db-0"), true)],
+            ),
         )],
         at,
     );
@@ -245,7 +251,10 @@ fn snapshots_published_while_one_was_recorded_make_one_version() {
     let v = journal.since(s0.serial).expect("one version");
     assert_eq!(v.len(), 1);
     let (old, new) = (lines(&s0), lines(&s2));
-    assert_eq!(texts(&v[0].removed), old.difference(&new).cloned().collect());
+    assert_eq!(
+        texts(&v[0].removed),
+        old.difference(&new).cloned().collect()
+    );
     assert_eq!(texts(&v[0].added), new.difference(&old).cloned().collect());
     assert!(!v[0].added.is_empty() && !v[0].removed.is_empty());
     // A snapshot that does not follow is left as it is: no difference.
