@@ -126,6 +126,13 @@ pub(crate) fn slice_event(cluster: &str, slice: Slice) -> Event {
     }
 }
 
+/// North's `db` EndpointSlice (of [`fixture_events`]) with `pods`
+/// instead: (address, hostname, ready).
+pub(crate) fn db_north(pods: &[(&str, Option<&str>, bool)]) -> Event {
+    let pg = vec![port(Some("pg"), Protocol::Tcp, 5432)];
+    slice_event("north", slice("prod", "db-north", "db", pg, pods))
+}
+
 /// A small clusterset: west (local), east, north.
 pub(crate) fn fixture_events() -> Vec<Event> {
     use ExportMode::{Flat, Gateway as Gw};

@@ -10,7 +10,7 @@ use super::*;
 use crate::dns::zonefile::{dump, record_text};
 use crate::model::objects::{ExportMode, ObjectKey, Protocol};
 use crate::model::testing::{
-    epoch, fixture_events, port, service, settings, slice, slice_event, svc_event, t0,
+    db_north, epoch, fixture_events, port, service, settings, svc_event, t0,
 };
 use crate::model::{Event, Health, JournalLimits, Model, Settings};
 
@@ -59,19 +59,10 @@ fn each_version_is_what_dump_before_and_after_differ_by() {
     let cases: Vec<(&str, Vec<Event>, &str, &str)> = vec![
         (
             "a StatefulSet pod moves",
-            vec![slice_event(
-                "north",
-                slice(
-                    "prod",
-                    "db-north",
-                    "db",
-                    pg(),
-                    &[
-                        ("10.20.2.10", Some("db-0"), true),
-                        ("10.20.2.99", Some("db-1"), true),
-                    ],
-                ),
-            )],
+            vec![db_north(&[
+                ("10.20.2.10", Some("db-0"), true),
+                ("10.20.2.99", Some("db-1"), true),
+            ])],
             "db-1.db-north.prod.svc.clusterset.local.\t30\tIN\tA\t10.20.2.99",
             "db-1.db-north.prod.svc.clusterset.local.\t30\tIN\tA\t10.20.2.11",
         ),
@@ -157,15 +148,8 @@ fn the_journal_keeps_what_its_limits_allow_and_starts_over_on_new_settings() {
         let pods = [("10.20.2.10", Some("db-0"), true)];
         let ip = format!("10.20.2.{}", 20 + i);
         let pods = [pods[0], (ip.as_str(), Some("db-1"), true)];
-        let pg = vec![port(Some("pg"), Protocol::Tcp, 5432)];
         let at = t0() + Duration::from_secs(u64::from(i) + 1);
-        m.apply(
-            [slice_event(
-                "north",
-                slice("prod", "db-north", "db", pg, &pods),
-            )],
-            at,
-        );
+        m.apply([db_north(&pods)], at);
         let next = m.publish();
         journal = journal.record((&prev, &next), limits, at);
         serials.push(next.serial);
@@ -222,23 +206,10 @@ fn the_journal_keeps_what_its_limits_allow_and_starts_over_on_new_settings() {
 fn snapshots_published_while_one_was_recorded_make_one_version() {
     let mut m = model();
     let s0 = m.publish();
-    let pg = || vec![port(Some("pg"), Protocol::Tcp, 5432)];
     let at = t0() + Duration::from_secs(1);
     m.apply([broken("east")], at);
     let s1 = m.publish();
-    m.apply(
-        [slice_event(
-            "north",
-            slice(
-                "prod",
-                "db-north",
-                "db",
-                pg(),
-                &[("10.20.2.77", Some("db-0"), true)],
-            ),
-        )],
-        at,
-    );
+    m.apply([db_north(&[("10.20.2.77", Some("db-0"), true)])], at);
     let s2 = m.publish();
     let both = merged(&s1, s2.clone());
     assert_eq!(both.serial, s2.serial);

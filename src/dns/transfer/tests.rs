@@ -405,8 +405,7 @@ fn with_transfer_keys_a_transfer_must_be_signed_by_one() {
 
 #[test]
 fn an_ixfr_from_a_journal_serial_gets_each_versions_differences() {
-    use crate::model::objects::Protocol;
-    use crate::model::testing::{port, slice, slice_event};
+    use crate::model::testing::db_north;
     let mut s: Settings = settings();
     s.allow_transfer = parse_cidrs(["127.0.0.1"]).expect("cidrs");
     let mut model = Model::new(Arc::new(s), epoch());
@@ -420,15 +419,8 @@ fn an_ixfr_from_a_journal_serial_gets_each_versions_differences() {
     let mut snaps = vec![v0];
     for (i, ip) in ["10.20.2.50", "10.20.2.51"].into_iter().enumerate() {
         let pods = [("10.20.2.10", Some("db-0"), true), (ip, Some("db-1"), true)];
-        let pg = vec![port(Some("pg"), Protocol::Tcp, 5432)];
         let at = t0() + std::time::Duration::from_secs(i as u64 + 1);
-        model.apply(
-            [slice_event(
-                "north",
-                slice("prod", "db-north", "db", pg, &pods),
-            )],
-            at,
-        );
+        model.apply([db_north(&pods)], at);
         let next = model.publish();
         journal = journal.record((snaps.last().expect("one"), &next), Default::default(), at);
         snaps.push(next);
