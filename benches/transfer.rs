@@ -1,51 +1,76 @@
 //! Zone transfers (issue 30): our AXFR and IXFR next to Knot DNS's AXFR-out of the same zone,
-//! and the UDP query rate while an AXFR runs.
+//! the UDP query rate while AXFRs run (unlimited and at the default transfer rate), and how
+//! long an endpoint change takes to reach a Knot secondary by NOTIFY and IXFR.
 //!
 //! ```text
-//! cargo bench --bench transfer      # 1,000,000 endpoints, 3 rounds, 5 s load phases
-//! cargo test --bench transfer       # smoke: 10,000 endpoints, 2 rounds, 1 s phases (debug build)
+//! cargo bench --bench transfer      # 1,000,000 endpoints, 3 rounds, 5 s load phases, 20 changes
+//! cargo test --bench transfer       # smoke: 10,000 endpoints, 2 rounds, 1 s phases, 5 changes (debug build)
 //! ```
 //!
 //! Knobs (environment): `TRANSFER_ENDPOINTS`, `TRANSFER_ROUNDS`, `TRANSFER_LOAD_SECS`,
-//! `TRANSFER_SETTLE_SECS` (70, 0 in the smoke run: how long after the last transfer our RSS is
-//! read again; the server returns freed memory to the system a minute after it is freed), and
-//! `TRANSFER_LOG` (the server's `RUST_LOG`, default `warn`). Needs `knotd` and `knotc` (Debian
-//! `knot`).
+//! `TRANSFER_CHANGES` (20, 5 in the smoke run), `TRANSFER_KNOT_CHANGES` (as many; 0 skips the
+//! series with Knot as the primary), `TRANSFER_SETTLE_SECS` (70, 0 in the smoke run: how long
+//! after the last transfer our RSS is read again; the server returns freed memory to the system
+//! a minute after it is freed), and `TRANSFER_LOG` (the server's `RUST_LOG`, default `warn`).
+//! Needs `knotd` and `knotc` (Debian `knot`).
 //!
 //! 1. **Data**: `zonegen::generate` writes the endpoints in the file-source format (four
 //!    clusters, services of 100 endpoints, half StatefulSets); `clusterset-dns dump` of that
 //!    directory is Knot's zone file, so both servers hold the same zone.
-//! 2. **Servers**: the built binary (`serve --zones … --allow-transfer 127.0.0.1`), ready once
-//!    `/ready` answers on the admin address of its `listening` line; knotd as a primary of the
-//!    zone file (an ACL lets 127.0.0.1 transfer, a journal of changes serves IXFR), ready once it
-//!    answers the SOA.
-//! 3. **AXFR**, alternating ours and Knot's for `rounds` rounds, by a raw TCP client of this file:
-//!    the query, length-prefixed, then length-prefixed messages read until the closing SOA;
-//!    timed from just before the query is written to the first message and to the last one,
-//!    with octets (length prefixes included), messages and answer records counted. Each
-//!    server's peak RSS during the transfer: its `VmHWM`, reset just before (`clear_refs` 5),
-//!    read just after, next to its `VmRSS` before.
-//!    Then a Knot secondary (Knot's default timeouts: at most 5 s for each message of a
-//!    transfer) of each server, timed from its start to the zone answered (at most 60 s, 30 s in
-//!    the smoke run); when it did not load, its attempts and how the last failed.
+//! 2. **Servers**: the built binary (`serve --zones … --allow-transfer 127.0.0.1 --config FILE
+//!    --notify 127.0.0.1:P`), ready once `/ready` answers on the admin address of its
+//!    `listening` line; its config file holds `transfer-rate-mb: 0` (no limit) until step 4.
+//!    knotd as a primary of the zone file (an ACL lets 127.0.0.1 transfer, a journal of changes
+//!    serves IXFR, NOTIFY to 127.0.0.1:Q), ready once it answers the SOA. P and Q are picked up
+//!    front: right after each primary is ready, a Knot secondary of it starts there (Knot's
+//!    defaults, NOTIFY allowed from 127.0.0.1) and loads the zone (ours unlimited); both are
+//!    kept running, idle until step 5, for step 7. (Started at once, so that the NOTIFY of our
+//!    first serial finds it: an unanswered NOTIFY is tried again for 31 s, and the serials that
+//!    come meanwhile wait for it.)
+//! 3. **AXFR**, alternating ours and Knot's for `rounds` rounds, by a raw TCP client of this file,
+//!    both unlimited: the query, length-prefixed, then length-prefixed messages read until the
+//!    closing SOA; timed from just before the query is written to the first message and to the
+//!    last one, with octets (length prefixes included), messages and answer records counted.
+//!    Each server's peak RSS during the transfer: its `VmHWM`, reset just before (`clear_refs`
+//!    5), read just after, next to its `VmRSS` before.
 //! 4. **UDP rate**: a closed-loop UDP load (one socket, 64 queries in flight, A queries of names
 //!    from the zone) against our server for `TRANSFER_LOAD_SECS`, once alone and once while
 //!    another thread runs AXFRs back to back (then for at least as long as the first AXFR takes,
 //!    and the one still running at the end is read to its end before the next phase), in
-//!    alternation, `rounds` times each.
+//!    alternation, `rounds` times each, with transfers unlimited. Then our config file is
+//!    emptied (written aside, renamed in: `transfer-rate-mb` back to its default, 64 MiB/s); the
+//!    server reloads it on its own, seen when `clusterset_dns_config_reloads_total` moves (at
+//!    most 30 s). One more AXFR of ours, at that rate, timed as in step 3; a Knot secondary
+//!    (Knot's default timeouts: at most 5 s for each message of a transfer) of each server,
+//!    timed from its start to the zone answered (at most 60 s, 30 s in the smoke run; when it
+//!    did not load, its attempts and how the last failed); then the load phases again, at the
+//!    default rate.
 //! 5. **IXFR after one endpoint change**: one endpoint address of one zone file is changed
 //!    (written aside and renamed in); once our server answers the new address (the file source
-//!    reloads on its own), an IXFR with the previous serial in its Authority SOA. We have no
-//!    journal yet, so it is answered with the whole zone (RFC 1995 §4): the figure is the
-//!    baseline for a journal to come. Knot gets the same change (a new `dump` as its zone file,
+//!    reloads on its own), an IXFR with the previous serial in its Authority SOA, answered from
+//!    our journal with the one difference (RFC 1995 incremental: it must be, and under 64 KiB
+//!    whatever the zone's size). The journal records a version after queries answer it, and
+//!    an IXFR meanwhile gets the SOA alone (current): the IXFR is asked again every 10 ms until
+//!    it gets more, and that time is a figure too. Knot gets the same change (a new `dump` as its zone file,
 //!    `knotc zone-reload`, differences computed from the file) and answers the same IXFR from
-//!    its journal: what a journal would send. Then an IXFR with the current serial (the SOA
-//!    alone) to each.
-//! 6. **Memory kept**: our server's RSS `TRANSFER_SETTLE_SECS` after its last transfer.
+//!    its journal. Then an IXFR with the current serial (the SOA alone) to each.
+//! 6. **Memory kept**: our server's RSS `TRANSFER_SETTLE_SECS` after its last transfer of the
+//!    steps above (read after step 7; the secondary's IXFRs of step 7 are a few hundred octets).
+//! 7. **Change → a notified secondary answers it**: once the secondary of ours on port P answers
+//!    the change of step 5, `TRANSFER_CHANGES` endpoint changes one after the other (the
+//!    endpoint of step 5, its address alternating between two outside the generated ranges,
+//!    each written aside and renamed in), each timed from the rename to our server answering
+//!    the new address and to the secondary answering it (NOTIFY, SOA query, IXFR); the next
+//!    change once both answer (at most 600 s each, 60 s in the smoke run). Our `/metrics` says
+//!    how many of the secondary's transfers in the series were incremental. Then the same with
+//!    Knot as the primary and its secondary on port Q: the A record and the SOA serial
+//!    edited in Knot's zone file (written aside, renamed in), `knotc zone-reload`, timed from
+//!    the rename; `TRANSFER_KNOT_CHANGES` of them, or fewer when the series takes more than
+//!    5 min (60 s in the smoke run).
 //!
 //! Prints a table and a `RESULT transfer …` line. Every wait and loop is bounded in time and in
-//! count; everything runs on loopback; the temporary directory (zones, zone file, Knot's
-//! storage) is removed at the end, and both servers are killed, also on a panic.
+//! count; everything runs on loopback; the temporary directory (zones, zone file, config file,
+//! Knot's storage) is removed at the end, and every server is killed, also on a panic.
 
 #[allow(dead_code)]
 #[path = "common/mod.rs"]
@@ -63,14 +88,14 @@ use std::time::{Duration, Instant};
 
 use hickory_proto::rr::Name;
 
-use common::{ChildGuard, bench_mode, listening_addr, listening_line, mib, rss_of, size};
-use dns::{Dns, admin_ready};
+use common::{ChildGuard, bench_mode, listening_addr, listening_line, mib, ms, rss_of, size};
+use dns::{Dns, admin_get, admin_ready};
 
 /// The zone both servers serve.
 const ZONE: &str = "clusterset.local";
 /// Longest wait for a server to be ready (a 1M-endpoint zone loads in well under this).
 const READY_TIMEOUT: Duration = Duration::from_secs(600);
-/// Longest wait for one message of a transfer (ours builds the whole zone before the first).
+/// Longest wait for one message of a transfer.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest one transfer may take.
 const XFR_TIMEOUT: Duration = Duration::from_secs(600);
@@ -86,6 +111,14 @@ const UDP_TIMEOUT: Duration = Duration::from_millis(100);
 const LOAD_NAMES: usize = 10_000;
 /// The address the changed endpoint gets: outside every generated range.
 const NEW_ADDR: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
+/// The other address of the changes of step 7 (they alternate): outside every generated range.
+const ALT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 2);
+/// Most octets our IXFR after one change may take (whatever the zone's size).
+const IXFR_MAX_BYTES: u64 = 64 << 10;
+/// Longest wait for our server to apply a rewritten config file.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `transfer-rate-mb`.
+const DEFAULT_RATE_MB: u64 = 64;
 /// The changed endpoint: the first of the first service of cluster `north` (service 2, a
 /// StatefulSet) in `ns0`, whose pod name answers its address alone (the service name answers
 /// 100, more than a UDP answer without EDNS holds).
@@ -98,6 +131,8 @@ fn main() {
     let rounds = size("TRANSFER_ROUNDS", 3, 2, bench).max(1);
     let load_secs = size("TRANSFER_LOAD_SECS", 5, 1, bench).max(1);
     let load_for = Duration::from_secs(load_secs as u64);
+    let changes = size("TRANSFER_CHANGES", 20, 5, bench).max(1);
+    let knot_changes = size("TRANSFER_KNOT_CHANGES", changes, changes, bench);
 
     let dir = tempfile::Builder::new()
         .prefix("transfer-bench")
@@ -115,34 +150,93 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
 
+    // The ports of the notified secondaries of step 7, told to each primary at its start.
+    let mut taken = Vec::new();
+    let ours_notified = free_port_not(&mut taken);
+    let knot_notified = free_port_not(&mut taken);
     let t = Instant::now();
-    let ours = Ours::start(&zones);
-    println!("clusterset-dns ready in {:.1} s", t.elapsed().as_secs_f64());
-    let t = Instant::now();
-    let knot = Knot::start(&dir.path().join("knot"), &zone_file);
-    println!("knotd ready in {:.1} s", t.elapsed().as_secs_f64());
-
-    let axfr = axfr_rounds(&ours, &knot, rounds);
+    let config = dir.path().join("clusterset-dns.yaml");
+    std::fs::write(&config, "transfer-rate-mb: 0\n").expect("our config file");
+    let ours = Ours::start(&zones, &config, ours_notified);
+    println!(
+        "clusterset-dns ready in {:.1} s (transfer-rate-mb: 0, NOTIFY to port {ours_notified})",
+        t.elapsed().as_secs_f64()
+    );
     // How long a stock secondary waits for a message of a transfer is Knot's default.
     let secondary_timeout = Duration::from_secs(if bench { 60 } else { 30 });
+    // Started at once, so that the NOTIFY of our first serial finds it (an unanswered NOTIFY
+    // is tried again for 31 s, and the serials that come meanwhile wait for it).
+    let ours_follower = Follower::start(
+        &dir.path().join("notified-ours"),
+        ours.dns,
+        ours_notified,
+        secondary_timeout,
+    );
+    let t = Instant::now();
+    let knot = Knot::start(
+        &dir.path().join("knot"),
+        &zone_file,
+        free_port_not(&mut taken),
+        knot_notified,
+    );
+    println!("knotd ready in {:.1} s", t.elapsed().as_secs_f64());
+    let knot_follower = (knot_changes > 0).then(|| {
+        Follower::start(
+            &dir.path().join("notified-knot"),
+            knot.dns,
+            knot_notified,
+            secondary_timeout,
+        )
+    });
+    // The followers' first loads are over before anything is timed.
+    wait_idle(ours.child.0.id());
+
+    let axfr = axfr_rounds(&ours, &knot, rounds);
+    let load_unlimited = load_rounds(ours.dns, &names, rounds, load_for, "unlimited");
+    let reload = default_rate(&ours, &config);
+    let axfr_default = axfr_with_memory(ours.dns, ours.child.0.id(), "clusterset-dns");
+    println!(
+        "AXFR ours at the default rate {:.3} s (first message {:.3} s), {} records, {:.1} MiB, RSS {:.0} → peak {:.0} MiB",
+        axfr_default.x.took.as_secs_f64(),
+        axfr_default.x.first.as_secs_f64(),
+        axfr_default.x.records,
+        mib(axfr_default.x.bytes),
+        mib(axfr_default.rss_before),
+        mib(axfr_default.peak),
+    );
     let secondaries = Secondaries {
         ours: secondary(
             &dir.path().join("secondary-ours"),
             ours.dns,
+            free_port_not(&mut taken),
             secondary_timeout,
-        ),
+        )
+        .0,
         knot: secondary(
             &dir.path().join("secondary-knot"),
             knot.dns,
+            free_port_not(&mut taken),
             secondary_timeout,
-        ),
+        )
+        .0,
     };
     // A transfer the secondary asked for before it was stopped may still be in the making.
     wait_idle(ours.child.0.id());
-    let load = load_rounds(ours.dns, &names, rounds, load_for);
+    let load_default = load_rounds(ours.dns, &names, rounds, load_for, "default rate");
     // Longest wait for a server to answer the changed address.
     let change_timeout = Duration::from_secs(if bench { 600 } else { 60 });
     let ixfr = one_change(&ours, &knot, (&zones, &zone_file), change_timeout);
+    let notified = Notified {
+        ours: our_changes(&ours, &zones, &ours_follower, (changes, change_timeout)),
+        knot: knot_series(
+            &knot,
+            &zone_file,
+            knot_follower.as_ref(),
+            (knot_changes, change_timeout),
+            Duration::from_secs(if bench { 300 } else { 60 }),
+        ),
+    };
+    drop((ours_follower, knot_follower));
     // Freed memory goes back to the system a minute after it is freed, once loaded
     // (`clusterset_dns::memory`): what the server keeps after its transfers.
     let settle_secs = size("TRANSFER_SETTLE_SECS", 70, 0, bench);
@@ -162,9 +256,13 @@ fn main() {
         },
         &Figures {
             axfr,
+            axfr_default,
+            reload,
             secondaries,
-            load,
+            load_unlimited,
+            load_default,
             ixfr,
+            notified,
         },
         file_records,
     );
@@ -179,16 +277,23 @@ fn main() {
 struct Ours {
     child: ChildGuard,
     dns: SocketAddr,
+    admin: SocketAddr,
 }
 
 impl Ours {
-    /// Starts `serve` on `zones`, transfers allowed from 127.0.0.1, and waits for `/ready`.
-    fn start(zones: &Path) -> Self {
+    /// Starts `serve` on `zones` with the config file `config` (which names no other option than
+    /// `transfer-rate-mb`), transfers allowed from 127.0.0.1, NOTIFY to 127.0.0.1:`notify`, and
+    /// waits for `/ready`.
+    fn start(zones: &Path, config: &Path, notify: u16) -> Self {
         let started = Instant::now();
         let child = Command::new(env!("CARGO_BIN_EXE_clusterset-dns"))
             .args(["serve", "--local-cluster", "west", "--zones"])
             .arg(zones)
+            .arg("--config")
+            .arg(config)
             .args(["--allow-transfer", "127.0.0.1"])
+            .arg("--notify")
+            .arg(format!("127.0.0.1:{notify}"))
             .args(["--dns-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
             .env(
                 "RUST_LOG",
@@ -211,8 +316,59 @@ impl Ours {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Ours { child, dns }
+        Ours { child, dns, admin }
     }
+
+    /// The sum of the samples of metric `name` on `/metrics` whose labels hold every one of
+    /// `labels` (`key="value"`); `None` when `/metrics` did not answer.
+    fn metric(&self, name: &str, labels: &[&str]) -> Option<u64> {
+        let text = admin_get(self.admin, "/metrics")?;
+        Some(
+            text.lines()
+                .filter(|l| {
+                    l.strip_prefix(name)
+                        .is_some_and(|rest| rest.starts_with([' ', '{']))
+                        && labels.iter().all(|kv| l.contains(kv))
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .map(|v| v as u64)
+                .sum(),
+        )
+    }
+}
+
+/// How our server took the rewritten config file.
+#[derive(Debug, Clone, Copy)]
+struct Reload {
+    /// The file renamed in → `clusterset_dns_config_reloads_total` moved.
+    took: Duration,
+}
+
+/// Empties our config file (written aside, renamed in): `transfer-rate-mb` goes back to its
+/// default. Waits (at most [`RELOAD_TIMEOUT`]) until the server says it reloaded it.
+fn default_rate(ours: &Ours, config: &Path) -> Reload {
+    let reloads = || ours.metric("clusterset_dns_config_reloads_total", &[]);
+    let errors = || ours.metric("clusterset_dns_config_reload_errors_total", &[]);
+    let before = reloads().expect("our /metrics");
+    let aside = config.with_extension("yaml.new");
+    std::fs::write(&aside, "").expect("write the config file aside");
+    let t = Instant::now();
+    std::fs::rename(&aside, config).expect("rename the config file in");
+    while reloads().is_none_or(|n| n <= before) {
+        assert!(
+            t.elapsed() < RELOAD_TIMEOUT,
+            "clusterset-dns did not reload its config file within {RELOAD_TIMEOUT:?} \
+             ({:?} reload errors)",
+            errors()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = t.elapsed();
+    println!(
+        "config file emptied (transfer-rate-mb: the default, {DEFAULT_RATE_MB}); reloaded after {:.3} s",
+        took.as_secs_f64()
+    );
+    Reload { took }
 }
 
 /// knotd as the primary of the zone file.
@@ -224,24 +380,24 @@ struct Knot {
 }
 
 impl Knot {
-    /// Writes a configuration under `dir` and starts knotd on `zone_file`; waits until it
-    /// answers the SOA.
-    fn start(dir: &Path, zone_file: &Path) -> Self {
-        let port = free_port();
+    /// Writes a configuration under `dir` and starts knotd on `zone_file` on `port`, with
+    /// NOTIFY to 127.0.0.1:`notify`; waits until it answers the SOA.
+    fn start(dir: &Path, zone_file: &Path, port: u16, notify: u16) -> Self {
         let d = dir.display();
         for sub in ["run", "db"] {
             std::fs::create_dir_all(dir.join(sub)).expect("knot dirs");
         }
         // A primary of the file: 127.0.0.1 may transfer; a changed file (with a higher serial)
         // is loaded as the difference from what Knot holds, and the change kept in the journal
-        // for IXFR.
+        // for IXFR; each new serial is told to the secondary of step 7 by NOTIFY.
         let conf = format!(
             "server:\n    rundir: \"{d}/run\"\n    listen: 127.0.0.1@{port}\n    background-workers: 1\n\
              control:\n    listen: \"{d}/run/knot.sock\"\n\
              database:\n    storage: \"{d}/db\"\n\
              log:\n  - target: stderr\n    any: warning\n\
+             remote:\n  - id: notified\n    address: 127.0.0.1@{notify}\n\
              acl:\n  - id: transfer\n    address: 127.0.0.1\n    action: transfer\n\
-             zone:\n  - domain: {ZONE}\n    file: \"{}\"\n    storage: \"{d}/db\"\n    acl: transfer\n\
+             zone:\n  - domain: {ZONE}\n    file: \"{}\"\n    storage: \"{d}/db\"\n    acl: transfer\n    notify: notified\n\
              \x20   zonefile-sync: -1\n    zonefile-load: difference\n    journal-content: changes\n\
              \x20   semantic-checks: off\n",
             zone_file.display()
@@ -315,12 +471,13 @@ fn program(name: &str) -> PathBuf {
     in_path.unwrap_or_else(|| Path::new("/usr/sbin").join(name))
 }
 
-/// A loopback port free for TCP and UDP just now.
-fn free_port() -> u16 {
+/// A loopback port free for TCP and UDP just now and not in `taken`, which it joins.
+fn free_port_not(taken: &mut Vec<u16>) -> u16 {
     for _ in 0..100 {
         let tcp = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = tcp.local_addr().expect("addr").port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        if !taken.contains(&port) && UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            taken.push(port);
             return port;
         }
     }
@@ -689,11 +846,16 @@ struct Secondaries {
     knot: Secondary,
 }
 
-/// Starts knotd under `dir` as a secondary of `primary` (default timeouts: it waits 5 s at most
-/// for each message of a transfer, `tcp-remote-io-timeout`) and waits up to `timeout` for it
-/// to answer the zone's SOA.
-fn secondary(dir: &Path, primary: SocketAddr, timeout: Duration) -> Secondary {
-    let port = free_port();
+/// Starts knotd under `dir` on `port` as a secondary of `primary` (default timeouts: it waits
+/// 5 s at most for each message of a transfer, `tcp-remote-io-timeout`; NOTIFY taken from
+/// 127.0.0.1) and waits up to `timeout` for it to answer the zone's SOA. Returns the secondary
+/// still running: the caller drops it when done.
+fn secondary(
+    dir: &Path,
+    primary: SocketAddr,
+    port: u16,
+    timeout: Duration,
+) -> (Secondary, ChildGuard) {
     let d = dir.display();
     std::fs::create_dir_all(dir.join("run")).expect("secondary dirs");
     let conf = format!(
@@ -701,7 +863,8 @@ fn secondary(dir: &Path, primary: SocketAddr, timeout: Duration) -> Secondary {
          database:\n    storage: \"{d}\"\n\
          log:\n  - target: stderr\n    any: info\n\
          remote:\n  - id: primary\n    address: {}@{}\n\
-         zone:\n  - domain: {ZONE}\n    master: primary\n    storage: \"{d}\"\n\
+         acl:\n  - id: from_primary\n    address: 127.0.0.1\n    action: notify\n\
+         zone:\n  - domain: {ZONE}\n    master: primary\n    acl: from_primary\n    storage: \"{d}\"\n\
          \x20   zonefile-sync: -1\n    journal-content: none\n    semantic-checks: off\n",
         primary.ip(),
         primary.port()
@@ -735,20 +898,20 @@ fn secondary(dir: &Path, primary: SocketAddr, timeout: Duration) -> Secondary {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    drop(child);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     // One line per attempt: `[zone] refresh, remote primary, address …, failed (…)`.
     let mut refreshes = text
         .lines()
         .filter(|l| l.contains("refresh, remote") && l.contains(", address "));
-    Secondary {
+    let s = Secondary {
         loaded,
         attempts: refreshes.clone().count(),
         failure: refreshes
             .rfind(|l| l.contains("failed"))
             .and_then(|l| l.split(", failed").nth(1))
             .map(|why| format!("failed{why}")),
-    }
+    };
+    (s, child)
 }
 
 /// Waits (a minute at most) until process `pid` takes less than 5 % of a core over half a
@@ -860,15 +1023,15 @@ fn udp_load(server: SocketAddr, queries: &[Vec<u8>], go_on: &dyn Fn(Duration) ->
 }
 
 /// The load alone for `duration`, then while another thread runs AXFRs back to back: for
-/// `duration` and at least until the first AXFR is over (ours builds the whole zone before it
-/// sends anything, so a short phase would see only the build), `rounds` times. The AXFR still
+/// `duration` and at least until the first AXFR is over, `rounds` times. The AXFR still
 /// running when the load ends is read to its end before the next phase, so that no phase
-/// alone shares the server with a transfer.
+/// alone shares the server with a transfer. `rate` names the transfer rate in the lines printed.
 fn load_rounds(
     server: SocketAddr,
     names: &[String],
     rounds: usize,
     duration: Duration,
+    rate: &str,
 ) -> LoadRounds {
     assert!(!names.is_empty(), "the zone has A records to ask");
     let queries: Vec<Vec<u8>> = names.iter().map(|n| a_query(n)).collect();
@@ -901,7 +1064,7 @@ fn load_rounds(
             load
         });
         println!(
-            "[round {round}] UDP alone {:.0} q/s for {:.1} s ({} lost); during AXFRs {:.0} q/s for {:.1} s \
+            "[round {round}, {rate}] UDP alone {:.0} q/s for {:.1} s ({} lost); during AXFRs {:.0} q/s for {:.1} s \
              ({} lost; {} AXFRs completed, {:.1} MiB of AXFR read)",
             alone.qps(),
             alone.secs,
@@ -922,9 +1085,11 @@ fn load_rounds(
 // 5. IXFR after one endpoint change
 
 struct Ixfr {
-    /// The file written → our server answers the new address.
+    /// The file written → our server answers the new address, and → an IXFR from the serial
+    /// before gets more than the SOA alone (the journal recorded the change).
     ours_visible: Duration,
-    /// IXFR from the serial before the change.
+    ours_journaled: Duration,
+    /// IXFR from the serial before the change: ours from its journal, Knot's from its.
     ours: Xfr,
     knot: Xfr,
     /// IXFR from the current serial.
@@ -933,14 +1098,14 @@ struct Ixfr {
     old_addr: String,
 }
 
-/// Waits until `server` answers [`CHANGED_NAME`] with [`NEW_ADDR`]; false when it did not
-/// within `timeout`.
-fn wait_new_addr(server: SocketAddr, timeout: Duration) -> bool {
+/// Waits until `server` answers [`CHANGED_NAME`] with `addr`; false when it did not within
+/// `timeout`.
+fn wait_addr(server: SocketAddr, addr: Ipv4Addr, timeout: Duration) -> bool {
     let name = Name::from_ascii(CHANGED_NAME).expect("name");
     let mut dns = Dns::new(server);
     let started = Instant::now();
     while started.elapsed() < timeout {
-        if dns.a(&name).is_some_and(|a| a.contains(&NEW_ADDR)) {
+        if dns.a(&name).is_some_and(|a| a.contains(&addr)) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -959,17 +1124,10 @@ fn file_serial(path: &Path) -> u32 {
         .expect("a SOA in the zone file")
 }
 
-/// `timeout` bounds each server's wait for the change.
-fn one_change(
-    ours: &Ours,
-    knot: &Knot,
-    (zones, zone_file): (&Path, &Path),
-    timeout: Duration,
-) -> Ixfr {
-    let ours_before = udp_soa(ours.dns).expect("our SOA");
-    let knot_before = udp_soa(knot.dns).expect("Knot's SOA");
-
-    // The first endpoint of the file's first slice (service 2's) gets the new address.
+/// Gives the changed endpoint (the first of [`CHANGED_FILE`]) the address `to`: the file
+/// written aside (hidden names are not read by the file source), then renamed in. Returns the
+/// address it had and the instant of the rename.
+fn change_endpoint(zones: &Path, to: Ipv4Addr) -> (String, Instant) {
     let path = zones.join(CHANGED_FILE);
     let text = std::fs::read_to_string(&path).expect("the changed file");
     let old_addr = text
@@ -980,16 +1138,29 @@ fn one_change(
         .to_owned();
     let changed = text.replacen(
         &format!("- addresses: [{old_addr}]"),
-        &format!("- addresses: [{NEW_ADDR}]"),
+        &format!("- addresses: [{to}]"),
         1,
     );
-    // Hidden names are not read by the file source: written aside, renamed in.
     let aside = path.with_file_name(".changed.yaml.tmp");
     std::fs::write(&aside, changed).expect("write the change");
     let t = Instant::now();
     std::fs::rename(&aside, &path).expect("rename the change in");
+    (old_addr, t)
+}
+
+/// `timeout` bounds each server's wait for the change.
+fn one_change(
+    ours: &Ours,
+    knot: &Knot,
+    (zones, zone_file): (&Path, &Path),
+    timeout: Duration,
+) -> Ixfr {
+    let ours_before = udp_soa(ours.dns).expect("our SOA");
+    let knot_before = udp_soa(knot.dns).expect("Knot's SOA");
+
+    let (old_addr, t) = change_endpoint(zones, NEW_ADDR);
     assert!(
-        wait_new_addr(ours.dns, timeout),
+        wait_addr(ours.dns, NEW_ADDR, timeout),
         "clusterset-dns did not answer {NEW_ADDR} for {CHANGED_NAME} within {timeout:?}"
     );
     let ours_visible = t.elapsed();
@@ -998,12 +1169,22 @@ fn one_change(
         "one endpoint change ({old_addr} → {NEW_ADDR}) answered by us after {:.3} s; serial {ours_before} → {ours_after}",
         ours_visible.as_secs_f64()
     );
-    let ours_ixfr = transfer_once(
-        ours.dns,
-        &ixfr_query(ours_before),
-        Some(ours_before),
-        "clusterset-dns (IXFR)",
-    );
+    // The journal records a new version after the query path answers it; an IXFR meanwhile is
+    // told it is current (the SOA alone, of its serial). Asked again until it is not.
+    let mut ours_ixfr = Xfr::default();
+    for _ in 0..timeout.as_millis() / 10 + 1 {
+        ours_ixfr = transfer_once(
+            ours.dns,
+            &ixfr_query(ours_before),
+            Some(ours_before),
+            "clusterset-dns (IXFR)",
+        );
+        if ours_ixfr.records > 1 || ours_ixfr.serial != ours_before || t.elapsed() > timeout {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let ours_journaled = t.elapsed();
     let ours_current = transfer_once(
         ours.dns,
         &ixfr_query(ours_ixfr.serial),
@@ -1023,7 +1204,7 @@ fn one_change(
     }
     knot.reload();
     assert!(
-        wait_new_addr(knot.dns, timeout),
+        wait_addr(knot.dns, NEW_ADDR, timeout),
         "knotd did not answer {NEW_ADDR} for {CHANGED_NAME} within {timeout:?}: {}",
         knot.log_text()
     );
@@ -1039,14 +1220,287 @@ fn one_change(
         Some(knot_ixfr.serial),
         "knotd (IXFR, current)",
     );
+    println!(
+        "IXFR after the change: ours {} B, {} records ({}); Knot's {} B, {} records ({})",
+        ours_ixfr.bytes,
+        ours_ixfr.records,
+        if ours_ixfr.incremental {
+            "incremental"
+        } else {
+            "whole zone"
+        },
+        knot_ixfr.bytes,
+        knot_ixfr.records,
+        if knot_ixfr.incremental {
+            "incremental"
+        } else {
+            "whole zone"
+        },
+    );
     Ixfr {
         ours_visible,
+        ours_journaled,
         ours: ours_ixfr,
         knot: knot_ixfr,
         ours_current,
         knot_current,
         old_addr,
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Change → a notified secondary answers it
+
+/// A series of changes, each timed from its rename to the primary and to its notified
+/// secondary answering it.
+#[derive(Debug, Default)]
+struct Series {
+    /// How many changes were asked for, and how many were made.
+    asked: usize,
+    made: usize,
+    /// The secondary's start → its first load of the zone.
+    loaded: Option<Duration>,
+    /// The rename → the primary answers the new address, and the secondary does (a change
+    /// either missed within its wait is left out, and counted in `missed`).
+    primary: Vec<Duration>,
+    secondary: Vec<Duration>,
+    missed: usize,
+    /// The transfers the primary served in the series (ours only, from `/metrics`):
+    /// incremental IXFRs, and whole zones (AXFR, or IXFR answered with the zone).
+    incremental: Option<u64>,
+    full: Option<u64>,
+    /// Why the series stopped short or was skipped.
+    note: Option<String>,
+}
+
+#[derive(Debug)]
+struct Notified {
+    ours: Series,
+    knot: Series,
+}
+
+/// From `t0`, polls `primary` and `secondary` until each answers [`CHANGED_NAME`] with `addr`,
+/// `timeout` at most: the time each took.
+fn wait_both(
+    (primary, secondary): (SocketAddr, SocketAddr),
+    addr: Ipv4Addr,
+    t0: Instant,
+    timeout: Duration,
+) -> (Option<Duration>, Option<Duration>) {
+    let name = Name::from_ascii(CHANGED_NAME).expect("name");
+    let (mut p, mut s) = (Dns::new(primary), Dns::new(secondary));
+    let (mut at_p, mut at_s) = (None, None);
+    while (at_p.is_none() || at_s.is_none()) && t0.elapsed() < timeout {
+        if at_p.is_none() && p.a(&name).is_some_and(|a| a.contains(&addr)) {
+            at_p = Some(t0.elapsed());
+        }
+        if at_s.is_none() && s.a(&name).is_some_and(|a| a.contains(&addr)) {
+            at_s = Some(t0.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    (at_p, at_s)
+}
+
+/// The address change `i` of a series gives: [`ALT_ADDR`], [`NEW_ADDR`], … (step 5 left
+/// [`NEW_ADDR`]).
+fn series_addr(i: usize) -> Ipv4Addr {
+    if i % 2 == 0 { ALT_ADDR } else { NEW_ADDR }
+}
+
+/// Records one change's times in `series`; prints them.
+fn note_change(
+    series: &mut Series,
+    who: &str,
+    i: usize,
+    (p, s): (Option<Duration>, Option<Duration>),
+) {
+    series.made += 1;
+    let text = |d: Option<Duration>| d.map_or_else(|| "never".into(), ms);
+    println!(
+        "[{who} change {}] → {}: primary answers after {}, its secondary after {}",
+        i + 1,
+        series_addr(i),
+        text(p),
+        text(s)
+    );
+    match (p, s) {
+        (Some(p), Some(s)) => {
+            series.primary.push(p);
+            series.secondary.push(s);
+        }
+        _ => series.missed += 1,
+    }
+}
+
+/// A Knot secondary kept running, the NOTIFY target of its primary.
+struct Follower {
+    _child: ChildGuard,
+    dns: SocketAddr,
+    loaded: Secondary,
+    log: PathBuf,
+}
+
+impl Follower {
+    /// Starts the secondary of `primary` under `dir` on `port` and waits (at most `timeout`)
+    /// for it to load the zone.
+    fn start(dir: &Path, primary: SocketAddr, port: u16, timeout: Duration) -> Self {
+        let (loaded, child) = secondary(dir, primary, port, timeout);
+        println!(
+            "the notified Knot secondary of {primary}: {}",
+            loaded.text(&format!("{timeout:?}"))
+        );
+        Follower {
+            _child: child,
+            dns: SocketAddr::from(([127, 0, 0, 1], port)),
+            loaded,
+            log: dir.join("knot.log"),
+        }
+    }
+
+    /// Its log's lines that say something failed or was retried (at most 10).
+    fn troubles(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                (l.contains("fail") || l.contains("error") || l.contains("retry"))
+                    && !l.contains("(not exists)")
+            })
+            .take(10)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Whether it loaded; then whether it answers the address step 5 left (at most `timeout`).
+    fn ready(&self, series: &mut Series, timeout: Duration) -> bool {
+        series.loaded = self.loaded.loaded;
+        if self.loaded.loaded.is_none() {
+            series.note = Some(format!("the secondary did not load: {:?}", self.loaded));
+            return false;
+        }
+        if !wait_addr(self.dns, NEW_ADDR, timeout) {
+            series.note = Some("the secondary never answered the address of step 5".into());
+            return false;
+        }
+        true
+    }
+}
+
+/// Makes `n` changes of the endpoint of step 5, one after the other, each waited for (at most
+/// `timeout`) on our server and on its notified secondary `follower`.
+fn our_changes(
+    ours: &Ours,
+    zones: &Path,
+    follower: &Follower,
+    (n, timeout): (usize, Duration),
+) -> Series {
+    let mut series = Series {
+        asked: n,
+        ..Series::default()
+    };
+    if !follower.ready(&mut series, timeout) {
+        return series;
+    }
+    let counted = |outcome: &str, kind: &str| {
+        ours.metric(
+            "clusterset_dns_zone_transfers_total",
+            &[
+                &format!("kind=\"{kind}\""),
+                &format!("outcome=\"{outcome}\""),
+            ],
+        )
+    };
+    let whole = || Some(counted("full", "axfr")? + counted("full", "ixfr")?);
+    let (incremental, full) = (counted("incremental", "ixfr"), whole());
+    for i in 0..n {
+        let addr = series_addr(i);
+        let (_, t0) = change_endpoint(zones, addr);
+        let times = wait_both((ours.dns, follower.dns), addr, t0, timeout);
+        note_change(&mut series, "ours", i, times);
+    }
+    series.incremental =
+        Some(counted("incremental", "ixfr").unwrap_or(0) - incremental.unwrap_or(0));
+    series.full = Some(whole().unwrap_or(0) - full.unwrap_or(0));
+    for l in follower.troubles() {
+        println!("  the notified secondary of ours logged: {l}");
+    }
+    series
+}
+
+/// Gives [`CHANGED_NAME`]'s A record in Knot's zone file the address `to` and the SOA the next
+/// serial, written aside and renamed in; returns the instant of the rename.
+fn change_zone_file(zone_file: &Path, to: Ipv4Addr) -> Instant {
+    let text = std::fs::read_to_string(zone_file).expect("Knot's zone file");
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut soa, mut a) = (false, false);
+    for line in text.split_inclusive('\n') {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if !soa && f.get(3) == Some(&"SOA") && f.len() >= 7 {
+            let serial: u32 = f[6].parse().expect("the SOA serial");
+            let mut g: Vec<String> = f.iter().map(|s| (*s).to_owned()).collect();
+            g[6] = serial.wrapping_add(1).to_string();
+            out.push_str(&g.join(" "));
+            out.push('\n');
+            soa = true;
+        } else if !a && f.first() == Some(&CHANGED_NAME) && f.get(3) == Some(&"A") {
+            out.push_str(&format!("{} {} {} A {to}\n", f[0], f[1], f[2]));
+            a = true;
+        } else {
+            out.push_str(line);
+        }
+    }
+    assert!(
+        soa && a,
+        "Knot's zone file has its SOA and the A record of {CHANGED_NAME}"
+    );
+    let aside = zone_file.with_extension("new");
+    std::fs::write(&aside, out).expect("write the zone file aside");
+    let t = Instant::now();
+    std::fs::rename(&aside, zone_file).expect("rename the zone file in");
+    t
+}
+
+/// The same series with Knot as the primary and `follower` its notified secondary: at most
+/// `n` changes of its zone file, each followed by `knotc zone-reload`, while the series has
+/// taken less than `budget`.
+fn knot_series(
+    knot: &Knot,
+    zone_file: &Path,
+    follower: Option<&Follower>,
+    (n, timeout): (usize, Duration),
+    budget: Duration,
+) -> Series {
+    let mut series = Series {
+        asked: n,
+        ..Series::default()
+    };
+    let Some(follower) = follower else {
+        series.note = Some("skipped (TRANSFER_KNOT_CHANGES=0)".into());
+        return series;
+    };
+    if !follower.ready(&mut series, timeout) {
+        return series;
+    }
+    let started = Instant::now();
+    for i in 0..n {
+        if started.elapsed() > budget {
+            series.note = Some(format!(
+                "stopped after {} changes: the series took more than {budget:?}",
+                series.made
+            ));
+            break;
+        }
+        let addr = series_addr(i);
+        let t0 = change_zone_file(zone_file, addr);
+        knot.reload();
+        let times = wait_both((knot.dns, follower.dns), addr, t0, timeout);
+        note_change(&mut series, "Knot", i, times);
+    }
+    for l in follower.troubles() {
+        println!("  the notified secondary of Knot logged: {l}");
+    }
+    series
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1128,24 +1582,80 @@ fn summary(runs: &[AxfrRun]) -> AxfrSummary {
 
 /// Everything measured.
 struct Figures {
+    /// Both unlimited.
     axfr: AxfrRounds,
+    /// Ours at the default rate, once.
+    axfr_default: AxfrRun,
+    reload: Reload,
     secondaries: Secondaries,
-    load: LoadRounds,
+    load_unlimited: LoadRounds,
+    load_default: LoadRounds,
     ixfr: Ixfr,
+    notified: Notified,
+}
+
+/// Nearest-rank quantile `p` of `samples`, in seconds; 0 when there is none.
+fn quantile_s(samples: &[Duration], p: f64) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1].as_secs_f64()
+}
+
+/// `p50 / p99 / max` in milliseconds (nearest rank).
+fn p50_p99_max_ms(samples: &[Duration]) -> String {
+    if samples.is_empty() {
+        return "–".into();
+    }
+    format!(
+        "{:.0} / {:.0} / {:.0} ms",
+        1e3 * quantile_s(samples, 0.5),
+        1e3 * quantile_s(samples, 0.99),
+        1e3 * quantile_s(samples, 1.0)
+    )
+}
+
+impl Series {
+    /// How many changes the figures hold, out of how many asked; and why it stopped short.
+    fn made_text(&self) -> String {
+        let mut t = format!("{} of {} changes", self.primary.len(), self.asked);
+        if self.missed > 0 {
+            t.push_str(&format!(", {} not answered in time", self.missed));
+        }
+        if let Some(note) = &self.note {
+            t.push_str(&format!("; {note}"));
+        }
+        t
+    }
 }
 
 /// Prints the table and the `RESULT` line, then checks what every run must hold.
 fn report(f: &Facts, figures: &Figures, file_records: u64) {
     let Figures {
         axfr,
+        axfr_default,
+        reload,
         secondaries,
-        load,
+        load_unlimited,
+        load_default,
         ixfr,
+        notified,
     } = figures;
     let (o, k) = (summary(&axfr.ours), summary(&axfr.knot));
-    let qps_alone = median(load.alone.iter().map(Load::qps).collect());
-    let qps_during = median(load.during.iter().map(Load::qps).collect());
-    let axfrs_during: u64 = load.during.iter().map(|l| l.axfrs).sum();
+    let alone: Vec<f64> = load_unlimited
+        .alone
+        .iter()
+        .chain(&load_default.alone)
+        .map(Load::qps)
+        .collect();
+    let qps_alone = median(alone);
+    let qps_unlimited = median(load_unlimited.during.iter().map(Load::qps).collect());
+    let qps_default = median(load_default.during.iter().map(Load::qps).collect());
+    let axfrs_unlimited: u64 = load_unlimited.during.iter().map(|l| l.axfrs).sum();
+    let axfrs_default: u64 = load_default.during.iter().map(|l| l.axfrs).sum();
     let rate = |x: &Xfr| x.records as f64 / x.took.as_secs_f64().max(1e-9);
     let xfr_size = |x: &Xfr| {
         format!(
@@ -1165,6 +1675,13 @@ fn report(f: &Facts, figures: &Figures, file_records: u64) {
             mib(s.after)
         )
     };
+    let incremental = |x: &Xfr| {
+        if x.incremental {
+            "incremental, from its journal"
+        } else {
+            "whole zone"
+        }
+    };
     println!();
     println!(
         "{} endpoints ({} services, 4 clusters); zone file of {} records; Knot DNS {}; {} CPUs; \
@@ -1181,12 +1698,12 @@ fn report(f: &Facts, figures: &Figures, file_records: u64) {
     println!("|---|---|---|");
     let row = |what: &str, ours: String, knot: String| println!("| {what} | {ours} | {knot} |");
     row(
-        "AXFR, query → last message",
+        "AXFR (both unlimited), query → last message",
         format!("{:.3} s", o.took),
         format!("{:.3} s", k.took),
     );
     row(
-        "AXFR, query → first message",
+        "AXFR (both unlimited), query → first message",
         format!("{:.3} s", o.first),
         format!("{:.3} s", k.first),
     );
@@ -1195,12 +1712,6 @@ fn report(f: &Facts, figures: &Figures, file_records: u64) {
         "AXFR records per second",
         format!("{:.0}", rate(&o.last)),
         format!("{:.0}", rate(&k.last)),
-    );
-    let waited = format!("{} s", f.secondary_secs);
-    row(
-        "a Knot secondary (default timeouts) of each, start → zone loaded",
-        secondaries.ours.text(&waited),
-        secondaries.knot.text(&waited),
     );
     row(
         &if o.peak_reset && k.peak_reset {
@@ -1215,17 +1726,53 @@ fn report(f: &Facts, figures: &Figures, file_records: u64) {
         memory(&k),
     );
     row(
-        "IXFR after one endpoint change",
-        format!("{} (whole zone: no journal yet)", xfr_size(&ixfr.ours)),
-        format!(
-            "{} ({})",
-            small(&ixfr.knot),
-            if ixfr.knot.incremental {
-                "incremental, from its journal"
-            } else {
-                "whole zone"
-            }
+        &format!(
+            "AXFR at our default {DEFAULT_RATE_MB} MiB/s (config file reloaded in {:.2} s): last message, first message, size, RSS → peak",
+            reload.took.as_secs_f64()
         ),
+        format!(
+            "{:.3} s, {:.3} s, {:.1} MiB, {:.0} → {:.0} MiB",
+            axfr_default.x.took.as_secs_f64(),
+            axfr_default.x.first.as_secs_f64(),
+            mib(axfr_default.x.bytes),
+            mib(axfr_default.rss_before),
+            mib(axfr_default.peak)
+        ),
+        "–".into(),
+    );
+    let waited = format!("{} s", f.secondary_secs);
+    row(
+        "a Knot secondary (default timeouts) of each, start → zone loaded (ours at the default rate)",
+        secondaries.ours.text(&waited),
+        secondaries.knot.text(&waited),
+    );
+    row(
+        &format!("UDP queries/s, {} s, no AXFR", f.load_secs),
+        format!("{qps_alone:.0}"),
+        "–".into(),
+    );
+    let during = |l: &LoadRounds, qps: f64, n: u64| {
+        format!(
+            "{qps:.0} ({:.0} % of alone; {n} AXFRs completed in {} phases of {:.1} s)",
+            100.0 * qps / qps_alone.max(1e-9),
+            l.during.len(),
+            median(l.during.iter().map(|l| l.secs).collect()),
+        )
+    };
+    row(
+        "UDP queries/s, AXFRs back to back, unlimited",
+        during(load_unlimited, qps_unlimited, axfrs_unlimited),
+        "–".into(),
+    );
+    row(
+        &format!("UDP queries/s, AXFRs back to back, at the default {DEFAULT_RATE_MB} MiB/s"),
+        during(load_default, qps_default, axfrs_default),
+        "–".into(),
+    );
+    row(
+        "IXFR after one endpoint change",
+        format!("{} ({})", small(&ixfr.ours), incremental(&ixfr.ours)),
+        format!("{} ({})", small(&ixfr.knot), incremental(&ixfr.knot)),
     );
     row(
         "IXFR from the current serial",
@@ -1233,50 +1780,77 @@ fn report(f: &Facts, figures: &Figures, file_records: u64) {
         small(&ixfr.knot_current),
     );
     row(
+        "endpoint changed in a file → new address answered; → IXFR has it (journal recorded)",
+        format!(
+            "{:.3} s; {:.3} s",
+            ixfr.ours_visible.as_secs_f64(),
+            ixfr.ours_journaled.as_secs_f64()
+        ),
+        "– (reloaded by knotc)".into(),
+    );
+    let (no, nk) = (&notified.ours, &notified.knot);
+    row(
+        "a notified Knot secondary, start → zone loaded (ours unlimited)",
+        no.loaded.map_or_else(
+            || "not loaded".into(),
+            |t| format!("{:.2} s", t.as_secs_f64()),
+        ),
+        nk.loaded.map_or_else(
+            || "not loaded".into(),
+            |t| format!("{:.2} s", t.as_secs_f64()),
+        ),
+    );
+    row(
+        "change written → primary answers it, p50 / p99 / max",
+        format!("{} ({})", p50_p99_max_ms(&no.primary), no.made_text()),
+        format!(
+            "{} ({}; file edited, knotc zone-reload)",
+            p50_p99_max_ms(&nk.primary),
+            nk.made_text()
+        ),
+    );
+    row(
+        "change written → its Knot secondary answers it (NOTIFY, IXFR), p50 / p99 / max",
+        format!(
+            "{} ({} incremental transfers, {} whole zones)",
+            p50_p99_max_ms(&no.secondary),
+            no.incremental.map_or("?".into(), |n| n.to_string()),
+            no.full.map_or("?".into(), |n| n.to_string()),
+        ),
+        p50_p99_max_ms(&nk.secondary),
+    );
+    row(
         &format!("server RSS {} s after the last transfer", f.settle_secs),
         format!("{:.0} MiB", mib(f.settled)),
         "–".into(),
     );
-    row(
-        "endpoint changed in a file → new address answered",
-        format!("{:.3} s", ixfr.ours_visible.as_secs_f64()),
-        "– (reloaded by knotc)".into(),
-    );
-    row(
-        &format!("UDP queries/s, {} s, no AXFR", f.load_secs),
-        format!("{qps_alone:.0}"),
-        "–".into(),
-    );
-    row(
-        &format!(
-            "UDP queries/s, AXFRs back to back ({:.1} s: {} s and the first AXFR over)",
-            median(load.during.iter().map(|l| l.secs).collect()),
-            f.load_secs
-        ),
-        format!(
-            "{qps_during:.0} ({:.0} % of alone; {axfrs_during} AXFRs completed in {} phases)",
-            100.0 * qps_during / qps_alone.max(1e-9),
-            f.rounds
-        ),
-        "–".into(),
-    );
     println!();
     println!(
-        "The IXFR row: we answer every IXFR from an older serial with the whole zone (RFC 1995 §4), \
-         so it is the baseline for a journal to come; Knot's is what a journal of the one change sends \
-         (the changed endpoint was {} → {NEW_ADDR}).",
-        ixfr.old_addr
+        "The IXFR row: both answer from a journal, with the one change ({} → {NEW_ADDR}); the change \
+         series alternate {ALT_ADDR} and {NEW_ADDR}; p99 is the nearest rank (of {} changes, the {}th).",
+        ixfr.old_addr,
+        notified.ours.primary.len(),
+        ((0.99 * notified.ours.primary.len() as f64).ceil() as usize).max(1)
     );
+    let s3 = |d: &[Duration], p: f64| format!("{:.3}", quantile_s(d, p));
     println!(
         "RESULT transfer endpoints={} file_records={} rounds={} ours_axfr_s={:.3} knot_axfr_s={:.3} \
          ours_axfr_first_s={:.3} knot_axfr_first_s={:.3} ours_axfr_bytes={} knot_axfr_bytes={} \
          ours_axfr_messages={} knot_axfr_messages={} ours_axfr_records={} knot_axfr_records={} \
          ours_rss_loaded_bytes={} ours_rss_first_peak_bytes={} ours_rss_peak_bytes={} ours_rss_after_bytes={} \
-         knot_rss_loaded_bytes={} knot_rss_peak_bytes={} ours_ixfr_bytes={} ours_ixfr_records={} knot_ixfr_bytes={} knot_ixfr_records={} \
-         ours_ixfr_current_bytes={} knot_ixfr_current_bytes={} change_visible_s={:.3} \
+         knot_rss_loaded_bytes={} knot_rss_peak_bytes={} \
+         ours_axfr_default_s={:.3} ours_axfr_default_first_s={:.3} ours_axfr_default_peak_bytes={} config_reload_s={:.3} \
+         ours_ixfr_bytes={} ours_ixfr_records={} ours_ixfr_incremental={} knot_ixfr_bytes={} knot_ixfr_records={} \
+         ours_ixfr_current_bytes={} knot_ixfr_current_bytes={} change_visible_s={:.3} change_journaled_s={:.3} \
          ours_rss_settled_bytes={} settle_s={} \
-         udp_qps_alone={qps_alone:.0} udp_qps_axfr={qps_during:.0} axfrs_during_load={axfrs_during} \
-         ours_secondary_loaded_s={} knot_secondary_loaded_s={}",
+         udp_qps_alone={qps_alone:.0} udp_qps_axfr_unlimited={qps_unlimited:.0} udp_qps_axfr_default={qps_default:.0} \
+         axfrs_during_load_unlimited={axfrs_unlimited} axfrs_during_load_default={axfrs_default} \
+         ours_secondary_loaded_s={} knot_secondary_loaded_s={} \
+         changes={} ours_change_p50_s={} ours_change_p99_s={} ours_change_max_s={} \
+         ours_secondary_change_p50_s={} ours_secondary_change_p99_s={} ours_secondary_change_max_s={} \
+         ours_secondary_incremental={} ours_secondary_full={} \
+         knot_changes={} knot_change_p50_s={} knot_change_p99_s={} knot_change_max_s={} \
+         knot_secondary_change_p50_s={} knot_secondary_change_p99_s={} knot_secondary_change_max_s={}",
         f.endpoints,
         f.file_records,
         f.rounds,
@@ -1296,17 +1870,39 @@ fn report(f: &Facts, figures: &Figures, file_records: u64) {
         o.after,
         k.loaded,
         k.peak,
+        axfr_default.x.took.as_secs_f64(),
+        axfr_default.x.first.as_secs_f64(),
+        axfr_default.peak,
+        reload.took.as_secs_f64(),
         ixfr.ours.bytes,
         ixfr.ours.records,
+        ixfr.ours.incremental,
         ixfr.knot.bytes,
         ixfr.knot.records,
         ixfr.ours_current.bytes,
         ixfr.knot_current.bytes,
         ixfr.ours_visible.as_secs_f64(),
+        ixfr.ours_journaled.as_secs_f64(),
         f.settled,
         f.settle_secs,
         loaded_s(&secondaries.ours),
         loaded_s(&secondaries.knot),
+        no.primary.len(),
+        s3(&no.primary, 0.5),
+        s3(&no.primary, 0.99),
+        s3(&no.primary, 1.0),
+        s3(&no.secondary, 0.5),
+        s3(&no.secondary, 0.99),
+        s3(&no.secondary, 1.0),
+        no.incremental.unwrap_or(0),
+        no.full.unwrap_or(0),
+        nk.primary.len(),
+        s3(&nk.primary, 0.5),
+        s3(&nk.primary, 0.99),
+        s3(&nk.primary, 1.0),
+        s3(&nk.secondary, 0.5),
+        s3(&nk.secondary, 0.99),
+        s3(&nk.secondary, 1.0),
     );
     check(figures, file_records, f.smoke);
 }
@@ -1317,38 +1913,70 @@ fn loaded_s(s: &Secondary) -> String {
         .map_or_else(|| "none".into(), |t| format!("{:.3}", t.as_secs_f64()))
 }
 
-/// What every run must hold; in the smoke run, also that both secondaries loaded the small
-/// zone (at 1M endpoints ours may not: that is a figure, not a failure of the bench).
+/// What every run must hold; in the smoke run, also that both secondaries of step 4 loaded the
+/// small zone and that every change of step 7 reached both secondaries.
 fn check(figures: &Figures, file_records: u64, smoke: bool) {
     let Figures {
         axfr,
+        axfr_default,
         secondaries,
-        load,
+        load_unlimited,
+        load_default,
         ixfr,
+        notified,
+        ..
     } = figures;
     if smoke {
         assert!(
             secondaries.ours.loaded.is_some() && secondaries.knot.loaded.is_some(),
             "both secondaries load the zone: {secondaries:?}"
         );
+        for s in [&notified.ours, &notified.knot] {
+            assert!(
+                s.primary.len() == s.asked && s.missed == 0,
+                "every change reaches the primary and its secondary: {s:?}"
+            );
+        }
     }
-    for r in axfr.ours.iter().chain(&axfr.knot) {
+    for x in axfr
+        .ours
+        .iter()
+        .chain(&axfr.knot)
+        .chain([axfr_default])
+        .map(|r| r.x)
+    {
         // The file's records, the SOA once more at the end; our server may add the NS glue of
         // its own address, which `dump` without `--ns-addr` lacks.
         assert!(
-            r.x.records > file_records && r.x.records <= file_records + 3,
+            x.records > file_records && x.records <= file_records + 3,
             "an AXFR of {} records from a zone file of {file_records}",
-            r.x.records
+            x.records
         );
     }
     assert!(
-        load.alone
+        load_unlimited
+            .alone
             .iter()
-            .chain(&load.during)
+            .chain(&load_unlimited.during)
+            .chain(&load_default.alone)
+            .chain(&load_default.during)
             .all(|l| l.answered > 0),
         "every load phase had answers"
     );
-    assert!(!ixfr.ours.incremental && ixfr.ours.records == axfr.ours[0].x.records);
+    // Ours comes from the journal: the one difference, whatever the zone's size.
+    assert!(
+        ixfr.ours.incremental && ixfr.ours.bytes < IXFR_MAX_BYTES,
+        "our IXFR after one change is incremental and under {IXFR_MAX_BYTES} octets: {:?}",
+        ixfr.ours
+    );
     assert!(ixfr.ours.serial > 0 && ixfr.ours_current.records == 1);
     assert!(ixfr.knot_current.records == 1);
+    // The secondary followed our changes by IXFR from the journal.
+    if !notified.ours.secondary.is_empty() {
+        assert!(
+            notified.ours.incremental.unwrap_or(0) > 0,
+            "the notified secondary fetched our changes by incremental IXFR: {:?}",
+            notified.ours
+        );
+    }
 }
