@@ -1305,7 +1305,11 @@ fn wait_both(
 /// The address change `i` of a series gives: [`ALT_ADDR`], [`NEW_ADDR`], … (step 5 left
 /// [`NEW_ADDR`]).
 fn series_addr(i: usize) -> Ipv4Addr {
-    if i % 2 == 0 { ALT_ADDR } else { NEW_ADDR }
+    if i.is_multiple_of(2) {
+        ALT_ADDR
+    } else {
+        NEW_ADDR
+    }
 }
 
 /// Records one change's times in `series`; prints them.

@@ -2,21 +2,26 @@
 //! zone is announced to every target, so secondaries fetch it at once
 //! instead of at their next refresh.
 //!
-//! Per target, one NOTIFY is in flight at a time; serials that change
-//! while one is out are coalesced into the newest; a NOTIFY without an
-//! answer is sent again after 1, 2, 4 and 8 s and then given up (the next
-//! serial tries again; a secondary still refreshes on its SOA timers).
-//! The message and the check of its answer are pure ([`message`],
-//! [`acknowledges`]); [`run`] is the thin task around a UDP socket. We
+//! Per target, one NOTIFY is in flight at a time, from a task of its own
+//! (a secondary that is down delays no other); a newer serial replaces
+//! the one being announced at once (coalesced); a NOTIFY without an
+//! answer is sent again after 1, 2, 4, 8 and 16 s and then given up (the
+//! next serial tries again; a secondary still refreshes on its SOA
+//! timers). The message and the check of its answer are pure
+//! ([`message`], [`acknowledges`]); [`run`] and its per-target tasks are
+//! the thin layer around UDP sockets. We
 //! never act on a NOTIFY sent to us: we are the primary (the query path
 //! answers one NOTIMP).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::net::UdpSocket;
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -103,7 +108,9 @@ pub(crate) fn acknowledges(reply: &[u8], id: u16) -> bool {
 
 /// Announces each new serial to the targets the snapshot's settings
 /// name, until `shutdown`: the serial the `journal` has recorded, so a
-/// secondary that asks for the differences at once finds them.
+/// secondary that asks for the differences at once finds them. Each
+/// target has a task of its own, started and stopped as reloads change
+/// the targets, so a secondary that does not answer never delays another.
 pub(crate) async fn run(
     (snapshot, journal): (Arc<ArcSwap<Snapshot>>, Arc<Journal>),
     stats: Arc<DnsStats>,
@@ -113,47 +120,43 @@ pub(crate) async fn run(
         0 => snap.serial,
         s => s,
     };
-    let mut told = recorded(&snapshot.load());
-    let mut id: u16 = (told & 0xFFFF) as u16;
+    let (serials, _) = watch::channel(recorded(&snapshot.load()));
+    let mut targets: HashMap<SocketAddr, AbortHandle> = HashMap::new();
+    let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
             () = tokio::time::sleep(POLL) => {}
             () = shutdown.cancelled() => return,
         }
         let snap = snapshot.load_full();
-        let serial = recorded(&snap);
-        if serial == told || snap.settings.notify.is_empty() {
-            told = serial;
-            continue;
-        }
-        told = serial;
-        let zone = snap.settings.zone.text();
-        let soa = zone_soa(&snap).map(|(ttl, soa)| (ttl, Soa { serial, ..soa }));
-        let mut sends = tokio::task::JoinSet::new();
-        for &target in &snap.settings.notify {
-            id = id.wrapping_add(1);
-            let mut msg = message(zone, id, soa.as_ref().map(|(ttl, s)| (*ttl, s)));
-            // Signed with the first transfer key, where there is one:
-            // a secondary that checks TSIG on transfers does on NOTIFY.
-            if let Some(key) = snap.settings.transfer_keys.first() {
-                super::tsig::sign_request(&mut msg, key, super::handler::unix_now());
+        serials.send_if_modified(|s| std::mem::replace(s, recorded(&snap)) != *s);
+        let wanted = &snap.settings.notify;
+        targets.retain(|t, task| {
+            let keep = wanted.contains(t);
+            if !keep {
+                task.abort();
             }
-            let stats = stats.clone();
-            sends.spawn(async move {
-                let ok = notify(target, &msg, id).await;
-                stats.notify(ok);
+            keep
+        });
+        for &target in wanted {
+            targets.entry(target).or_insert_with(|| {
+                let told = (serials.subscribe(), snapshot.clone(), stats.clone());
+                tasks.spawn(announce(target, told))
             });
         }
-        tokio::select! {
-            () = async { while sends.join_next().await.is_some() {} } => {}
-            () = shutdown.cancelled() => return,
-        }
+        // Reap the tasks that ended (aborted ones).
+        while tasks.try_join_next().is_some() {}
     }
 }
 
-/// Sends NOTIFY `msg` (of id `id`) to `target` until it is acknowledged,
-/// at most [`TRIES`] times; says whether it was.
-async fn notify(target: SocketAddr, msg: &[u8], id: u16) -> bool {
+/// Announces to `target` each serial `serials` moves to after it starts:
+/// one NOTIFY in flight, sent again after 1, 2, 4, 8 and 16 s until
+/// acknowledged, and given up for a newer serial at once (coalesced) or
+/// after the last try (counted either way but the first).
+async fn announce(
+    target: SocketAddr,
+    (mut serials, snapshot, stats): (watch::Receiver<u32>, Arc<ArcSwap<Snapshot>>, Arc<DnsStats>),
+) {
     let local: SocketAddr = if target.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
     } else {
@@ -162,27 +165,89 @@ async fn notify(target: SocketAddr, msg: &[u8], id: u16) -> bool {
     let socket = match UdpSocket::bind(local).await {
         Ok(s) => s,
         Err(e) => {
-            warn!(%target, error = %e, "NOTIFY: no socket");
-            return false;
+            warn!(%target, error = %e, "NOTIFY: no socket; the secondary refreshes on its own timers");
+            return;
         }
     };
+    serials.borrow_and_update();
+    let mut id = target.port() ^ 0x5a5a;
+    let mut pending = false;
+    loop {
+        if !pending && serials.changed().await.is_err() {
+            return;
+        }
+        let serial = *serials.borrow_and_update();
+        id = id.wrapping_add(1);
+        let msg = signed_message(&snapshot.load(), serial, id);
+        pending = false;
+        match notify(&socket, target, (&msg, id), &mut serials).await {
+            Outcome::Acknowledged => stats.notify(true),
+            Outcome::GivenUp => {
+                warn!(%target, serial, tries = TRIES, "NOTIFY not acknowledged; the secondary refreshes on its own timers");
+                stats.notify(false);
+            }
+            Outcome::Newer => pending = true,
+            Outcome::Stopped => return,
+        }
+    }
+}
+
+/// The NOTIFY of `serial` with id `id`: the zone's SOA at that serial in
+/// the Answer section, signed with the first transfer key where there is
+/// one (a secondary that checks TSIG on transfers does on NOTIFY).
+fn signed_message(snap: &Snapshot, serial: u32, id: u16) -> Vec<u8> {
+    let soa = zone_soa(snap).map(|(ttl, soa)| (ttl, Soa { serial, ..soa }));
+    let mut msg = message(
+        snap.settings.zone.text(),
+        id,
+        soa.as_ref().map(|(ttl, s)| (*ttl, s)),
+    );
+    if let Some(key) = snap.settings.transfer_keys.first() {
+        super::tsig::sign_request(&mut msg, key, super::handler::unix_now());
+    }
+    msg
+}
+
+/// How one NOTIFY ended.
+enum Outcome {
+    Acknowledged,
+    GivenUp,
+    /// A newer serial came first: announce that one instead.
+    Newer,
+    /// The serials stopped (shutdown).
+    Stopped,
+}
+
+/// Sends NOTIFY `msg` (of id `id`) to `target` until it is acknowledged,
+/// at most [`TRIES`] times, or until `serials` moves on.
+async fn notify(
+    socket: &UdpSocket,
+    target: SocketAddr,
+    (msg, id): (&[u8], u16),
+    serials: &mut watch::Receiver<u32>,
+) -> Outcome {
     let mut buf = [0u8; 512];
     for attempt in 0..TRIES {
         if let Err(e) = socket.send_to(msg, target).await {
             debug!(%target, error = %e, "NOTIFY not sent");
         }
-        let wait = Duration::from_secs(1 << attempt);
-        let deadline = tokio::time::Instant::now() + wait;
-        while let Ok(Ok((n, from))) =
-            tokio::time::timeout_at(deadline, socket.recv_from(&mut buf)).await
-        {
-            if from == target && acknowledges(&buf[..n], id) {
-                return true;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1 << attempt);
+        loop {
+            tokio::select! {
+                got = tokio::time::timeout_at(deadline, socket.recv_from(&mut buf)) => match got {
+                    Ok(Ok((n, from))) if from == target && acknowledges(&buf[..n], id) => {
+                        return Outcome::Acknowledged;
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                },
+                changed = serials.changed() => {
+                    return if changed.is_ok() { Outcome::Newer } else { Outcome::Stopped };
+                }
             }
         }
     }
-    warn!(%target, tries = TRIES, "NOTIFY not acknowledged; the secondary refreshes on its own timers");
-    false
+    Outcome::GivenUp
 }
 
 #[cfg(test)]

@@ -972,3 +972,46 @@ async fn three_knot_followers_of_one_watcher_follow_a_change_and_cost_the_remote
     assert_eq!(after, before, "requests to east and north");
     server.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notify_target_that_never_answers_delays_no_other() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zones = dir.path().join("zones");
+    copy_tree(&demo(), &zones);
+    // A UDP socket that reads nothing: NOTIFYs to it are never answered.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let port = free_port();
+    let targets = format!("{},127.0.0.1:{port}", silent.local_addr().expect("addr"));
+    let ours = serve(
+        &zones,
+        &[
+            "--local-cluster",
+            "west",
+            "--allow-transfer",
+            "127.0.0.1",
+            "--notify",
+            &targets,
+        ],
+    );
+    let knot_dir = dir.path().join("knot");
+    std::fs::create_dir_all(&knot_dir).expect("mkdir");
+    let _knot = knot_secondary(&knot_dir, ours.dns, port);
+    let knot: SocketAddr = ([127, 0, 0, 1], port).into();
+    loaded(knot, ours.dns, "knotd", &knot_dir).await;
+    // Two changes in a row, while the silent target's first NOTIFY is
+    // still being tried again (for 31 s): Knot follows each at once.
+    let mut from = "10.40.30.10".to_owned();
+    for to in ["10.40.31.5", "10.40.31.6"] {
+        move_db0_from(&zones, &from, to);
+        answers_addr(ours.dns, DB0, to, Duration::from_secs(10)).await;
+        let took = answers_addr(knot, DB0, to, Duration::from_secs(3)).await;
+        eprintln!("knot followed {to} {took:?} after us");
+        from = to.to_owned();
+    }
+    let (_, body) = http_get(ours.admin, "/metrics");
+    assert!(
+        metric(&body, "clusterset_dns_notify_acknowledged_total").unwrap_or(0.0) >= 2.0,
+        "{body}"
+    );
+    drop(silent);
+}
