@@ -79,7 +79,9 @@ impl Versions {
         now: Instant,
     ) -> Versions {
         let told = self.serial == prev.serial && next.changes.since == prev.serial;
-        let diff = told.then(|| difference(prev, next, now)).flatten();
+        let diff = told
+            .then(|| difference((prev, next), limits.bytes, now))
+            .flatten();
         let Some((removed, added)) = diff else {
             return Versions {
                 serial: next.serial,
@@ -113,19 +115,22 @@ impl Versions {
 
 /// The records `next` removed from and added to the zone of `prev`, or
 /// `None` when the change cannot be told from [`Changes`] (the apex or
-/// every name may have changed).
+/// every name may have changed), during start-up (the zone is still
+/// being loaded: every name is new, and a secondary gets it whole), or
+/// when the difference passes `bytes` octets (more than the journal
+/// keeps: it is not finished, so the work and the memory stay bounded).
 ///
 /// [`Changes`]: crate::model::Changes
 pub(crate) fn difference(
-    prev: &Snapshot,
-    next: &Snapshot,
+    (prev, next): (&Snapshot, &Snapshot),
+    bytes: u64,
     now: Instant,
 ) -> Option<(Vec<Record>, Vec<Record>)> {
     // New answer settings come with `whole` (`Index::reset_settings`).
     let same_state = prev.known == next.known
         && prev.settled == next.settled
         && prev.local_synced == next.local_synced;
-    if next.changes.whole || !same_state {
+    if next.changes.whole || !same_state || !next.settled {
         return None;
     }
     let mut keys: BTreeSet<&str> = next.changes.entries.iter().map(|k| &**k).collect();
@@ -140,6 +145,7 @@ pub(crate) fn difference(
         }
     }
     let (mut removed, mut added) = (Vec::new(), Vec::new());
+    let mut octets = 0u64;
     for key in keys {
         let records = |snap: &Snapshot| {
             snap.entries
@@ -150,8 +156,15 @@ pub(crate) fn difference(
         let (old, new) = (records(prev), records(next));
         let missing =
             |from: &[Record], r: &Record| from.binary_search_by(|x| record_order(x, r)).is_err();
-        removed.extend(old.iter().filter(|r| missing(&new, r)).cloned());
-        added.extend(new.iter().filter(|r| missing(&old, r)).cloned());
+        for (from, to, out) in [(&old, &new, &mut removed), (&new, &old, &mut added)] {
+            for r in from.iter().filter(|r| missing(to, r)) {
+                octets += wire_len(r) as u64;
+                out.push(r.clone());
+            }
+        }
+        if octets > bytes {
+            return None;
+        }
     }
     Some((removed, added))
 }

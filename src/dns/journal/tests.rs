@@ -232,3 +232,24 @@ fn snapshots_published_while_one_was_recorded_make_one_version() {
     let unrelated = merged(&s0, s2.clone());
     assert_eq!(unrelated.changes, s2.changes);
 }
+
+#[test]
+fn during_start_up_no_difference_is_kept() {
+    let mut s: Settings = settings();
+    s.allow_transfer = crate::vocab::trust::parse_cidrs(["127.0.0.1"]).expect("cidrs");
+    let mut m = Model::new(Arc::new(s), epoch());
+    // The source has not announced every cluster: start-up is not over.
+    m.apply(fixture_events(), t0());
+    let first = m.publish();
+    assert!(!first.settled);
+    m.apply([broken("east")], t0() + Duration::from_secs(1));
+    let next = m.publish();
+    assert_eq!(next.changes.since, first.serial);
+    let journal = Versions {
+        serial: first.serial,
+        ..Versions::default()
+    };
+    let kept = journal.record((&first, &next), JournalLimits::default(), t0());
+    assert!(kept.list.is_empty());
+    assert_eq!(kept.serial, next.serial);
+}
