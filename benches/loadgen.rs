@@ -818,14 +818,25 @@ fn run_tcp(la: &LoadArgs, queries: &Queries) -> std::io::Result<Report> {
     let mut conns: Vec<Conn> = (0..la.connections).map(|_| Conn::new(la.window)).collect();
     let setup = Instant::now();
     for (i, conn) in conns.iter_mut().enumerate() {
-        let left = la.duration.saturating_sub(setup.elapsed());
-        if left.is_zero() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "connecting took the whole duration",
-            ));
+        // A server whose accept queue is full drops the SYN, which the
+        // kernel sends again after a second: a connect is tried up to
+        // five times, 3 s each, within the duration.
+        let mut tries = 0;
+        loop {
+            let left = la.duration.saturating_sub(setup.elapsed());
+            if left.is_zero() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connecting took the whole duration",
+                ));
+            }
+            tries += 1;
+            match conn.open(la.server, left.min(Duration::from_secs(3)), &ep, i as u64) {
+                Ok(()) => break,
+                Err(e) if tries >= 5 => return Err(e),
+                Err(_) => {}
+            }
         }
-        conn.open(la.server, left.min(Duration::from_secs(1)), &ep, i as u64)?;
     }
     let mut c = Counters::default();
     let mut hist = Histogram::new();
