@@ -39,18 +39,21 @@ pub struct Handler {
     pacer: Arc<Pacer>,
 }
 
-/// Zone transfers written at once: each keeps a thread busy producing
-/// its messages, so one more is refused (busy) rather than let transfers
-/// crowd out queries.
-pub(crate) const MAX_TRANSFERS: usize = 2;
+/// Whole-zone transfers written at once: each keeps a thread producing
+/// its messages (a few messages of memory; the byte rate they share
+/// bounds their CPU), so one more is refused (busy) rather than let
+/// transfers crowd out queries. Enough for a fleet of secondaries started
+/// together; differences and up-to-date answers, a message or two each,
+/// are not counted.
+pub(crate) const MAX_TRANSFERS: usize = 8;
 
 /// Messages a transfer's producer may be ahead of its writer: a few
 /// messages of memory per transfer, whatever the zone's size.
 const AHEAD: usize = 4;
 
 /// A zone transfer to write: its messages as they are produced, the byte
-/// rate it shares, and its place among the [`MAX_TRANSFERS`] (freed when
-/// dropped).
+/// rate it shares, and for a whole zone its place among the
+/// [`MAX_TRANSFERS`] (freed when dropped).
 #[derive(Debug)]
 pub struct Outgoing {
     /// The messages, each at most 65,535 octets; closed after the last.
@@ -59,7 +62,7 @@ pub struct Outgoing {
     pub rate: u64,
     /// The rate's schedule, shared by every transfer.
     pub pacer: Arc<Pacer>,
-    _slot: OwnedSemaphorePermit,
+    _slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Handler {
@@ -206,9 +209,10 @@ impl Handler {
     }
 
     /// The zone transfer `packet` asks for over a stream from `peer`, if
-    /// it asks for one `allow-transfer` lets it make and fewer than
-    /// [`MAX_TRANSFERS`] are under way (counted); `None` sends it down
-    /// [`Handler::handle`], which answers a refused one REFUSED.
+    /// it asks for one `allow-transfer` lets it make and, for a whole
+    /// zone, fewer than [`MAX_TRANSFERS`] are under way (counted); `None`
+    /// sends it down [`Handler::handle`], which answers a refused one
+    /// REFUSED.
     pub fn transfer(&self, packet: &[u8], peer: IpAddr) -> Option<Outgoing> {
         // Cheap for every other query: QTYPE sits right after the name.
         if !wire::asks_for(packet, wire::rtype::AXFR) && !wire::asks_for(packet, wire::rtype::IXFR)
@@ -228,18 +232,23 @@ impl Handler {
                 self.stats.transfer(kind, XfrOutcome::NotAuth, 0);
                 let keys = &snap.settings.transfer_keys;
                 let answer = tsig::notauth(packet, keys, why, now)?;
-                let slot = self.transfers.clone().try_acquire_owned().ok()?;
                 let (tx, rx) = mpsc::channel(1);
                 tx.try_send(answer).ok()?;
-                return Some(self.outgoing(rx, &snap, slot));
+                return Some(self.outgoing(rx, &snap, None));
             }
             Check::Allowed(kind, verified) => (kind, verified),
         };
-        let Ok(slot) = self.transfers.clone().try_acquire_owned() else {
-            self.stats.transfer(kind, XfrOutcome::Busy, 0);
-            return None;
-        };
         let plan = transfer::plan(&snap, &self.journal.versions(), kind, packet);
+        let slot = match plan {
+            transfer::Plan::Full => match self.transfers.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    self.stats.transfer(kind, XfrOutcome::Busy, 0);
+                    return None;
+                }
+            },
+            _ => None,
+        };
         let signer = verified.map(|v| tsig::Signer::new(&v, now));
         let (tx, rx) = mpsc::channel(AHEAD);
         let job = Job {
@@ -259,7 +268,7 @@ impl Handler {
         &self,
         messages: mpsc::Receiver<Vec<u8>>,
         snap: &Snapshot,
-        slot: OwnedSemaphorePermit,
+        slot: Option<OwnedSemaphorePermit>,
     ) -> Outgoing {
         Outgoing {
             messages,

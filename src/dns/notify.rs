@@ -116,11 +116,13 @@ pub(crate) async fn run(
     stats: Arc<DnsStats>,
     shutdown: CancellationToken,
 ) {
+    // Nothing until start-up is over: the zone is still being loaded.
     let recorded = |snap: &Snapshot| match journal.serial() {
+        _ if !snap.settled => 0,
         0 => snap.serial,
         s => s,
     };
-    let (serials, _) = watch::channel(recorded(&snapshot.load()));
+    let (serials, _) = watch::channel(0);
     let mut targets: HashMap<SocketAddr, AbortHandle> = HashMap::new();
     let mut tasks = JoinSet::new();
     loop {
@@ -149,10 +151,12 @@ pub(crate) async fn run(
     }
 }
 
-/// Announces to `target` each serial `serials` moves to after it starts:
-/// one NOTIFY in flight, sent again after 1, 2, 4, 8 and 16 s until
-/// acknowledged, and given up for a newer serial at once (coalesced) or
-/// after the last try (counted either way but the first).
+/// Announces to `target` the serial `serials` holds (0: none yet) and
+/// each one it moves to: one NOTIFY in flight, sent again after 1, 2, 4,
+/// 8 and 16 s until acknowledged, and given up for a newer serial at once
+/// (coalesced) or after the last try (counted). So a target is told the
+/// serial of a restarted server as soon as its zone is loaded, as BIND
+/// and Knot notify on load.
 async fn announce(
     target: SocketAddr,
     (mut serials, snapshot, stats): (watch::Receiver<u32>, Arc<ArcSwap<Snapshot>>, Arc<DnsStats>),
@@ -169,26 +173,29 @@ async fn announce(
             return;
         }
     };
-    serials.borrow_and_update();
     let mut id = target.port() ^ 0x5a5a;
-    let mut pending = false;
+    let mut told = 0;
     loop {
-        if !pending && serials.changed().await.is_err() {
-            return;
-        }
         let serial = *serials.borrow_and_update();
+        if serial == 0 || serial == told {
+            if serials.changed().await.is_err() {
+                return;
+            }
+            continue;
+        }
         id = id.wrapping_add(1);
         let msg = signed_message(&snapshot.load(), serial, id);
-        pending = false;
         match notify(&socket, target, (&msg, id), &mut serials).await {
             Outcome::Acknowledged => stats.notify(true),
             Outcome::GivenUp => {
                 warn!(%target, serial, tries = TRIES, "NOTIFY not acknowledged; the secondary refreshes on its own timers");
                 stats.notify(false);
             }
-            Outcome::Newer => pending = true,
+            // The loop takes the newest.
+            Outcome::Newer => continue,
             Outcome::Stopped => return,
         }
+        told = serial;
     }
 }
 

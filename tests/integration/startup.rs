@@ -124,7 +124,7 @@ const NAMESPACES: usize = 4;
 /// third one a federated StatefulSet (pod names), the others flat federated
 /// ClusterIP services, plus a gateway-mode service of east with a mirror in
 /// the local cluster west.
-fn write_zones(root: &std::path::Path, per_cluster: usize) {
+pub(crate) fn write_zones(root: &std::path::Path, per_cluster: usize) {
     use std::fmt::Write as _;
     use zonegen::{FEDERATED, GATEWAY, Ips, service_doc, slice_doc};
     let clusters = ["west", "east", "north"];

@@ -90,7 +90,8 @@ fn knot_keyed(dir: &Path, primary: SocketAddr, listen: SocketAddr, key: Option<K
          {keys}\
          remote:\n  - id: primary\n    address: {}@{}\n{use_key}\
          acl:\n  - id: from_primary\n    address: 127.0.0.1\n    action: notify\n{use_key}\
-         zone:\n  - domain: {ZONE}\n    master: primary\n    acl: from_primary\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n",
+         \x20 - id: transfer_out\n    address: 127.0.0.1\n    action: transfer\n\
+         zone:\n  - domain: {ZONE}\n    master: primary\n    acl: [from_primary, transfer_out]\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n",
         primary.ip(),
         primary.port()
     );
@@ -117,7 +118,7 @@ fn nsd_keyed(dir: &Path, primary: SocketAddr, port: u16, key: Option<Key<'_>>) -
         "server:\n  ip-address: 127.0.0.1\n  port: {port}\n  zonesdir: \"{d}\"\n  database: \"\"\n  pidfile: \"{d}/nsd.pid\"\n  xfrdfile: \"{d}/xfrd.state\"\n  zonelistfile: \"{d}/zone.list\"\n  username: \"\"\n  chroot: \"\"\n  verbosity: 2\n  server-count: 1\n\
          remote-control:\n  control-enable: no\n\
          {keys}\
-         zone:\n  name: {ZONE}\n  zonefile: \"{d}/{ZONE}.zone\"\n  request-xfr: {}@{} {name}\n  allow-notify: 127.0.0.1 {name}\n",
+         zone:\n  name: {ZONE}\n  zonefile: \"{d}/{ZONE}.zone\"\n  request-xfr: {}@{} {name}\n  allow-notify: 127.0.0.1 {name}\n  provide-xfr: 127.0.0.1 NOKEY\n",
         primary.ip(),
         primary.port()
     );
@@ -144,7 +145,7 @@ fn bind_secondary(dir: &Path, primary: SocketAddr, port: u16, key: Option<Key<'_
         "options {{\n  directory \"{d}\";\n  managed-keys-directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  session-keyfile \"{d}/session.key\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  max-records-per-type 0;\n  recursion no;\n  dnssec-validation no;\n  notify no;\n}};\n\
          controls {{ }};\n\
          {keys}\
-         zone \"{ZONE}\" {{\n  type secondary;\n  primaries {{ {} port {}{use_key}; }};\n  file \"{d}/{ZONE}.db\";\n  allow-notify {{ {notify_from} }};\n}};\n",
+         zone \"{ZONE}\" {{\n  type secondary;\n  primaries {{ {} port {}{use_key}; }};\n  file \"{d}/{ZONE}.db\";\n  allow-notify {{ {notify_from} }};\n  allow-transfer {{ 127.0.0.1; }};\n}};\n",
         primary.ip(),
         primary.port()
     );
@@ -378,7 +379,6 @@ async fn knot_and_nsd_follow_a_change_after_our_notify() {
     let (_, body) = http_get(ours.admin, "/metrics");
     let acked = metric(&body, "clusterset_dns_notify_acknowledged_total").unwrap_or(0.0);
     assert!(acked >= 2.0, "both targets acknowledged: {body}");
-    answers_as_we_do(nsd, ours.dns, "nsd").await;
     // Both ask by IXFR once they hold the zone, and get the journal's
     // difference, not the zone.
     assert!(transfers(&body, "ixfr", "incremental") >= 2.0, "{body}");
@@ -1014,4 +1014,85 @@ async fn a_notify_target_that_never_answers_delays_no_other() {
         "{body}"
     );
     drop(silent);
+}
+
+/// The zone `server` sends by AXFR, as kdig prints its records, sorted:
+/// the same printer for every server, so two zones compare line by line.
+fn kdig_axfr(server: SocketAddr) -> Vec<String> {
+    let out = Command::new("kdig")
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string(), "+time=10", "+retry=0"])
+        .args(["+nocomments", "+nostats", "AXFR", "clusterset.local."])
+        .output()
+        .expect("kdig (Debian knot-dnsutils) must be installed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(';'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knot_nsd_and_bind_hold_a_generated_10000_service_zone_record_for_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zones = dir.path().join("zones");
+    // 3 clusters × 3,334 services, every third a federated StatefulSet.
+    crate::startup::write_zones(&zones, 3334);
+    let ours = serve(
+        &zones,
+        &["--local-cluster", "west", "--allow-transfer", "127.0.0.1"],
+    );
+    let ports = [free_port(), free_port(), free_port()];
+    let dirs = ["knot", "nsd", "bind"].map(|n| dir.path().join(n));
+    for d in &dirs {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    let _knot = knot_secondary(&dirs[0], ours.dns, ports[0]);
+    let _nsd = nsd_secondary(&dirs[1], ours.dns, ports[1]);
+    let _bind = bind_secondary(&dirs[2], ours.dns, ports[2], None);
+    let mine = kdig_axfr(ours.dns);
+    assert!(mine.len() > 100_000, "{} records", mine.len());
+    let questions: Vec<(String, String)> = {
+        let out = Command::new(bin())
+            .args(["dump", "--zones"])
+            .arg(&zones)
+            .args(["--local-cluster", "west"])
+            .stderr(Stdio::null())
+            .output()
+            .expect("dump");
+        let set: BTreeSet<(String, String)> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('$'))
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                Some((f.first()?.to_string(), f.get(3)?.to_string()))
+            })
+            .collect();
+        set.into_iter().collect()
+    };
+    for ((who, d), port) in ["knotd", "nsd", "named"].iter().zip(&dirs).zip(ports) {
+        let secondary = SocketAddr::from(([127, 0, 0, 1], port));
+        loaded(secondary, ours.dns, who, d).await;
+        // Every record, as each sends the zone on.
+        let theirs = kdig_axfr(secondary);
+        assert!(
+            theirs == mine,
+            "{who}: {} records against our {}",
+            theirs.len(),
+            mine.len()
+        );
+        // And the answers to one question in 50, of every kind.
+        for (name, rtype) in questions.iter().step_by(50) {
+            let rtype: RecordType = rtype.parse().expect("a type");
+            let got = answers(secondary, name, rtype).await;
+            assert_eq!(
+                got,
+                answers(ours.dns, name, rtype).await,
+                "{who}: {name} {rtype}"
+            );
+        }
+    }
 }
