@@ -230,6 +230,19 @@ async fn answers_as_we_do(secondary: SocketAddr, ours: SocketAddr, who: &str) {
     assert!(records >= questions.len(), "{records} records");
 }
 
+/// Our server on a copy of the demo (which a test may change), allowing
+/// 127.0.0.1 to transfer, with `extra` flags: the directory, the copy and
+/// the server.
+fn ours_on_a_copy(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Served) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zones = dir.path().join("zones");
+    copy_tree(&demo(), &zones);
+    let mut args = vec!["--local-cluster", "west", "--allow-transfer", "127.0.0.1"];
+    args.extend_from_slice(extra);
+    let ours = serve(&zones, &args);
+    (dir, zones, ours)
+}
+
 fn ours_allowing(allow: &str) -> Served {
     serve(
         &demo(),
@@ -342,22 +355,9 @@ async fn answers_addr(server: SocketAddr, name: &str, addr: &str, within: Durati
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn knot_and_nsd_follow_a_change_after_our_notify() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let zones = dir.path().join("zones");
-    copy_tree(&demo(), &zones);
     let (knot_port, nsd_port) = (free_port(), free_port());
     let targets = format!("127.0.0.1:{knot_port},127.0.0.1:{nsd_port}");
-    let ours = serve(
-        &zones,
-        &[
-            "--local-cluster",
-            "west",
-            "--allow-transfer",
-            "127.0.0.1",
-            "--notify",
-            &targets,
-        ],
-    );
+    let (dir, zones, ours) = ours_on_a_copy(&["--notify", &targets]);
     let (knot_dir, nsd_dir) = (dir.path().join("knot"), dir.path().join("nsd"));
     std::fs::create_dir_all(&knot_dir).expect("mkdir");
     std::fs::create_dir_all(&nsd_dir).expect("mkdir");
@@ -671,20 +671,7 @@ fn knot_refresh(dir: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn knot_gets_the_difference_while_the_journal_holds_its_serial_and_the_zone_once_behind_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let zones = dir.path().join("zones");
-    copy_tree(&demo(), &zones);
-    let ours = serve(
-        &zones,
-        &[
-            "--local-cluster",
-            "west",
-            "--allow-transfer",
-            "127.0.0.1",
-            "--ixfr-journal-versions",
-            "1",
-        ],
-    );
+    let (dir, zones, ours) = ours_on_a_copy(&["--ixfr-journal-versions", "1"]);
     let knot_dir = dir.path().join("knot");
     std::fs::create_dir_all(&knot_dir).expect("mkdir");
     let port = free_port();
@@ -975,24 +962,11 @@ async fn three_knot_followers_of_one_watcher_follow_a_change_and_cost_the_remote
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notify_target_that_never_answers_delays_no_other() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let zones = dir.path().join("zones");
-    copy_tree(&demo(), &zones);
     // A UDP socket that reads nothing: NOTIFYs to it are never answered.
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
     let port = free_port();
     let targets = format!("{},127.0.0.1:{port}", silent.local_addr().expect("addr"));
-    let ours = serve(
-        &zones,
-        &[
-            "--local-cluster",
-            "west",
-            "--allow-transfer",
-            "127.0.0.1",
-            "--notify",
-            &targets,
-        ],
-    );
+    let (dir, zones, ours) = ours_on_a_copy(&["--notify", &targets]);
     let knot_dir = dir.path().join("knot");
     std::fs::create_dir_all(&knot_dir).expect("mkdir");
     let _knot = knot_secondary(&knot_dir, ours.dns, port);
