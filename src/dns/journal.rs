@@ -153,7 +153,9 @@ pub(crate) fn difference(
                 .map(|e| entry_records(snap, e, now))
                 .unwrap_or_default()
         };
-        let (old, new) = (records(prev), records(next));
+        let (mut old, mut new) = (records(prev), records(next));
+        old.sort_unstable_by(record_order);
+        new.sort_unstable_by(record_order);
         let missing =
             |from: &[Record], r: &Record| from.binary_search_by(|x| record_order(x, r)).is_err();
         for (from, to, out) in [(&old, &new, &mut removed), (&new, &old, &mut added)] {
