@@ -370,26 +370,27 @@ impl Index {
         }
     }
 
-    /// The current snapshot (cheap: the maps are persistent), its
-    /// changes counted since the last published one.
+    /// The current snapshot (cheap: the maps are persistent). Its
+    /// [`Changes`] are those of the last published snapshot: only
+    /// [`Index::publish_snapshot`] counts them, so a snapshot taken for a
+    /// look costs no copy of what changed.
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         let mut snap = self.snap.clone();
         snap.generation = next_generation();
-        snap.changes = Arc::new(Changes {
-            since: self.published,
-            entries: self.changed.0.iter().cloned().collect(),
-            whole: self.changed.1,
-        });
         Arc::new(snap)
     }
 
-    /// The current snapshot, to publish: the next one's changes are
-    /// counted from it.
+    /// The current snapshot, to publish, with what changed since the one
+    /// published before; the next one's changes are counted from it.
     pub(crate) fn publish_snapshot(&mut self) -> Arc<Snapshot> {
-        let snap = self.snapshot();
-        self.changed = (BTreeSet::new(), false);
-        self.published = snap.serial;
-        snap
+        let (entries, whole) = std::mem::take(&mut self.changed);
+        self.snap.changes = Arc::new(Changes {
+            since: self.published,
+            entries: entries.into_iter().collect(),
+            whole,
+        });
+        self.published = self.snap.serial;
+        self.snapshot()
     }
 
     /// Replaces the settings and rebuilds every name under them (a
