@@ -173,8 +173,12 @@ fn dumped_questions(zones: &Path) -> BTreeSet<(String, String)> {
 
 /// The Answer section of `name` `rtype` from `server` over TCP, sorted,
 /// in zone-file text; with the rcode.
-async fn answers(server: SocketAddr, name: &str, rtype: RecordType) -> (ResponseCode, Vec<String>) {
-    let (msg, _) = ask(server, Proto::Tcp, &q(name, rtype)).await;
+async fn answers(
+    server: SocketAddr,
+    name: impl AsRef<str>,
+    rtype: RecordType,
+) -> (ResponseCode, Vec<String>) {
+    let (msg, _) = ask(server, Proto::Tcp, &q(name.as_ref(), rtype)).await;
     let mut v: Vec<String> = msg
         .answers
         .iter()
@@ -190,15 +194,15 @@ async fn loaded(server: SocketAddr, ours: SocketAddr, who: &str, dir: &Path) {
     let want = answers(ours, &format!("{ZONE}."), RecordType::SOA).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        // Not listening yet: `ask` would fail on the connection.
+        // Not listening yet, or reloading (NSD resets a connection while
+        // its new server processes take over): not loaded yet.
         let up = std::net::TcpStream::connect_timeout(&server, Duration::from_secs(1)).is_ok();
+        let asked = || tokio::spawn(answers(server, format!("{ZONE}."), RecordType::SOA));
         let got = match up {
-            true => tokio::time::timeout(
-                Duration::from_secs(2),
-                answers(server, &format!("{ZONE}."), RecordType::SOA),
-            )
-            .await
-            .ok(),
+            true => tokio::time::timeout(Duration::from_secs(2), asked())
+                .await
+                .ok()
+                .and_then(Result::ok),
             false => None,
         };
         if got.as_ref() == Some(&want) {
@@ -341,7 +345,10 @@ fn move_db0_from(zones: &Path, from: &str, to: &str) {
 async fn answers_addr(server: SocketAddr, name: &str, addr: &str, within: Duration) -> Duration {
     let started = Instant::now();
     loop {
-        let (_, got) = answers(server, name, RecordType::A).await;
+        // A secondary that reloads the zone may reset a connection (NSD's
+        // new server processes take over): that answer is "not yet".
+        let asked = tokio::spawn(answers(server, name.to_owned(), RecordType::A));
+        let got = asked.await.map(|(_, got)| got).unwrap_or_default();
         if got.iter().any(|r| r.ends_with(&format!(" A {addr}"))) {
             return started.elapsed();
         }
