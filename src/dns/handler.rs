@@ -168,13 +168,7 @@ impl Handler {
                 return true;
             }
         };
-        let limit = transport
-            .stream_limit()
-            .unwrap_or_else(|| req.udp_limit(snap.settings.max_udp_payload));
-        let answered = respond(&snap, &req, (transport, limit), rotation);
-        let fit = wire::encode(&req, &answered.answer, limit, out);
-        self.stats.query(Some(req.qtype), answered.answer.rcode);
-        self.stats.answered(fit, answered.note, transport);
+        let (answered, fit) = self.general(&snap, &req, (transport, rotation, 0), out);
         if let Some((cache, q)) = &plain {
             cache.store(local, q, &snap, rotation, &answered, (out, fit));
         }
@@ -196,16 +190,31 @@ impl Handler {
             self.stats.dropped();
             return false;
         };
+        let room = tsig::record_len(v);
+        self.general(snap, &req, (transport, 0, room), out);
+        tsig::Signer::new(v, unix_now()).sign(out);
+        true
+    }
+
+    /// The general path: `req` answered from `snap` with `rotation`,
+    /// encoded into `out` within the transport's limit less `reserve`
+    /// octets (a TSIG record's room), and counted.
+    fn general(
+        &self,
+        snap: &Snapshot,
+        req: &Request<'_>,
+        (transport, rotation, reserve): (Transport, usize, usize),
+        out: &mut Vec<u8>,
+    ) -> (Answered, wire::Fit) {
         let limit = transport
             .stream_limit()
             .unwrap_or_else(|| req.udp_limit(snap.settings.max_udp_payload))
-            .saturating_sub(tsig::record_len(v));
-        let answered = respond(snap, &req, (transport, limit), 0);
-        let fit = wire::encode(&req, &answered.answer, limit, out);
-        tsig::Signer::new(v, unix_now()).sign(out);
+            .saturating_sub(reserve);
+        let answered = respond(snap, req, (transport, limit), rotation);
+        let fit = wire::encode(req, &answered.answer, limit, out);
         self.stats.query(Some(req.qtype), answered.answer.rcode);
         self.stats.answered(fit, answered.note, transport);
-        true
+        (answered, fit)
     }
 
     /// The zone transfer `packet` asks for over a stream from `peer`, if
