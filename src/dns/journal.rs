@@ -188,12 +188,6 @@ impl Journal {
     pub fn serial(&self) -> u32 {
         self.current.load().serial
     }
-
-    /// Versions kept, and their octets: the `journal` metrics.
-    pub fn size(&self) -> (usize, u64) {
-        let v = self.current.load();
-        (v.list.len(), v.bytes)
-    }
 }
 
 /// `newer`, its changes counted since the snapshot before `older` (the one

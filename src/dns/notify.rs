@@ -29,7 +29,7 @@ use super::answer::{Question, Room, answer};
 use super::journal::Journal;
 use super::name::QName;
 use super::stats::DnsStats;
-use super::wire::{CLASS_IN, RData, Soa, rtype};
+use super::wire::{CLASS_IN, RData, Soa, name_uncompressed, rtype};
 use crate::model::Snapshot;
 
 /// The NOTIFY opcode.
@@ -49,7 +49,7 @@ pub(crate) fn message(zone: &str, id: u16, soa: Option<(u32, &Soa)>) -> Vec<u8> 
     m.extend_from_slice(&id.to_be_bytes());
     m.extend_from_slice(&flags.to_be_bytes());
     m.extend_from_slice(&[0, 1, 0, u8::from(soa.is_some()), 0, 0, 0, 0]);
-    name(zone, &mut m);
+    name_uncompressed(zone, &mut m);
     m.extend_from_slice(&rtype::SOA.to_be_bytes());
     m.extend_from_slice(&CLASS_IN.to_be_bytes());
     if let Some((ttl, soa)) = soa {
@@ -59,8 +59,8 @@ pub(crate) fn message(zone: &str, id: u16, soa: Option<(u32, &Soa)>) -> Vec<u8> 
         m.extend_from_slice(&CLASS_IN.to_be_bytes());
         m.extend_from_slice(&ttl.to_be_bytes());
         let mut rdata = Vec::with_capacity(64);
-        name(&soa.mname, &mut rdata);
-        name(&soa.rname, &mut rdata);
+        name_uncompressed(&soa.mname, &mut rdata);
+        name_uncompressed(&soa.rname, &mut rdata);
         for v in [soa.serial, soa.refresh, soa.retry, soa.expire, soa.minimum] {
             rdata.extend_from_slice(&v.to_be_bytes());
         }
@@ -68,16 +68,6 @@ pub(crate) fn message(zone: &str, id: u16, soa: Option<(u32, &Soa)>) -> Vec<u8> 
         m.extend_from_slice(&rdata);
     }
     m
-}
-
-/// `n` (dotted, no trailing dot, labels of 1–63 octets as configured) in
-/// wire form, uncompressed.
-fn name(n: &str, out: &mut Vec<u8>) {
-    for label in n.split('.').filter(|l| !l.is_empty()) {
-        out.push(label.len() as u8);
-        out.extend_from_slice(label.as_bytes());
-    }
-    out.push(0);
 }
 
 /// The zone's SOA as queries get it: its TTL and data.

@@ -11,7 +11,7 @@
 
 use ring::hmac;
 
-use super::wire::HEADER_LEN;
+use super::wire::{HEADER_LEN, name_uncompressed};
 use crate::vocab::tsig::{TsigAlgorithm, TsigKey};
 
 /// The TSIG record type.
@@ -149,15 +149,6 @@ fn find(m: &[u8]) -> Option<Record<'_>> {
     })
 }
 
-/// A name in canonical wire form: lower-case labels, uncompressed.
-fn wire_name(name: &str, out: &mut Vec<u8>) {
-    for label in name.split('.').filter(|l| !l.is_empty()) {
-        out.push(label.len() as u8);
-        out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
-    }
-    out.push(0);
-}
-
 fn time48(t: u64) -> [u8; 6] {
     let b = t.to_be_bytes();
     [b[2], b[3], b[4], b[5], b[6], b[7]]
@@ -172,10 +163,10 @@ fn variables(
     other: &[u8],
 ) -> Vec<u8> {
     let mut v = Vec::with_capacity(64);
-    wire_name(name, &mut v);
+    name_uncompressed(name, &mut v);
     v.extend_from_slice(&CLASS_ANY.to_be_bytes());
     v.extend_from_slice(&0u32.to_be_bytes());
-    wire_name(algorithm, &mut v);
+    name_uncompressed(algorithm, &mut v);
     v.extend_from_slice(&time48(time));
     v.extend_from_slice(&fudge.to_be_bytes());
     v.extend_from_slice(&error.to_be_bytes());
@@ -237,7 +228,7 @@ pub(crate) fn verify<'k>(
 fn append(m: &mut Vec<u8>, key: &TsigKey, time: u64, mac: &[u8], error: u16) {
     let id = be16(m, 0).unwrap_or(0);
     let mut rdata = Vec::with_capacity(64 + mac.len());
-    wire_name(key.algorithm.name(), &mut rdata);
+    name_uncompressed(key.algorithm.name(), &mut rdata);
     rdata.extend_from_slice(&time48(time));
     rdata.extend_from_slice(&FUDGE.to_be_bytes());
     rdata.extend_from_slice(&(mac.len() as u16).to_be_bytes());
@@ -245,7 +236,7 @@ fn append(m: &mut Vec<u8>, key: &TsigKey, time: u64, mac: &[u8], error: u16) {
     rdata.extend_from_slice(&id.to_be_bytes());
     rdata.extend_from_slice(&error.to_be_bytes());
     rdata.extend_from_slice(&0u16.to_be_bytes());
-    wire_name(&key.name, m);
+    name_uncompressed(&key.name, m);
     m.extend_from_slice(&TSIG.to_be_bytes());
     m.extend_from_slice(&CLASS_ANY.to_be_bytes());
     m.extend_from_slice(&0u32.to_be_bytes());

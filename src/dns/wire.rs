@@ -565,6 +565,17 @@ pub struct Fit {
 /// RDLENGTH.
 const RR_FIXED: usize = 2 + 2 + 4 + 2;
 
+/// `name` (dotted text, no trailing dot needed, labels of 1–63 octets
+/// as configured or checked) in wire form, lower-case and uncompressed:
+/// for messages built outside an answer (TSIG's MAC input, NOTIFY).
+pub(crate) fn name_uncompressed(name: &str, out: &mut Vec<u8>) {
+    for label in name.split('.').filter(|l| !l.is_empty()) {
+        out.push(label.len() as u8);
+        out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
+    }
+    out.push(0);
+}
+
 /// Octets of `name` (dotted text without the trailing dot) written in full.
 fn name_len(name: &str) -> usize {
     if name.is_empty() { 1 } else { name.len() + 2 }
