@@ -197,16 +197,16 @@ pub(crate) fn produce(
             out.push(last.clone())?;
             for v in versions {
                 out.push(at(v.from))?;
-                out.extend(&v.removed)?;
+                out.extend(v.removed.iter().cloned())?;
                 out.push(at(v.to))?;
-                out.extend(&v.added)?;
+                out.extend(v.added.iter().cloned())?;
             }
             out.push(last)?;
         }
         Plan::Full => {
-            out.extend(&apex)?;
+            out.extend(apex)?;
             for entry in snap.entries.values() {
-                out.extend(&entry_records(snap, entry, now))?;
+                out.extend(entry_records(snap, entry, now))?;
             }
             out.push(soa)?;
         }
@@ -243,8 +243,8 @@ impl<'a> Cutter<'a> {
         Ok(())
     }
 
-    fn extend(&mut self, records: &[Record]) -> Result<(), Stopped> {
-        records.iter().try_for_each(|r| self.push(r.clone()))
+    fn extend(&mut self, records: impl IntoIterator<Item = Record>) -> Result<(), Stopped> {
+        records.into_iter().try_for_each(|r| self.push(r))
     }
 
     fn flush(&mut self) -> Result<(), Stopped> {
